@@ -1,0 +1,3 @@
+from koogcli.cli.app import main
+
+main()

@@ -1,0 +1,80 @@
+"""FileHistoryStore: one JSON document per session under `<data>/sessions/` (SPEC §4).
+
+Invariants:
+- Writes are atomic (adapters/atomic.py) and serialised per session by a file lock.
+- `write` checks the revision the caller loaded; a moved revision raises ConflictError and
+  writes nothing, so concurrent turns are re-applied rather than lost.
+- A document that does not parse or has an unknown format/version raises a StorageError
+  naming the file; it is never overwritten or deleted implicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from koogcli.adapters import atomic
+from koogcli.adapters.documents import dump_history, parse_history
+from koogcli.adapters.paths import DataDir
+from koogcli.core.errors import ConflictError, StorageError
+from koogcli.core.messages import Message, utc_now
+from koogcli.core.names import SessionName
+from koogcli.core.ports import SessionInfo, StoredHistory
+
+
+class FileHistoryStore:
+    def __init__(self, data: DataDir, lock_timeout: float = 30.0) -> None:
+        self.data = data
+        self.lock_timeout = lock_timeout
+
+    def load(self, session: SessionName) -> list[Message]:
+        return self.read(session).messages
+
+    def store(self, session: SessionName, messages: Sequence[Message]) -> None:
+        self.write(session, messages, expected_revision=None)
+
+    def read(self, session: SessionName) -> StoredHistory:
+        path = self.data.session_file(session)
+        if not path.exists():
+            return StoredHistory([], 0)
+        header, messages = parse_history(atomic.read_json(path), path)
+        return StoredHistory(messages, header.revision, header.updated_at)
+
+    def write(
+        self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
+    ) -> int:
+        path = self.data.session_file(session)
+        with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
+            current = self.read(session).revision
+            if expected_revision is not None and current != expected_revision:
+                raise ConflictError(f"session {session} changed (revision {current})")
+            revision = current + 1
+            atomic.write_text(path, dump_history(session.value, revision, utc_now(), messages))
+            return revision
+
+    def exists(self, session: SessionName) -> bool:
+        return self.data.session_file(session).exists()
+
+    def sessions(self) -> list[SessionInfo]:
+        folder = self.data.sessions_dir
+        if not folder.is_dir():
+            return []
+        out = []
+        for entry in sorted(os.listdir(folder)):
+            if not entry.endswith(".json") or entry.startswith("."):
+                continue
+            name = SessionName.parse(entry[: -len(".json")])
+            stored = self.read(name)
+            out.append(SessionInfo(name.value, len(stored.messages), stored.revision, stored.updated_at))
+        return out
+
+    def delete(self, session: SessionName) -> bool:
+        path = self.data.session_file(session)
+        with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise StorageError(f"cannot delete {path}: {exc.strerror}") from exc
+        return True

@@ -1,0 +1,187 @@
+"""ChatModel over the `openai` package, for any OpenAI-compatible endpoint.
+
+Streams text deltas to a callback, reassembles streamed tool-call fragments by index, and
+reports usage. Retries and timeouts are the client's own (`max_retries`, `timeout`). Every
+API failure becomes one ModelError naming what to check; request headers (the key) are
+never logged or shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from koogcli.core.errors import EndpointNotConfiguredError, ModelError
+from koogcli.core.messages import Message, ToolCall
+from koogcli.core.ports import Completion, ModelRequest, Usage
+
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    api_key: str
+    api_key_env: str
+    timeout: float
+    max_retries: int
+
+
+def resolve_endpoint(
+    base_url: str, api_key_env: str, env: Mapping[str, str], timeout: float, max_retries: int
+) -> Endpoint:
+    """The key is read here, when the client is built, and nowhere else (§5.8)."""
+    key = env.get(api_key_env, "")
+    if not key and not base_url:
+        raise EndpointNotConfiguredError(f"no API key in {api_key_env} and no base URL")
+    # Local servers usually need no key, but the client insists on one.
+    return Endpoint(base_url or OPENAI_DEFAULT_URL, key or "not-needed", api_key_env, timeout, max_retries)
+
+
+def message_to_wire(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = [c.to_dict() for c in m.tool_calls]
+    if m.role == "tool":
+        out["tool_call_id"] = m.tool_call_id
+        if m.name:
+            out["name"] = m.name
+    return out
+
+
+class OpenAIChatModel:
+    def __init__(self, endpoint: Endpoint) -> None:
+        import openai
+
+        self.endpoint = endpoint
+        self._client = openai.OpenAI(
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key,
+            timeout=endpoint.timeout,
+            max_retries=endpoint.max_retries,
+        )
+
+    def complete(
+        self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
+    ) -> Completion:
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": [message_to_wire(m) for m in request.messages],
+        }
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.tools:
+            kwargs["tools"] = list(request.tools)
+        try:
+            if request.stream:
+                return self._stream(kwargs, on_delta)
+            return self._whole(kwargs, on_delta)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise self._explain(exc, request.model) from exc
+
+    def _whole(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None) -> Completion:
+        response = self._client.chat.completions.create(**kwargs)
+        if not response.choices:
+            raise ModelError(f"{self.endpoint.base_url} returned no choices")
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        calls = tuple(
+            ToolCall(c.id, c.function.name, c.function.arguments or "{}")
+            for c in (choice.message.tool_calls or [])
+            if getattr(c, "function", None) is not None
+        )
+        if text and on_delta:
+            on_delta(text)
+        return Completion(text, calls, _usage(response.usage), choice.finish_reason)
+
+    def _stream(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None) -> Completion:
+        stream = self._client.chat.completions.create(
+            **kwargs, stream=True, stream_options={"include_usage": True}
+        )
+        parts: list[str] = []
+        calls: dict[int, dict[str, str | None]] = {}
+        usage: Usage | None = None
+        finish: str | None = None
+        with stream:
+            for chunk in stream:
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        parts.append(delta.content)
+                        if on_delta:
+                            on_delta(delta.content)
+                    for frag in delta.tool_calls or []:
+                        slot = calls.setdefault(frag.index, {"id": None, "name": "", "arguments": ""})
+                        if frag.id:
+                            slot["id"] = frag.id
+                        if frag.function is not None:
+                            slot["name"] = (slot["name"] or "") + (frag.function.name or "")
+                            slot["arguments"] = (slot["arguments"] or "") + (frag.function.arguments or "")
+        tool_calls = tuple(
+            ToolCall(s["id"], s["name"] or "", s["arguments"] or "{}") for _, s in sorted(calls.items())
+        )
+        return Completion("".join(parts), tool_calls, usage, finish)
+
+    def _explain(self, exc: Exception, model: str) -> ModelError:
+        import openai
+
+        url = self.endpoint.base_url
+        retries = f"after {self.endpoint.max_retries} retries"
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return ModelError(
+                f"{url} rejected the API key (HTTP {exc.status_code})",
+                hint=f"check the key in {self.endpoint.api_key_env} (config llm.api_key_env)",
+            )
+        if isinstance(exc, openai.NotFoundError):
+            return ModelError(
+                f"model {model!r} not found at {url} (HTTP 404)",
+                hint="check llm.model / --model / KOOG_MODEL, and the base URL",
+            )
+        if isinstance(exc, openai.RateLimitError):
+            return ModelError(f"{url} is rate limiting requests (HTTP 429) {retries}",
+                              hint="wait and retry, or raise llm.max_retries")
+        if isinstance(exc, openai.APIStatusError):
+            detail = _detail(exc)
+            return ModelError(f"{url} answered HTTP {exc.status_code}{detail} {retries}")
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(f"{url} did not answer within {self.endpoint.timeout:g}s {retries}",
+                              hint="raise llm.timeout_seconds or check the server")
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(f"cannot connect to {url}",
+                              hint="check that the server runs and llm.base_url / OPENAI_BASE_URL")
+        if type(exc).__module__.split(".")[0].startswith("httpx"):
+            # Transport errors raised while reading a stream bypass the client's mapping.
+            return ModelError(f"the connection to {url} broke during the reply: {exc}")
+        if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
+            return ModelError(f"{url}: {type(exc).__name__}: {exc}")
+        raise exc
+
+
+def _detail(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        message = err.get("message") if isinstance(err, dict) else None
+        if message:
+            return f": {str(message)[:200]}"
+    return ""
+
+
+def _usage(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    return Usage(
+        int(getattr(raw, "prompt_tokens", 0) or 0),
+        int(getattr(raw, "completion_tokens", 0) or 0),
+        int(getattr(raw, "total_tokens", 0) or 0),
+    )

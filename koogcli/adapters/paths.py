@@ -1,0 +1,84 @@
+"""Where koog keeps things, and the guarantee that no path escapes the data dir (SPEC §4).
+
+Folders koog creates are mode 0700. Paths for a session are built only from a parsed
+SessionName and checked to stay inside the data dir.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from koogcli.core.errors import StorageError
+from koogcli.core.names import SessionName
+
+
+def config_path(flag: str | None, env: Mapping[str, str]) -> tuple[Path, bool]:
+    """The config file and whether the user named it explicitly (then it must exist)."""
+    if flag:
+        return Path(flag).expanduser(), True
+    if env.get("KOOG_CONFIG"):
+        return Path(env["KOOG_CONFIG"]).expanduser(), True
+    import platformdirs
+
+    return platformdirs.user_config_path("koog") / "config.toml", False
+
+
+def data_dir(flag: str | None, env: Mapping[str, str]) -> Path:
+    if flag:
+        return Path(flag).expanduser()
+    if env.get("KOOG_DATA_DIR"):
+        return Path(env["KOOG_DATA_DIR"]).expanduser()
+    import platformdirs
+
+    return platformdirs.user_data_path("koog")
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create `path` and missing parents as 0700; leave existing folders' modes alone."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    try:
+        for folder in reversed(missing):
+            folder.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(folder, 0o700)
+    except OSError as exc:
+        raise StorageError(f"cannot create folder {path}: {exc.strerror}") from exc
+    return path
+
+
+class DataDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root.absolute()
+
+    def _inside(self, *parts: str) -> Path:
+        path = self.root.joinpath(*parts)
+        if os.path.commonpath([self.root, path.absolute()]) != str(self.root):
+            raise StorageError(f"refusing a path outside the data dir: {path}")
+        return path
+
+    def folder(self, name: str) -> Path:
+        return ensure_dir(self._inside(name))
+
+    def session_file(self, session: SessionName) -> Path:
+        return self._inside("sessions", f"{session.value}.json")
+
+    def transcript_file(self, session: SessionName) -> Path:
+        return self._inside("transcripts", f"{session.value}.jsonl")
+
+    def lock_file(self, session: SessionName) -> Path:
+        return self._inside("locks", f"{session.value}.lock")
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self._inside("sessions")
+
+    @property
+    def input_history_file(self) -> Path:
+        return self._inside("input_history")

@@ -1,0 +1,103 @@
+"""The Typer app, global options and the one error boundary (HOUSE_STYLE §3)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from koogcli import __version__
+from koogcli.cli import render
+from koogcli.core.errors import KoogError
+
+
+class KoogGroup(TyperGroup):
+    """Maps every failure of every subcommand to one message and an exit code."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KoogError as err:
+            render.error(err)
+            raise typer.Exit(err.exit_code) from None
+        except KeyboardInterrupt:
+            sys.stderr.write("\n")
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:
+            if os.environ.get("KOOG_DEBUG") == "1":
+                raise
+            render.internal_error(exc)
+            raise typer.Exit(1) from None
+
+
+@dataclass
+class Globals:
+    """Global options, plus a model factory tests may set through CliRunner's `obj`."""
+
+    config: str | None = None
+    data_dir: str | None = None
+    model_factory: Any = None
+    env: dict[str, str] | None = field(default=None)
+
+    def build(self, flags: dict[str, object] | None = None) -> Any:
+        from koogcli.services import context
+
+        return context.build(self.config, self.data_dir, self.env, flags, self.model_factory)
+
+
+def globals_of(ctx: typer.Context) -> Globals:
+    found = ctx.find_object(Globals)
+    return found if found is not None else Globals()
+
+
+app = typer.Typer(
+    cls=KoogGroup,
+    name="koog",
+    help="Chat with any OpenAI-compatible model, with memory you can see and control.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        render.out(f"koog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    config: str | None = typer.Option(None, "--config", help="Config file (env KOOG_CONFIG)."),
+    data_dir: str | None = typer.Option(None, "--data-dir", help="Data folder (env KOOG_DATA_DIR)."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                 help="Show the version and exit."),
+) -> None:
+    g = ctx.ensure_object(Globals)
+    g.config = config or g.config
+    g.data_dir = data_dir or g.data_dir
+
+
+def _register() -> None:
+    from koogcli.cli import chat, config_cmd, history
+
+    app.command("chat")(chat.chat)
+    app.add_typer(history.app, name="history")
+    app.add_typer(config_cmd.app, name="config")
+
+
+_register()
+
+
+def main() -> None:
+    os.umask(0o077)  # §4: whatever koog creates is private to the user
+    app()

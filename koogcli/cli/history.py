@@ -1,0 +1,123 @@
+"""`koog history list|show|clear|delete|export|import`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from koogcli.cli import render
+from koogcli.cli.app import globals_of
+from koogcli.core.errors import UsageError
+
+app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
+
+SESSION = typer.Option(None, "-s", "--session", help="Session name (default: chat.default_session).")
+YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    """List sessions with their message counts."""
+    from koogcli.services import history
+
+    sessions = history.list_sessions(globals_of(ctx).build())
+    if as_json:
+        render.json_out([{"session": s.name, "messages": s.messages, "revision": s.revision,
+                          "updated_at": s.updated_at} for s in sessions])
+    elif sessions:
+        rows = [(s.name, str(s.messages), s.updated_at or "") for s in sessions]
+        render.out(render.table(rows, ("SESSION", "MESSAGES", "UPDATED")))
+    else:
+        render.note("no sessions yet; start one with `koog chat -s NAME`")
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    session: str | None = SESSION,
+    last: int | None = typer.Option(None, "--last", min=0, help="Only the last N messages."),
+    fmt: str = typer.Option("text", "--format", help="text, markdown, json or jsonl."),
+    transcript: bool = typer.Option(False, "--transcript", help="Every message ever exchanged."),
+) -> None:
+    """Show a session's stored history (or its full transcript)."""
+    from koogcli.services import history
+
+    if fmt not in ("text", "markdown", "json", "jsonl"):
+        raise UsageError(f"unknown --format {fmt!r}", hint="use text, markdown, json or jsonl")
+    app_ctx = globals_of(ctx).build()
+    messages = history.show(app_ctx, app_ctx.session(session), last, transcript)
+    if messages or fmt == "json":
+        render.out(render.format_messages(messages, fmt))
+
+
+@app.command()
+def clear(ctx: typer.Context, session: str | None = SESSION, yes: bool = YES) -> None:
+    """Empty a session's chat history (its transcript is kept)."""
+    from koogcli.services import history
+
+    app_ctx = globals_of(ctx).build()
+    name = app_ctx.session(session)
+    render.confirm_destructive(f"clear the history of session {name.value!r}", yes)
+    count = history.clear(app_ctx, name)
+    render.note(f"cleared {count} messages from {name.value}")
+
+
+@app.command()
+def delete(ctx: typer.Context, session: str | None = SESSION, yes: bool = YES) -> None:
+    """Delete a session: its history and its transcript."""
+    from koogcli.services import history
+
+    app_ctx = globals_of(ctx).build()
+    name = app_ctx.session(session)
+    render.confirm_destructive(f"delete session {name.value!r} and its transcript", yes)
+    history.delete(app_ctx, name)
+    render.note(f"deleted session {name.value}")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    session: str | None = SESSION,
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE, not stdout."),
+) -> None:
+    """Export a session's history as a JSON document."""
+    from koogcli.services import history
+
+    app_ctx = globals_of(ctx).build()
+    document = history.export(app_ctx, app_ctx.session(session))
+    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    if output is None:
+        render.out(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
+    render.note(f"exported {len(document['messages'])} messages to {output}")  # type: ignore[arg-type]
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    source: str = typer.Argument("-", help="Export document or message list; - for stdin."),
+    session: str | None = SESSION,
+    replace: bool = typer.Option(False, "--replace", help="Replace the history instead of appending."),
+) -> None:
+    """Import messages into a session (appends; ids already present are skipped)."""
+    from koogcli.services import history
+
+    app_ctx = globals_of(ctx).build()
+    name = app_ctx.session(session)
+    if source == "-":
+        text, label = sys.stdin.read(), "<stdin>"
+    else:
+        try:
+            text, label = Path(source).read_text(encoding="utf-8"), source
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read {source}: {exc}") from exc
+    result = history.import_(app_ctx, name, text, label, replace)
+    render.note(f"imported {result.imported} messages into {result.session} "
+                f"({result.skipped} already present, {result.total} in history)")

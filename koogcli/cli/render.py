@@ -1,0 +1,161 @@
+"""Every write to stdout/stderr goes through here.
+
+stdout carries results only (a reply, a listing, one JSON document); diagnostics go to
+stderr. Plain text and no ANSI codes unless the stream is a terminal and NO_COLOR is unset.
+rich is imported only where a terminal rendering needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
+
+from koogcli.core.errors import EndpointNotConfiguredError, KoogError
+from koogcli.core.messages import Message
+
+
+def is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def color_ok(stream: TextIO) -> bool:
+    return is_tty(stream) and not os.environ.get("NO_COLOR")
+
+
+def out(text: str, stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
+    stream.write(text if text.endswith("\n") else text + "\n")
+    stream.flush()
+
+
+def json_out(data: Any) -> None:
+    out(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def note(text: str) -> None:
+    """A diagnostic line on stderr, dimmed on a colour terminal."""
+    if color_ok(sys.stderr):
+        text = f"\x1b[2m{text}\x1b[0m"
+    out(text, sys.stderr)
+
+
+def error(err: KoogError) -> None:
+    if isinstance(err, EndpointNotConfiguredError):
+        out(FIRST_RUN_GUIDE, sys.stderr)
+        return
+    out(f"koog: error: {err.message}", sys.stderr)
+    if err.hint:
+        out(f"koog: hint: {err.hint}", sys.stderr)
+
+
+def internal_error(exc: BaseException) -> None:
+    out(f"koog: internal error: {type(exc).__name__}: {exc}", sys.stderr)
+    out("koog: hint: rerun with KOOG_DEBUG=1 for a traceback, and report it", sys.stderr)
+
+
+FIRST_RUN_GUIDE = """\
+koog: no model endpoint configured (no API key and no base URL).
+Set one of these, then run `koog chat` again:
+  export OPENAI_API_KEY=sk-...                       # OpenAI
+  export OPENAI_BASE_URL=http://127.0.0.1:11434/v1   # a local server (Ollama, llama.cpp, vLLM)
+Or put them in the config file (`koog config init`, then edit `koog config path`):
+  [llm]  base_url = "http://127.0.0.1:8080/v1"   api_key_env = "MY_KEY_VAR"   model = "..."\
+"""
+
+
+def format_messages(messages: Sequence[Message], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([m.to_dict() for m in messages], ensure_ascii=False, indent=2)
+    if fmt == "jsonl":
+        return "\n".join(json.dumps(m.to_dict(), ensure_ascii=False) for m in messages)
+    blocks = [_message_block(m, markdown=fmt == "markdown") for m in messages]
+    return ("\n\n" if fmt == "markdown" else "\n").join(blocks)
+
+
+def _message_block(m: Message, markdown: bool) -> str:
+    label = m.role if m.role != "tool" else f"tool {m.name or ''}".rstrip()
+    if m.meta.get("kind"):
+        label += f" ({m.meta['kind']})"
+    if m.meta.get("cancelled"):
+        label += " (cancelled)"
+    lines = [m.text] if m.text else []
+    lines += [f"→ {c.name}({c.arguments})" for c in m.tool_calls]
+    body = "\n".join(lines)
+    if markdown:
+        return f"### {label}\n\n{body}"
+    indented = body.replace("\n", "\n    ")
+    return f"[{label}] {indented}"
+
+
+def table(rows: Iterable[Sequence[str]], headers: Sequence[str]) -> str:
+    data = [list(headers), *[list(r) for r in rows]]
+    widths = [max(len(r[i]) for r in data) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in data)
+
+
+class ReplyWriter:
+    """Shows a streamed reply: plain text as it arrives, or live Markdown on a terminal."""
+
+    def __init__(self, stream: TextIO | None = None, markdown: bool = False) -> None:
+        self.stream = stream or sys.stdout
+        self.markdown = markdown and is_tty(self.stream)
+        self._parts: list[str] = []
+        self._live: Any = None
+
+    def delta(self, text: str) -> None:
+        self._parts.append(text)
+        if self.markdown:
+            self._update()
+        else:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _update(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        from rich.markdown import Markdown
+
+        if self._live is None:
+            console = Console(file=self.stream, no_color=bool(os.environ.get("NO_COLOR")))
+            self._live = Live(console=console, refresh_per_second=12, vertical_overflow="visible")
+            self._live.start()
+        self._live.update(Markdown("".join(self._parts)))
+
+    def finish(self, text: str | None = None) -> None:
+        """End the reply; `text` covers non-streamed replies that had no deltas."""
+        if text and not self._parts:
+            self.delta(text)
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        elif not self.markdown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def abort(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        elif self._parts:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def confirm_destructive(question: str, yes: bool) -> None:
+    """Ask on a terminal; elsewhere demand --yes (SPEC §2: exit 2, nothing changed)."""
+    from koogcli.core.errors import UsageError
+
+    if yes:
+        return
+    if not is_tty(sys.stdin):
+        raise UsageError(f"refusing to {question} without confirmation", hint="pass --yes")
+    import typer
+
+    if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
+        raise UsageError("cancelled; nothing changed")

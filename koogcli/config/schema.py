@@ -1,0 +1,96 @@
+"""Configuration schema (SPEC §3): the only place defaults live.
+
+Every model forbids unknown keys, so a typo fails at start-up naming the key. Values that
+need checking beyond their type (regexes, session names) are checked here, once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from koogcli.core.names import SessionName
+
+RoleName = Literal["system", "user", "assistant", "tool"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_regex(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression: {exc}") from exc
+    return value
+
+
+class LLMSettings(_Strict):
+    model: str = Field("gpt-4o-mini", min_length=1)
+    base_url: str = ""
+    api_key_env: str = Field("OPENAI_API_KEY", min_length=1)
+    system_prompt: str = "You are a helpful assistant."
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    timeout_seconds: float = Field(60.0, gt=0.0)
+    max_retries: int = Field(2, ge=0, le=20)
+
+
+class ChatSettings(_Strict):
+    default_session: str = "default"
+    stream: bool = True
+    markdown: bool = True
+
+    @field_validator("default_session")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        SessionName.parse(value)
+        return value
+
+
+class FilterSpec(_Strict):
+    type: Literal["filter"]
+    roles: list[RoleName] | None = None
+    min_chars: int | None = Field(None, ge=0)
+    max_chars: int | None = Field(None, ge=0)
+    include_regex: str | None = None
+    exclude_regex: str | None = None
+
+    _regexes = field_validator("include_regex", "exclude_regex")(_check_regex)
+
+
+class WindowSpec(_Strict):
+    type: Literal["window"]
+    size: int = Field(ge=0)
+
+
+class RedactSpec(_Strict):
+    type: Literal["redact"]
+    pattern: str = Field(min_length=1)
+    replacement: str = "[REDACTED]"
+
+    _regexes = field_validator("pattern")(_check_regex)
+
+
+class CustomSpec(_Strict):
+    type: Literal["custom"]
+    callable: str = Field(pattern=r"^[\w.]+:[\w.]+$")
+
+
+PreprocessorSpec = Annotated[
+    FilterSpec | WindowSpec | RedactSpec | CustomSpec, Field(discriminator="type")
+]
+PREPROCESSOR_TYPES = ("filter", "window", "redact", "custom")
+
+
+class ChatMemorySettings(_Strict):
+    preprocessors: list[PreprocessorSpec] = []
+
+
+class Settings(_Strict):
+    llm: LLMSettings = LLMSettings()
+    chat: ChatSettings = ChatSettings()
+    chat_memory: ChatMemorySettings = ChatMemorySettings()

@@ -1,0 +1,66 @@
+"""Every failure koog reports to a user is a KoogError carrying its exit code (SPEC §2).
+
+Messages are one line naming the file, key or value at fault; `hint` is an optional
+second line saying what to do. Adapters translate third-party exceptions into these.
+"""
+
+from __future__ import annotations
+
+
+class KoogError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(KoogError):
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    pass
+
+
+class InvalidSessionNameError(UsageError):
+    pass
+
+
+class SessionNotFoundError(UsageError):
+    pass
+
+
+class EndpointNotConfiguredError(UsageError):
+    """No API key and no base URL: the CLI shows the first-run guide instead of one line."""
+
+
+class ModelError(KoogError):
+    exit_code = 1
+
+
+class TurnCancelledError(KoogError):
+    """Ctrl-C during a turn: nothing was stored."""
+
+    exit_code = 130
+
+
+class StorageError(KoogError):
+    exit_code = 3
+
+
+class CorruptDocumentError(StorageError):
+    pass
+
+
+class UnknownFormatError(StorageError):
+    pass
+
+
+class LockTimeoutError(StorageError):
+    pass
+
+
+class ConflictError(StorageError):
+    """The stored revision moved since it was loaded; callers reload and re-apply."""

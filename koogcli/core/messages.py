@@ -1,0 +1,144 @@
+"""The message model shared by every store and the model adapter (SPEC §4).
+
+A Message is immutable. Tool calls use the OpenAI shape: an assistant message carries
+`tool_calls`, each result is a `tool` message whose `tool_call_id` names its call.
+`to_dict`/`from_dict` give the plain JSON form stored on disk; validation of untrusted
+documents happens in the adapters before `from_dict` is reached.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str | None
+    name: str
+    arguments: str = "{}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str | None
+    id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=utc_now)
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.content or ""
+
+    def with_content(self, content: str | None) -> Message:
+        return replace(self, content=content)
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "id": self.id,
+            "role": self.role,
+            "content": self.content,
+            "created_at": self.created_at,
+        }
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        if self.meta:
+            out["meta"] = dict(self.meta)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Message:
+        """Build from an already validated dict (see adapters/documents.py)."""
+        calls = data.get("tool_calls") or []
+        assert isinstance(calls, list)
+        tool_calls = tuple(
+            ToolCall(id=c.get("id"), name=c["function"]["name"], arguments=c["function"]["arguments"])
+            for c in calls
+        )
+        meta = data.get("meta") or {}
+        assert isinstance(meta, dict)
+        return cls(
+            role=data["role"],  # type: ignore[arg-type]
+            content=data.get("content"),  # type: ignore[arg-type]
+            id=str(data["id"]),
+            created_at=str(data["created_at"]),
+            tool_calls=tool_calls,
+            tool_call_id=data.get("tool_call_id"),  # type: ignore[arg-type]
+            name=data.get("name"),  # type: ignore[arg-type]
+            meta=dict(meta),
+        )
+
+
+def system(text: str) -> Message:
+    return Message(role="system", content=text)
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def assistant(text: str | None, tool_calls: Sequence[ToolCall] = ()) -> Message:
+    return Message(role="assistant", content=text, tool_calls=tuple(tool_calls))
+
+
+def tool_result(call_id: str | None, name: str, text: str) -> Message:
+    return Message(role="tool", content=text, tool_call_id=call_id, name=name)
+
+
+def without_system(messages: Iterable[Message]) -> list[Message]:
+    return [m for m in messages if m.role != "system"]
+
+
+def for_api(messages: Sequence[Message]) -> list[Message]:
+    """Drop the halves of tool exchanges that a preprocessor separated.
+
+    A filter may remove `tool` messages but keep the assistant call, which every
+    OpenAI-compatible server rejects; the stored history keeps what the user configured,
+    only the request is mended.
+    """
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    called = {c.id for m in messages for c in m.tool_calls}
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id not in called:
+            continue
+        if m.tool_calls:
+            kept = tuple(c for c in m.tool_calls if c.id in answered)
+            if not kept and not m.content:
+                continue
+            m = replace(m, tool_calls=kept)
+        out.append(m)
+    return out
+
+
+def map_contents(messages: Sequence[Message], fn: Callable[[str], str]) -> list[Message]:
+    return [m if m.content is None else m.with_content(fn(m.content)) for m in messages]

@@ -1,0 +1,31 @@
+"""Session names (SPEC §4): 1-64 of letters, digits, '.', '_', '-', not starting with '.'.
+
+A name is validated before any path is built from it, so no name can escape the data dir.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from koogcli.core.errors import InvalidSessionNameError
+
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionName:
+    value: str
+
+    @classmethod
+    def parse(cls, raw: str) -> SessionName:
+        if not _NAME.fullmatch(raw):
+            shown = raw.encode("unicode_escape").decode("ascii")[:80]
+            raise InvalidSessionNameError(
+                f"invalid session name: {shown!r}",
+                hint="use 1-64 letters, digits, '.', '_' or '-', not starting with '.'",
+            )
+        return cls(raw)
+
+    def __str__(self) -> str:
+        return self.value

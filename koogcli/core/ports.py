@@ -1,0 +1,94 @@
+"""Protocols the services depend on; adapters implement them, tests swap in fakes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from koogcli.core.messages import Message, ToolCall
+from koogcli.core.names import SessionName
+
+
+@dataclass(frozen=True, slots=True)
+class StoredHistory:
+    messages: list[Message]
+    revision: int  # 0: nothing stored yet
+    updated_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    name: str
+    messages: int
+    revision: int
+    updated_at: str | None
+
+
+class HistoryStore(Protocol):
+    """Koog's ChatHistoryProvider (load/store) plus a revision for lost-update safety."""
+
+    def load(self, session: SessionName) -> list[Message]: ...
+
+    def store(self, session: SessionName, messages: Sequence[Message]) -> None: ...
+
+    def read(self, session: SessionName) -> StoredHistory: ...
+
+    def write(
+        self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
+    ) -> int:
+        """Store and return the new revision; ConflictError if the revision moved."""
+        ...
+
+    def exists(self, session: SessionName) -> bool: ...
+
+    def sessions(self) -> list[SessionInfo]: ...
+
+    def delete(self, session: SessionName) -> bool: ...
+
+
+class TranscriptStore(Protocol):
+    def append(self, session: SessionName, messages: Sequence[Message], turn_id: str) -> None: ...
+
+    def read(self, session: SessionName) -> list[Message]: ...
+
+    def delete(self, session: SessionName) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    model: str
+    messages: Sequence[Message]
+    temperature: float | None = None
+    stream: bool = True
+    tools: Sequence[dict[str, object]] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+
+class ChatModel(Protocol):
+    def complete(
+        self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
+    ) -> Completion:
+        """One model request; text deltas are passed to on_delta as they arrive."""
+        ...

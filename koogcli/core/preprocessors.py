@@ -1,0 +1,130 @@
+"""History preprocessors (KOOG_SEMANTICS §1.4), applied as a left fold at load and at store.
+
+Order matters: window-then-filter differs from filter-then-window (SPEC §5.3).
+The window keeps Koog's newest pairing rule (§5.4): results are matched to calls FIFO per
+key (("id", call id) or ("anon", tool name)); a result whose call fell outside the window
+is dropped, so no tool result is ever orphaned. Non-tool messages are never modified.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from koogcli.core.errors import ConfigError
+from koogcli.core.messages import Message, Role
+
+
+class Preprocessor(Protocol):
+    def __call__(self, messages: list[Message]) -> list[Message]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FilterPreprocessor:
+    """Keep the messages that satisfy every given condition."""
+
+    roles: frozenset[Role] | None = None
+    min_chars: int | None = None
+    max_chars: int | None = None
+    include_regex: re.Pattern[str] | None = None
+    exclude_regex: re.Pattern[str] | None = None
+
+    def keeps(self, m: Message) -> bool:
+        text = m.text
+        return (
+            (self.roles is None or m.role in self.roles)
+            and (self.min_chars is None or len(text) >= self.min_chars)
+            and (self.max_chars is None or len(text) <= self.max_chars)
+            and (self.include_regex is None or self.include_regex.search(text) is not None)
+            and (self.exclude_regex is None or self.exclude_regex.search(text) is None)
+        )
+
+    def __call__(self, messages: list[Message]) -> list[Message]:
+        return [m for m in messages if self.keeps(m)]
+
+
+@dataclass(frozen=True, slots=True)
+class PredicateFilter:
+    """Koog's FilterMessagesPreProcessor: any predicate (used by tests and custom code)."""
+
+    predicate: Callable[[Message], bool]
+
+    def __call__(self, messages: list[Message]) -> list[Message]:
+        return [m for m in messages if self.predicate(m)]
+
+
+def _call_key(call_id: str | None, name: str | None) -> tuple[str, str]:
+    # Id keys and anonymous (name) keys never match each other.
+    return ("id", call_id) if call_id is not None else ("anon", name or "")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPreprocessor:
+    size: int
+
+    def __call__(self, messages: list[Message]) -> list[Message]:
+        start = len(messages) - min(self.size, len(messages))
+        pending: dict[tuple[str, str], deque[int]] = defaultdict(deque)
+        out: list[Message] = []
+        for index, m in enumerate(messages):
+            for call in m.tool_calls:
+                pending[_call_key(call.id, call.name)].append(index)
+            paired_in_window = True
+            if m.role == "tool":
+                queue = pending[_call_key(m.tool_call_id, m.name)]
+                call_index = queue.popleft() if queue else None
+                paired_in_window = call_index is not None and call_index >= start
+            if index >= start and paired_in_window:
+                out.append(m)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RedactPreprocessor:
+    pattern: re.Pattern[str]
+    replacement: str = "[REDACTED]"
+
+    def __call__(self, messages: list[Message]) -> list[Message]:
+        return [
+            m.with_content(self.pattern.sub(self.replacement, m.content))
+            if m.content is not None and self.pattern.search(m.content)
+            else m
+            for m in messages
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class CustomPreprocessor:
+    """A user callable `list[Message] -> list[Message]`; failures name the callable."""
+
+    spec: str
+    function: Callable[..., object]
+
+    def __call__(self, messages: list[Message]) -> list[Message]:
+        try:
+            result = self.function(list(messages))
+        except Exception as exc:  # user code: report it as a configuration problem
+            raise ConfigError(
+                f"custom preprocessor {self.spec!r} raised {type(exc).__name__}: {exc}",
+                hint="fix the function or remove it from [[chat_memory.preprocessors]]",
+            ) from exc
+        if not isinstance(result, list) or not all(isinstance(m, Message) for m in result):
+            raise ConfigError(
+                f"custom preprocessor {self.spec!r} returned {type(result).__name__}, "
+                "not a list of Message"
+            )
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    steps: Sequence[Preprocessor] = ()
+
+    def __call__(self, messages: Sequence[Message]) -> list[Message]:
+        acc = list(messages)
+        for step in self.steps:
+            acc = step(acc)
+        return acc

@@ -1,0 +1,60 @@
+"""What `koog config` reports and writes. The API key itself is never part of it (§5.8)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from koogcli.config import loader
+from koogcli.core.errors import UsageError
+from koogcli.services.context import AppContext, locate_config, write_private_file
+
+
+def config_file(flag: str | None, env: Mapping[str, str] | None) -> tuple[Path, bool]:
+    return locate_config(flag, env)
+
+
+def example_text() -> str:
+    return resources.files("koogcli.config").joinpath("example.toml").read_text(encoding="utf-8")
+
+
+def effective(ctx: AppContext) -> dict[str, Any]:
+    key_env = ctx.settings.llm.api_key_env
+    return {
+        "config_file": str(ctx.config.path),
+        "config_file_exists": ctx.config.file_exists,
+        "data_dir": str(ctx.data.root),
+        "api_key": {"env": key_env, "set": bool(ctx.env.get(key_env))},
+        "settings": ctx.settings.model_dump(exclude_none=True),
+        "sources": dict(sorted(ctx.config.provenance.items())),
+    }
+
+
+def as_toml(info: Mapping[str, Any]) -> str:
+    import tomli_w
+
+    state = "" if info["config_file_exists"] else " (not present: defaults apply)"
+    key = info["api_key"]
+    lines = [
+        f"# config file: {info['config_file']}{state}",
+        f"# data dir:    {info['data_dir']}",
+        f"# API key:     {'set' if key['set'] else 'not set'} in ${key['env']}",
+    ]
+    lines += [f"# {k} <- {v}" for k, v in info["sources"].items()]
+    return "\n".join(lines) + "\n\n" + tomli_w.dumps(info["settings"])
+
+
+def init(flag: str | None, env: Mapping[str, str] | None, force: bool) -> Path:
+    path, _ = config_file(flag, env)
+    if path.exists() and not force:
+        raise UsageError(f"{path} already exists", hint="pass --force to overwrite it")
+    write_private_file(path, example_text())
+    return path
+
+
+def validate(file: Path | None, flag: str | None, env: Mapping[str, str] | None) -> Path:
+    path = file if file is not None else config_file(flag, env)[0]
+    loader.validate_file(path)
+    return path

@@ -1,0 +1,120 @@
+"""AppContext: the composition root, the only place concrete adapters are chosen.
+
+Everything a service needs (settings, data dir, stores, a model factory, the environment)
+hangs off one object, so tests build it with fakes instead of patching modules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from koogcli.adapters import paths
+from koogcli.adapters.file_history import FileHistoryStore
+from koogcli.adapters.file_transcript import FileTranscriptStore
+from koogcli.config import loader
+from koogcli.config.schema import CustomSpec, FilterSpec, PreprocessorSpec, RedactSpec, Settings
+from koogcli.core import callables, preprocessors
+from koogcli.core.chat_memory import ChatMemory
+from koogcli.core.names import SessionName
+from koogcli.core.ports import ChatModel, HistoryStore, TranscriptStore
+
+ModelFactory = Callable[["AppContext"], ChatModel]
+
+
+def openai_model_factory(ctx: AppContext) -> ChatModel:
+    from koogcli.adapters.openai_model import OpenAIChatModel, resolve_endpoint
+
+    llm = ctx.settings.llm
+    endpoint = resolve_endpoint(llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries)
+    return OpenAIChatModel(endpoint)
+
+
+@dataclass
+class AppContext:
+    config: loader.LoadedConfig
+    data: paths.DataDir
+    env: Mapping[str, str]
+    history: HistoryStore
+    transcript: TranscriptStore
+    model_factory: ModelFactory = openai_model_factory
+    _model: ChatModel | None = field(default=None, repr=False)
+
+    @property
+    def settings(self) -> Settings:
+        return self.config.settings
+
+    @cached_property
+    def pipeline(self) -> preprocessors.Pipeline:
+        folders = [self.config.folder, Path.cwd()]
+        return build_pipeline(self.settings.chat_memory.preprocessors, folders)
+
+    @property
+    def memory(self) -> ChatMemory:
+        return ChatMemory(self.history, self.pipeline)
+
+    def model(self) -> ChatModel:
+        if self._model is None:
+            self._model = self.model_factory(self)
+        return self._model
+
+    def session(self, raw: str | None) -> SessionName:
+        return SessionName.parse(raw if raw is not None else self.settings.chat.default_session)
+
+
+def build(
+    config_flag: str | None = None,
+    data_dir_flag: str | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, object] | None = None,
+    model_factory: ModelFactory | None = None,
+) -> AppContext:
+    env = dict(os.environ) if env is None else env
+    config_file, explicit = paths.config_path(config_flag, env)
+    config = loader.load(config_file, explicit=explicit, env=env, flags=flags)
+    data = paths.DataDir(paths.data_dir(data_dir_flag, env))
+    return AppContext(
+        config=config,
+        data=data,
+        env=env,
+        history=FileHistoryStore(data),
+        transcript=FileTranscriptStore(data),
+        model_factory=model_factory or openai_model_factory,
+    )
+
+
+def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> preprocessors.Pipeline:
+    import re
+
+    steps: list[preprocessors.Preprocessor] = []
+    for index, spec in enumerate(specs):
+        if isinstance(spec, FilterSpec):
+            steps.append(preprocessors.FilterPreprocessor(
+                roles=frozenset(spec.roles) if spec.roles is not None else None,
+                min_chars=spec.min_chars,
+                max_chars=spec.max_chars,
+                include_regex=re.compile(spec.include_regex) if spec.include_regex else None,
+                exclude_regex=re.compile(spec.exclude_regex) if spec.exclude_regex else None,
+            ))
+        elif isinstance(spec, RedactSpec):
+            steps.append(preprocessors.RedactPreprocessor(re.compile(spec.pattern), spec.replacement))
+        elif isinstance(spec, CustomSpec):
+            key = f"chat_memory.preprocessors.{index}.callable"
+            function = callables.resolve(spec.callable, folders, key=key)
+            steps.append(preprocessors.CustomPreprocessor(spec.callable, function))
+        else:
+            steps.append(preprocessors.WindowPreprocessor(spec.size))
+    return preprocessors.Pipeline(tuple(steps))
+
+
+def locate_config(flag: str | None, env: Mapping[str, str] | None) -> tuple[Path, bool]:
+    return paths.config_path(flag, dict(os.environ) if env is None else env)
+
+
+def write_private_file(path: Path, text: str) -> None:
+    from koogcli.adapters import atomic
+
+    atomic.write_text(path, text)

@@ -1,0 +1,98 @@
+"""History actions behind `koog history ...`; no printing, no exits."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from koogcli.adapters.documents import HISTORY_FORMAT, HISTORY_VERSION, parse_history, parse_messages
+from koogcli.core.errors import KoogError, SessionNotFoundError, UsageError
+from koogcli.core.messages import Message, utc_now
+from koogcli.core.names import SessionName
+from koogcli.core.ports import SessionInfo
+from koogcli.services.context import AppContext
+
+
+def list_sessions(ctx: AppContext) -> list[SessionInfo]:
+    return ctx.history.sessions()
+
+
+def _require(ctx: AppContext, session: SessionName) -> None:
+    if not ctx.history.exists(session) and not ctx.transcript.read(session):
+        raise SessionNotFoundError(
+            f"no session named {session.value!r}", hint="`koog history list` shows the sessions"
+        )
+
+
+def show(ctx: AppContext, session: SessionName, last: int | None = None,
+         transcript: bool = False) -> list[Message]:
+    _require(ctx, session)
+    messages = ctx.transcript.read(session) if transcript else ctx.history.load(session)
+    if last is not None:
+        messages = messages[-last:] if last > 0 else []
+    return messages
+
+
+def clear(ctx: AppContext, session: SessionName) -> int:
+    """Empty the chat history (the transcript, an audit log, keeps everything)."""
+    _require(ctx, session)
+    before = len(ctx.history.load(session))
+    ctx.history.store(session, [])
+    return before
+
+
+def delete(ctx: AppContext, session: SessionName) -> None:
+    _require(ctx, session)
+    ctx.history.delete(session)
+    ctx.transcript.delete(session)
+
+
+def export(ctx: AppContext, session: SessionName) -> dict[str, object]:
+    _require(ctx, session)
+    stored = ctx.history.read(session)
+    return {
+        "format": HISTORY_FORMAT,
+        "version": HISTORY_VERSION,
+        "session": session.value,
+        "revision": stored.revision,
+        "updated_at": stored.updated_at or utc_now(),
+        "messages": [m.to_dict() for m in stored.messages],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    session: str
+    imported: int
+    skipped: int
+    total: int
+
+
+def import_(ctx: AppContext, session: SessionName, text: str, source: str,
+            replace: bool = False) -> ImportResult:
+    """Append (or with `replace`, substitute) messages from an export document or a list.
+
+    Messages whose id is already in the session are skipped, so importing twice is harmless.
+    """
+    incoming = _parse_import(text, source)
+    stored = ctx.history.read(session)
+    base = [] if replace else stored.messages
+    known = {m.id for m in base}
+    fresh = [m for m in incoming if m.id not in known]
+    ctx.history.write(session, [*base, *fresh], expected_revision=stored.revision)
+    return ImportResult(session.value, len(fresh), len(incoming) - len(fresh), len(base) + len(fresh))
+
+
+def _parse_import(text: str, source: str) -> list[Message]:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    try:
+        if isinstance(raw, list):
+            return parse_messages(raw, source)
+        from pathlib import Path
+
+        return parse_history(raw, Path(source))[1]
+    except KoogError as exc:
+        raise UsageError(exc.message, hint="expected the output of `koog history export`") from exc

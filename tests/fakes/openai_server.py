@@ -1,0 +1,247 @@
+"""A local OpenAI-compatible server for tests and benchmarks (stdlib only, 127.0.0.1).
+
+Speaks the real wire format: `/v1/chat/completions` as JSON or as SSE (chunked transfer
+encoding, `data: ...` events, `[DONE]`), streamed tool-call deltas, usage chunks, and
+`/v1/models`. Replies come from a scripted queue; with the queue empty it answers
+"echo: <last user message>". Faults: HTTP status errors, a delay before answering, a
+delay between chunks, and a connection dropped mid-stream. Every request is logged.
+
+Scripted responses are dicts:
+  {"content": "text"}                      a reply (streamed word by word when asked)
+  {"chunks": ["a", "b"]}                   a reply in exactly these stream chunks
+  {"tool_calls": [{"id", "name", "arguments"}], "content": ""}
+  {"status": 500, "message": "boom"}       an error answer
+  {"delay": 2.0}                           wait before answering (combine with the above)
+  {"chunk_delay": 0.2}                     wait between stream chunks
+  {"drop_after": 2}                        close the connection after 2 chunks
+
+Run standalone: `python -m tests.fakes.openai_server --port 8080`; POST a JSON list of
+responses to /_control/enqueue, GET /_control/requests for the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FakeOpenAIServer:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.queue: collections.deque[dict[str, Any]] = collections.deque()
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.default_delay = 0.0
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def enqueue(self, *responses: dict[str, Any]) -> None:
+        with self.lock:
+            self.queue.extend(responses)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.queue.clear()
+            self.requests.clear()
+
+    def next_response(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.requests.append(body)
+            if self.queue:
+                return self.queue.popleft()
+        last_user = next(
+            (m.get("content") for m in reversed(body.get("messages", [])) if m.get("role") == "user"),
+            "",
+        )
+        return {"content": f"echo: {last_user}"}
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.requests if r.get("_path", "").endswith("/chat/completions")]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        return
+
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+        elif self.path == "/_control/requests":
+            with self.fake.lock:
+                self._json(200, list(self.fake.requests))
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except json.JSONDecodeError:
+            self._json(400, {"error": {"message": "invalid JSON body", "type": "invalid_request"}})
+            return
+        if self.path == "/_control/enqueue":
+            self.fake.enqueue(*body)
+            self._json(200, {"queued": len(body)})
+            return
+        if not self.path.endswith("/chat/completions"):
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        body["_path"] = self.path
+        script = self.fake.next_response(body)
+        time.sleep(float(script.get("delay", self.fake.default_delay)))
+        if "status" in script:
+            status = int(script["status"])
+            message = script.get("message", f"scripted error {status}")
+            self._json(status, {"error": {"message": message, "type": "scripted", "code": status}},
+                       {"retry-after-ms": "10"})
+            return
+        if body.get("stream"):
+            self._stream(body, script)
+        else:
+            self._whole(body, script)
+
+    def _whole(self, body: dict[str, Any], script: dict[str, Any]) -> None:
+        content = script.get("content", "".join(script.get("chunks", [])))
+        calls = _wire_calls(script.get("tool_calls", []))
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if calls:
+            message["tool_calls"] = calls
+        self._json(200, {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "test-model"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": _usage(body, content),
+        })
+
+    def _stream(self, body: dict[str, Any], script: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": body.get("model", "test-model")}
+        events = list(_events(script))
+        delay = float(script.get("chunk_delay", 0))
+        drop_after = script.get("drop_after")
+        content = script.get("content", "".join(script.get("chunks", [])))
+        try:
+            for index, (delta, finish) in enumerate(events):
+                if drop_after is not None and index >= int(drop_after):
+                    self.wfile.flush()
+                    self.connection.shutdown(2)
+                    self.close_connection = True
+                    return
+                chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                self._event(json.dumps(chunk))
+                if delay and finish is None:
+                    time.sleep(delay)
+            if (body.get("stream_options") or {}).get("include_usage"):
+                self._event(json.dumps({**base, "choices": [], "usage": _usage(body, content)}))
+            self._event("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _event(self, data: str) -> None:
+        payload = f"data: {data}\n\n".encode()
+        self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+        self.wfile.flush()
+
+
+def _events(script: dict[str, Any]) -> Any:
+    yield {"role": "assistant", "content": ""}, None
+    chunks = script.get("chunks")
+    if chunks is None:
+        text = script.get("content", "")
+        words = text.split(" ")
+        chunks = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)] if text else []
+    for piece in chunks:
+        yield {"content": piece}, None
+    calls = script.get("tool_calls", [])
+    for index, call in enumerate(_wire_calls(calls)):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        yield {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                               "function": {"name": call["function"]["name"], "arguments": ""}}]}, None
+        for part in (arguments[:half], arguments[half:]):
+            yield {"tool_calls": [{"index": index, "function": {"arguments": part}}]}, None
+    yield {}, "tool_calls" if calls else "stop"
+
+
+def _wire_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for call in calls:
+        arguments = call.get("arguments", {})
+        out.append({
+            "id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}",
+            "type": "function",
+            "function": {"name": call["name"],
+                         "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+        })
+    return out
+
+
+def _usage(body: dict[str, Any], content: str) -> dict[str, int]:
+    prompt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
+    completion = len(content.split())
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before every answer")
+    args = parser.parse_args()
+    server = FakeOpenAIServer(port=args.port)
+    server.default_delay = args.delay
+    print(f"serving {server.base_url}", flush=True)
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
