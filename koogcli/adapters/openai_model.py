@@ -107,7 +107,7 @@ class OpenAIChatModel:
         usage: Usage | None = None
         finish: str | None = None
         with stream:
-            for chunk in stream:
+            for chunk in _guarded(stream, self.endpoint.base_url):
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
                 for choice in chunk.choices or []:
@@ -159,12 +159,27 @@ class OpenAIChatModel:
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(f"cannot connect to {url}",
                               hint="check that the server runs and llm.base_url / OPENAI_BASE_URL")
-        if type(exc).__module__.split(".")[0].startswith("httpx"):
-            # Transport errors raised while reading a stream bypass the client's mapping.
-            return ModelError(f"the connection to {url} broke during the reply: {exc}")
         if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
             return ModelError(f"{url}: {type(exc).__name__}: {exc}")
         raise exc
+
+
+def _guarded(stream: Any, url: str) -> Any:
+    """Iterate a stream; a failure after the answer began is a broken reply, not a refusal."""
+    iterator = iter(stream)
+    while True:
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:
+            import openai
+
+            if isinstance(exc, openai.APIStatusError):
+                raise
+            raise ModelError(f"the connection to {url} broke during the reply: {exc}",
+                             hint="retry; nothing of this turn was stored") from exc
+        yield chunk
 
 
 def _detail(exc: Any) -> str:

@@ -19,6 +19,7 @@ from koogcli.config import loader
 from koogcli.config.schema import CustomSpec, FilterSpec, PreprocessorSpec, RedactSpec, Settings
 from koogcli.core import callables, preprocessors
 from koogcli.core.chat_memory import ChatMemory
+from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ChatModel, HistoryStore, TranscriptStore
 
@@ -118,3 +119,25 @@ def write_private_file(path: Path, text: str) -> None:
     from koogcli.adapters import atomic
 
     atomic.write_text(path, text)
+
+
+def history_document(session: SessionName, messages: Sequence[Message], revision: int,
+                     updated_at: str) -> dict[str, object]:
+    """The export shape is the file provider's own document, so exports re-import anywhere."""
+    import json
+
+    from koogcli.adapters.documents import dump_history
+
+    return dict(json.loads(dump_history(session.value, revision, updated_at, messages)))
+
+
+def parse_history_document(text: str, source: str) -> list[Message]:
+    """Messages from an export document or a plain JSON list of messages."""
+    import json
+
+    from koogcli.adapters.documents import parse_history, parse_messages
+
+    raw = json.loads(text)
+    if isinstance(raw, list):
+        return parse_messages(raw, source)
+    return parse_history(raw, Path(source))[1]

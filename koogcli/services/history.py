@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from koogcli.adapters.documents import HISTORY_FORMAT, HISTORY_VERSION, parse_history, parse_messages
 from koogcli.core.errors import KoogError, SessionNotFoundError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
-from koogcli.services.context import AppContext
+from koogcli.services.context import AppContext, history_document, parse_history_document
 
 
 def list_sessions(ctx: AppContext) -> list[SessionInfo]:
@@ -50,14 +49,7 @@ def delete(ctx: AppContext, session: SessionName) -> None:
 def export(ctx: AppContext, session: SessionName) -> dict[str, object]:
     _require(ctx, session)
     stored = ctx.history.read(session)
-    return {
-        "format": HISTORY_FORMAT,
-        "version": HISTORY_VERSION,
-        "session": session.value,
-        "revision": stored.revision,
-        "updated_at": stored.updated_at or utc_now(),
-        "messages": [m.to_dict() for m in stored.messages],
-    }
+    return history_document(session, stored.messages, stored.revision, stored.updated_at or utc_now())
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +77,8 @@ def import_(ctx: AppContext, session: SessionName, text: str, source: str,
 
 def _parse_import(text: str, source: str) -> list[Message]:
     try:
-        raw = json.loads(text)
+        return parse_history_document(text, source)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{source} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
-    try:
-        if isinstance(raw, list):
-            return parse_messages(raw, source)
-        from pathlib import Path
-
-        return parse_history(raw, Path(source))[1]
     except KoogError as exc:
         raise UsageError(exc.message, hint="expected the output of `koog history export`") from exc

@@ -40,6 +40,8 @@ class FakeOpenAIServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
+        # Dropped connections are a scripted fault here, not something to print.
+        self.httpd.handle_error = lambda request, address: None  # type: ignore[method-assign]
         self.thread: threading.Thread | None = None
 
     @property

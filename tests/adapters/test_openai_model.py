@@ -1,0 +1,115 @@
+"""The OpenAI adapter against the local test server: real HTTP, real SSE, real client."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from koogcli.adapters.openai_model import OpenAIChatModel, resolve_endpoint
+from koogcli.core.errors import EndpointNotConfiguredError, ModelError
+from koogcli.core.messages import system, user
+from koogcli.core.ports import ModelRequest
+from tests.fakes.openai_server import FakeOpenAIServer
+
+KEY = "sk-adapter-test"
+
+
+def model_for(server: FakeOpenAIServer, timeout: float = 5, retries: int = 0,
+              base: str | None = None) -> OpenAIChatModel:
+    endpoint = resolve_endpoint(base or server.base_url, "TEST_KEY", {"TEST_KEY": KEY}, timeout, retries)
+    return OpenAIChatModel(endpoint)
+
+
+def request(stream: bool = True, text: str = "hi") -> ModelRequest:
+    return ModelRequest("test-model", [system("sys"), user(text)], 0.5, stream)
+
+
+def test_streams_deltas_and_reports_usage(server: FakeOpenAIServer) -> None:
+    server.enqueue({"chunks": ["Hel", "lo ", "world"]})
+    seen: list[str] = []
+    done = model_for(server).complete(request(), seen.append)
+    assert seen == ["Hel", "lo ", "world"]
+    assert done.text == "Hello world" and done.finish_reason == "stop"
+    assert done.usage is not None and done.usage.completion_tokens == 2
+    sent = server.chat_requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert sent["messages"] == [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]
+    assert sent["temperature"] == 0.5
+
+
+def test_non_streaming_reply(server: FakeOpenAIServer) -> None:
+    server.enqueue({"content": "whole reply"})
+    done = model_for(server).complete(request(stream=False))
+    assert done.text == "whole reply" and "stream" not in server.chat_requests[0]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_tool_call_deltas_are_reassembled(server: FakeOpenAIServer, stream: bool) -> None:
+    server.enqueue({"tool_calls": [
+        {"id": "call_1", "name": "create_user", "arguments": {"name": "Alex"}},
+        {"id": "call_2", "name": "create_user", "arguments": {"name": "Maria", "age": 30}},
+    ]})
+    done = model_for(server).complete(request(stream=stream))
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in done.tool_calls] == [
+        ("call_1", "create_user", {"name": "Alex"}),
+        ("call_2", "create_user", {"name": "Maria", "age": 30}),
+    ]
+    assert done.finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("status, pattern, hint", [
+    (401, r"rejected the API key \(HTTP 401\)", "TEST_KEY"),
+    (403, r"rejected the API key \(HTTP 403\)", "TEST_KEY"),
+    (404, r"model 'test-model' not found", "llm.model"),
+    (429, r"rate limiting requests \(HTTP 429\) after 0 retries", None),
+    (500, r"answered HTTP 500: boom after 0 retries", None),
+    (503, r"answered HTTP 503", None),
+])
+def test_status_errors_become_one_clear_message(server: FakeOpenAIServer, status: int, pattern: str,
+                                                hint: str | None) -> None:
+    server.enqueue({"status": status, "message": "boom"})
+    with pytest.raises(ModelError, match=pattern) as info:
+        model_for(server).complete(request())
+    if hint:
+        assert hint in (info.value.hint or "")
+    assert KEY not in info.value.message and KEY not in (info.value.hint or "")
+
+
+def test_retries_are_honoured(server: FakeOpenAIServer) -> None:
+    server.enqueue({"status": 500}, {"status": 502}, {"content": "third time lucky"})
+    assert model_for(server, retries=2).complete(request()).text == "third time lucky"
+    assert len(server.chat_requests) == 3
+
+
+def test_timeout(server: FakeOpenAIServer) -> None:
+    server.enqueue({"delay": 2, "content": "late"})
+    with pytest.raises(ModelError, match=r"did not answer within 0.3s"):
+        model_for(server, timeout=0.3).complete(request())
+
+
+def test_connection_refused_names_the_url() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}/v1"
+    endpoint = resolve_endpoint(url, "K", {}, 2, 0)
+    with pytest.raises(ModelError, match=f"cannot connect to {url}"):
+        OpenAIChatModel(endpoint).complete(request())
+
+
+def test_connection_dropped_mid_stream(server: FakeOpenAIServer) -> None:
+    server.enqueue({"chunks": ["a", "b", "c", "d"], "drop_after": 2})
+    seen: list[str] = []
+    with pytest.raises(ModelError, match="broke during the reply"):
+        model_for(server).complete(request(), seen.append)
+    assert seen == ["a"]  # the role chunk, then "a"; then the drop
+
+
+def test_no_key_and_no_base_url_is_the_first_run_case() -> None:
+    with pytest.raises(EndpointNotConfiguredError):
+        resolve_endpoint("", "OPENAI_API_KEY", {}, 1, 0)
+    assert resolve_endpoint("", "K", {"K": "x"}, 1, 0).base_url.startswith("https://")
+    assert resolve_endpoint("http://h/v1", "K", {}, 1, 0).api_key == "not-needed"

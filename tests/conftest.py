@@ -1,0 +1,111 @@
+"""Test isolation: every test gets its own data and config folders and a clean environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.chat_model import FakeChatModel
+from tests.fakes.openai_server import FakeOpenAIServer
+
+API_KEY = "sk-test-SECRET-0123456789abcdef"
+KOOG_BIN = str(Path(sys.executable).parent / "koog")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "KOOG_")):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("KOOG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("KOOG_DEBUG", "1")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def data_dir(isolated: Path) -> Path:
+    return isolated / "data"
+
+
+@pytest.fixture(scope="session")
+def _server() -> Iterator[FakeOpenAIServer]:
+    server = FakeOpenAIServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server(_server: FakeOpenAIServer) -> FakeOpenAIServer:
+    _server.reset()
+    return _server
+
+
+@pytest.fixture
+def fake_model() -> FakeChatModel:
+    return FakeChatModel()
+
+
+@pytest.fixture
+def write_config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
+    def write(text: str) -> Path:
+        path = isolated / "config.toml"
+        path.write_text(text, encoding="utf-8")
+        monkeypatch.setenv("KOOG_CONFIG", str(path))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def make_ctx(fake_model: FakeChatModel) -> Callable[..., Any]:
+    """An AppContext over real files in the temp data dir, with a fake or given model."""
+    from koogcli.services import context
+
+    def make(model: Any = None, flags: dict[str, object] | None = None, **env: str) -> Any:
+        chosen = model or fake_model
+        environment = dict(os.environ, **env)
+        return context.build(env=environment, flags=flags, model_factory=lambda ctx: chosen)
+
+    return make
+
+
+@pytest.fixture
+def koog_env(server: FakeOpenAIServer, isolated: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("KOOG_DEBUG", None)
+    env.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=API_KEY, KOOG_MAX_RETRIES="0")
+    return env
+
+
+@pytest.fixture
+def run_koog(koog_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the installed `koog` binary against the test server, always with a timeout."""
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KOOG_BIN, *args], input=input if input is not None else "", capture_output=True,
+            text=True, env={**koog_env, **(env or {})}, timeout=timeout,
+        )
+
+    return run
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under a folder with its bytes, to prove a failure changed nothing."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

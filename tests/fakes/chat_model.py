@@ -1,0 +1,39 @@
+"""FakeChatModel: the ChatModel port without HTTP, for service and REPL tests.
+
+Replies are taken from a queue (text, a Completion, or an exception to raise); with the
+queue empty, `answer` decides (by default "echo: <last user text>"). Requests are kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from koogcli.core.ports import Completion, ModelRequest, Usage
+
+
+class FakeChatModel:
+    def __init__(self, answer: Callable[[ModelRequest], str] | None = None) -> None:
+        self.queue: deque[Any] = deque()
+        self.requests: list[ModelRequest] = []
+        self.answer = answer or (lambda r: "echo: " + next(
+            (m.text for m in reversed(r.messages) if m.role == "user"), ""))
+
+    def enqueue(self, *items: Any) -> None:
+        self.queue.extend(items)
+
+    def complete(self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
+                 ) -> Completion:
+        self.requests.append(request)
+        item = self.queue.popleft() if self.queue else self.answer(request)
+        if isinstance(item, BaseException):
+            raise item
+        if callable(item):
+            item = item(request, on_delta)
+        completion = item if isinstance(item, Completion) else Completion(str(item), usage=Usage(1, 1, 2))
+        if on_delta and completion.text:
+            for word in re.split(r"(?<= )", completion.text):
+                on_delta(word)
+        return completion

@@ -1,0 +1,67 @@
+"""Every module's imports obey HOUSE_STYLE §1's dependency rules (checked on the AST)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "koogcli"
+
+THIRD_PARTY_HOMES = {
+    "typer": ("cli",),
+    "rich": ("cli",),
+    "prompt_toolkit": ("repl",),
+    "openai": ("adapters/openai_model.py",),
+    "platformdirs": ("adapters/paths.py",),
+    "filelock": ("adapters/atomic.py",),
+    "pydantic": ("config", "adapters"),
+    "tomli_w": ("services/config_info.py",),
+}
+ALLOWED_INTERNAL = {
+    "core": {"core"},
+    "config": {"config", "core"},
+    "adapters": {"adapters", "core"},
+    "services": {"services", "core", "config"},
+    "cli": {"cli", "services", "core", "repl"},
+    "repl": {"repl", "cli", "services", "core"},
+}
+
+
+def imports(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_imports_follow_the_layers(path: Path) -> None:
+    rel = path.relative_to(PACKAGE).as_posix()
+    layer = rel.split("/")[0]
+    for name in imports(path):
+        top = name.split(".")[0]
+        if top == "koogcli":
+            parts = name.split(".")
+            if len(parts) < 2 or parts[1] in ("__init__",):
+                continue
+            target = parts[1]
+            allowed = ALLOWED_INTERNAL[layer]
+            ok = target in allowed or (rel == "services/context.py" and target == "adapters")
+            assert ok, f"{rel} imports {name}"
+        elif top in THIRD_PARTY_HOMES:
+            homes = THIRD_PARTY_HOMES[top]
+            assert any(rel == h or rel.startswith(h.rstrip("/") + "/") or rel.startswith(h + "/")
+                       for h in homes), f"{rel} imports {top}"
+
+
+def test_no_module_over_500_lines() -> None:
+    long = [p.name for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 500]
+    assert long == []

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+import pytest
+
+from koogcli.core.errors import InvalidSessionNameError
+from koogcli.core.names import SessionName
+
+
+@pytest.mark.parametrize("name", ["a", "work", "A-b_c.1", "x" * 64, "_hidden-ok"])
+def test_valid_names(name: str) -> None:
+    assert SessionName.parse(name).value == name
+
+
+@pytest.mark.parametrize("name", ["", "../x", "/etc/passwd", "a/b", "x" * 65, "a\x00b", "a\nb",
+                                  ".hidden", "..", "a b", "caf\u00e9", "a\\b"])
+def test_invalid_names_are_usage_errors(name: str) -> None:
+    with pytest.raises(InvalidSessionNameError) as info:
+        SessionName.parse(name)
+    assert info.value.exit_code == 2
+    assert "\n" not in info.value.message and "\x00" not in info.value.message
