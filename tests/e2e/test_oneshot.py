@@ -1,0 +1,188 @@
+"""End-to-end: the installed `koog` binary against the local test server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import API_KEY, KOOG_BIN, snapshot
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def contents(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] != "system"]
+
+
+def test_sessions_remember_and_stay_isolated(run_koog: Run, server: FakeOpenAIServer) -> None:
+    first = run_koog("chat", "-s", "a", "-m", "hello")
+    assert (first.returncode, first.stdout) == (0, "echo: hello\n")
+    second = run_koog("chat", "-s", "a", "-m", "and again")
+    assert second.stdout == "echo: and again\n"
+    assert contents(server.chat_requests[1]) == ["hello", "echo: hello", "and again"]
+    run_koog("chat", "-s", "b", "-m", "fresh")
+    assert contents(server.chat_requests[2]) == ["fresh"]
+
+
+def test_pipelines_get_only_the_reply(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path,
+                                     koog_env: dict[str, str]) -> None:
+    server.enqueue({"content": "# Title\n\n**bold** reply"})
+    piped = run_koog("chat", "-s", "p", input="text from a pipe\n")
+    assert piped.returncode == 0
+    assert piped.stdout == "# Title\n\n**bold** reply\n"
+    assert "\x1b" not in piped.stdout
+    question = tmp_path / "q.txt"
+    question.write_text("file body\n")
+    with question.open() as handle:
+        result = subprocess.run([KOOG_BIN, "chat", "-s", "p", "-m", "q"], stdin=handle,
+                                capture_output=True, text=True, env=koog_env, timeout=30)
+    assert result.stdout == "echo: q\n\nfile body\n"
+    as_json = run_koog("chat", "-s", "p", "-m", "json please", "--json")
+    payload = json.loads(as_json.stdout)
+    assert set(payload) == {"session", "reply", "usage", "checkpoint"}
+    assert payload["reply"] == "echo: json please" and payload["session"] == "p"
+    assert payload["usage"]["total_tokens"] > 0
+
+
+@pytest.mark.parametrize("fault, code, pattern", [
+    ({"status": 500, "message": "overloaded"}, 1, r"answered HTTP 500: overloaded after 0 retries"),
+    ({"delay": 3, "content": "too late"}, 1, r"did not answer within 0.5s"),
+])
+def test_failed_turn_leaves_the_session_file_byte_identical(
+        run_koog: Run, server: FakeOpenAIServer, data_dir: Path, fault: dict[str, Any],
+        code: int, pattern: str) -> None:
+    run_koog("chat", "-s", "f", "-m", "before")
+    path = data_dir / "sessions" / "f.json"
+    before = path.read_bytes()
+    server.enqueue(fault)
+    result = run_koog("chat", "-s", "f", "-m", "during", env={"KOOG_TIMEOUT_SECONDS": "0.5"})
+    assert result.returncode == code
+    assert re.search(pattern, result.stderr), result.stderr
+    assert len(result.stderr.splitlines()) <= 2 and "Traceback" not in result.stderr
+    assert path.read_bytes() == before
+
+
+def test_interrupt_mid_stream_exits_130_and_stores_nothing(
+        koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, run_koog: Run) -> None:
+    run_koog("chat", "-s", "i", "-m", "before")
+    path = data_dir / "sessions" / "i.json"
+    before = path.read_bytes()
+    server.enqueue({"chunks": ["slow "] * 50, "chunk_delay": 0.1})
+    proc = subprocess.Popen([KOOG_BIN, "chat", "-s", "i", "-m", "slow"], env=koog_env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.read(5) == "slow "
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert "turn cancelled" in err and "Traceback" not in err
+    assert path.read_bytes() == before
+
+
+def test_four_processes_lose_no_turn(koog_env: dict[str, str], server: FakeOpenAIServer,
+                                     data_dir: Path, run_koog: Run) -> None:
+    script = "; ".join(f"{KOOG_BIN} chat -s shared -m w$W-t{t} >/dev/null" for t in range(5))
+    procs = [subprocess.Popen(["bash", "-c", script], env={**koog_env, "W": str(w)},
+                              stdin=subprocess.DEVNULL) for w in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    shown = run_koog("history", "show", "-s", "shared", "--format", "json")
+    users = sorted(m["content"] for m in json.loads(shown.stdout) if m["role"] == "user")
+    assert users == sorted(f"w{w}-t{t}" for w in range(4) for t in range(5))
+
+
+@pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/b", "", "x" * 65, "bad\x01name",
+                                  ".hidden"])
+def test_invalid_session_names_touch_nothing(run_koog: Run, isolated: Path, name: str) -> None:
+    before = snapshot(isolated)
+    for args in (("chat", "-s", name, "-m", "hi"), ("history", "show", "-s", name),
+                 ("history", "clear", "-s", name, "--yes")):
+        result = run_koog(*args)
+        assert result.returncode == 2, result.stderr
+        assert "invalid session name" in result.stderr
+    assert snapshot(isolated) == before
+    assert not (isolated / "data").exists()
+
+
+def test_corrupt_session_file_is_exit_3_and_left_alone(run_koog: Run, data_dir: Path) -> None:
+    run_koog("chat", "-s", "g", "-m", "hi")
+    path = data_dir / "sessions" / "g.json"
+    path.write_bytes(b"\x00garbage{{{")
+    for args in (("chat", "-s", "g", "-m", "more"), ("history", "show", "-s", "g")):
+        result = run_koog(*args)
+        assert result.returncode == 3
+        assert str(path) in result.stderr and "Traceback" not in result.stderr
+    assert path.read_bytes() == b"\x00garbage{{{"
+
+
+def test_bad_config_is_exit_2_naming_line_and_key(run_koog: Run, tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[llm]\nmodel = "m"\nmodel = "twice"\n')
+    result = run_koog("--config", str(cfg), "chat", "-m", "x")
+    assert result.returncode == 2 and "line 3" in result.stderr
+    cfg.write_text('[llm]\nmodle = "m"\n')
+    result = run_koog("--config", str(cfg), "chat", "-m", "x")
+    assert result.returncode == 2
+    assert "unknown key 'llm.modle'" in result.stderr and "did you mean 'model'" in result.stderr
+
+
+def test_no_file_holds_the_key_and_all_are_private(run_koog: Run, data_dir: Path) -> None:
+    for session in ("k1", "k2"):
+        assert run_koog("chat", "-s", session, "-m", f"my key is not {API_KEY[:3]}").returncode == 0
+    run_koog("history", "clear", "-s", "k1", "--yes")
+    found = list(data_dir.rglob("*"))
+    assert any(p.name == "k2.json" for p in found)
+    for path in found:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if path.is_dir():
+            assert mode == 0o700, path
+        else:
+            assert mode == 0o600, path
+            assert API_KEY.encode() not in path.read_bytes(), path
+
+
+def test_first_run_guide_without_endpoint(run_koog: Run) -> None:
+    result = run_koog("chat", "-m", "hi", env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
+    assert result.returncode == 2
+    assert "OPENAI_API_KEY" in result.stderr and "OPENAI_BASE_URL" in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("status, needle", [(401, "OPENAI_API_KEY"), (404, "model 'gpt-4o-mini'")])
+def test_api_errors_name_what_to_check(run_koog: Run, server: FakeOpenAIServer, status: int,
+                                       needle: str) -> None:
+    server.enqueue({"status": status})
+    result = run_koog("chat", "-m", "hi")
+    assert result.returncode == 1 and needle in result.stderr
+    assert API_KEY not in result.stderr
+
+
+def test_connection_refused_names_the_url(run_koog: Run) -> None:
+    url = "http://127.0.0.1:9/v1"
+    result = run_koog("chat", "-m", "hi", env={"OPENAI_BASE_URL": url})
+    assert result.returncode == 1
+    assert f"cannot connect to {url}" in result.stderr
+
+
+def test_startup_paths_do_not_import_heavy_modules(koog_env: dict[str, str], run_koog: Run) -> None:
+    run_koog("chat", "-s", "imp", "-m", "x")
+    for args in (["--help"], ["history", "show", "-s", "imp"]):
+        result = subprocess.run([os.path.join(os.path.dirname(KOOG_BIN), "python"), "-X", "importtime",
+                                 "-m", "koogcli", *args], capture_output=True, text=True,
+                                env=koog_env, timeout=30)
+        assert result.returncode == 0, result.stderr[-500:]
+        imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
+        for heavy in ("openai", "prompt_toolkit", "rich.markdown", "httpx"):
+            assert heavy not in imported, (args, heavy)

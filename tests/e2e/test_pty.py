@@ -1,0 +1,60 @@
+"""The REPL through a real pseudo-terminal (pexpect), as a user meets it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.conftest import KOOG_BIN
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.e2e
+PROMPT = "pty>"
+
+
+def spawn(env: dict[str, str]) -> pexpect.spawn:
+    env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
+    child = pexpect.spawn(KOOG_BIN, ["chat", "-s", "pty"], env=env, dimensions=(30, 100),
+                          encoding="utf-8", timeout=15)
+    child.logfile_read = open(Path(env["KOOG_DATA_DIR"]).parent / "pty.log", "w")  # noqa: SIM115
+    return child
+
+
+def expect(child: pexpect.spawn, pattern: str) -> None:
+    try:
+        child.expect_exact(pattern)
+    except pexpect.TIMEOUT as exc:
+        raise AssertionError(f"expected {pattern!r}, screen had: {child.before!r}") from exc
+
+
+def test_repl_in_a_terminal(koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path) -> None:
+    child = spawn(koog_env)
+    expect(child, PROMPT)
+    server.enqueue({"content": "Hello from the model"})
+    child.send("hi there\r")
+    expect(child, "Hello from the model")
+    expect(child, PROMPT)
+    child.send("/history\r")
+    expect(child, "[user] hi there")
+    expect(child, "[assistant] Hello from the model")
+    expect(child, PROMPT)
+    path = data_dir / "sessions" / "pty.json"
+    before = path.read_bytes()
+
+    server.enqueue({"chunks": ["slow-word "] * 100, "chunk_delay": 0.1})
+    child.send("tell me slowly\r")
+    expect(child, "slow-word")
+    child.sendcontrol("c")
+    expect(child, "(cancelled)")
+    expect(child, PROMPT)
+    assert path.read_bytes() == before
+    stored = [m["content"] for m in json.loads(path.read_text())["messages"]]
+    assert "tell me slowly" not in stored
+
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0

@@ -1,0 +1,147 @@
+"""The REPL in-process: prompt-toolkit pipe input, a recording UI, real files, fake model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from koogcli.core.errors import KoogError
+from koogcli.core.names import SessionName
+from koogcli.repl import loop
+from koogcli.repl.keys import should_submit
+from tests.fakes.chat_model import FakeChatModel
+
+ENTER, ESC_ENTER, CTRL_C, CTRL_D = "\r", "\x1b\r", "\x03", "\x04"
+
+
+class Recorder(loop.ReplUI):
+    def __init__(self) -> None:
+        super().__init__(markdown=False)
+        self.replies: list[str] = []
+        self.shown: list[str] = []
+        self.infos: list[str] = []
+        self.errors: list[str] = []
+
+    def reply(self) -> loop.ReplyDisplay:
+        ui = self
+
+        class Display:
+            parts: list[str] = []
+
+            def delta(self, text: str) -> None:
+                self.parts = [*self.parts, text]
+
+            def finish(self, text: str | None = None) -> None:
+                ui.replies.append("".join(self.parts) or (text or ""))
+
+            def abort(self) -> None:
+                ui.infos.append("aborted")
+
+        return Display()
+
+    def show(self, text: str) -> None:
+        self.shown.append(text)
+
+    def info(self, text: str) -> None:
+        self.infos.append(text)
+
+    def error(self, err: KoogError) -> None:
+        self.errors.append(err.message)
+
+
+@pytest.fixture
+def repl(make_ctx: Callable[..., Any]) -> Iterator[Callable[..., tuple[Recorder, Any]]]:
+    def drive(keys: str, session: str = "r") -> tuple[Recorder, Any]:
+        ctx = make_ctx()
+        ui = Recorder()
+        with create_pipe_input() as inp:
+            inp.send_text(keys)
+            loop.run(ctx, SessionName(session), input=inp, output=DummyOutput(), ui=ui)
+        return ui, ctx
+
+    yield drive
+
+
+def test_message_reply_and_history(repl: Callable[..., Any]) -> None:
+    ui, ctx = repl("hello" + ENTER + "/history" + ENTER + CTRL_D)
+    assert ui.replies == ["echo: hello"]
+    assert ui.shown == ["[system] You are a helpful assistant.\n[user] hello\n[assistant] echo: hello"]
+    assert [m.text for m in ctx.history.load(SessionName("r"))][1:] == ["hello", "echo: hello"]
+
+
+def test_esc_enter_makes_a_multi_line_message(repl: Callable[..., Any],
+                                              fake_model: FakeChatModel) -> None:
+    repl("line one" + ESC_ENTER + "line two" + ENTER + CTRL_D)
+    assert fake_model.requests[0].messages[-1].text == "line one\nline two"
+
+
+def test_enter_inside_an_open_code_fence_adds_a_line(repl: Callable[..., Any],
+                                                     fake_model: FakeChatModel) -> None:
+    repl("```" + ENTER + "code" + ENTER + "```" + ENTER + CTRL_D)
+    assert fake_model.requests[0].messages[-1].text == "```\ncode\n```"
+    assert should_submit("plain") and not should_submit("```py\nx")
+
+
+def test_ctrl_c_during_a_reply_cancels_and_keeps_going(repl: Callable[..., Any],
+                                                      fake_model: FakeChatModel) -> None:
+    def interrupted(request: Any, on_delta: Any) -> Any:
+        on_delta("partial")
+        raise KeyboardInterrupt
+
+    fake_model.enqueue("first", interrupted)
+    ui, ctx = repl("one" + ENTER + "two" + ENTER + "three" + ENTER + CTRL_D)
+    assert "(cancelled)" in ui.infos
+    texts = [m.text for m in ctx.history.load(SessionName("r"))]
+    assert "two" not in texts and texts[-2:] == ["three", "echo: three"]
+
+
+def test_ctrl_c_on_a_typed_line_clears_it_and_on_empty_exits(repl: Callable[..., Any],
+                                                            fake_model: FakeChatModel) -> None:
+    repl("typo" + CTRL_C + "real" + ENTER + CTRL_C)
+    assert [r.messages[-1].text for r in fake_model.requests] == ["real"]
+
+
+def test_session_and_model_switch(repl: Callable[..., Any], fake_model: FakeChatModel) -> None:
+    ui, ctx = repl("/session other" + ENTER + "/model big-model" + ENTER + "hi" + ENTER + CTRL_D)
+    assert ctx.history.exists(SessionName("other")) and not ctx.history.exists(SessionName("r"))
+    assert fake_model.requests[0].model == "big-model"
+    assert "switched to session other" in ui.infos
+
+
+def test_errors_are_reported_and_the_loop_continues(repl: Callable[..., Any]) -> None:
+    ui, _ = repl("/nope" + ENTER + "/session ../x" + ENTER + "/history abc" + ENTER + "hi" + ENTER
+                 + "/exit" + ENTER + "never sent" + ENTER)
+    assert ui.errors == ["unknown command /nope", "invalid session name: '../x'",
+                         "expected a number, got 'abc'"]
+    assert ui.replies == ["echo: hi"]
+
+
+def test_clear_and_help(repl: Callable[..., Any]) -> None:
+    ui, ctx = repl("hi" + ENTER + "/clear" + ENTER + "/help" + ENTER + CTRL_D)
+    assert ctx.history.load(SessionName("r")) == []
+    assert "cleared 3 messages from r" in ui.infos
+    assert "/history [N]" in ui.shown[-1] and "/session NAME" in ui.shown[-1]
+
+
+def test_model_errors_do_not_end_the_repl(repl: Callable[..., Any], fake_model: FakeChatModel) -> None:
+    from koogcli.core.errors import ModelError
+
+    fake_model.enqueue(ModelError("server down"))
+    ui, _ = repl("a" + ENTER + "b" + ENTER + CTRL_D)
+    assert ui.errors == ["server down"] and ui.replies == ["echo: b"]
+
+
+def test_slash_completion() -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from koogcli.repl.prompt import SlashCompleter
+
+    completer = SlashCompleter(["help", "history", "model"])
+    found = [c.text for c in completer.get_completions(Document("/h"), CompleteEvent())]
+    assert found == ["/help", "/history"]
+    assert list(completer.get_completions(Document("hello"), CompleteEvent())) == []
