@@ -11,6 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from koogcli.adapters import atomic
@@ -20,6 +21,11 @@ from koogcli.core.errors import ConflictError, StorageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo, StoredHistory
+
+
+_HEADER = re.compile(
+    rb'\{"format": "koog\.chat-history", "version": 1, "session": "[^"]*", "revision": (\d+),'
+)
 
 
 class FileHistoryStore:
@@ -45,12 +51,28 @@ class FileHistoryStore:
     ) -> int:
         path = self.data.session_file(session)
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
-            current = self.read(session).revision
+            current = self._current_revision(session, fast=expected_revision is not None)
             if expected_revision is not None and current != expected_revision:
                 raise ConflictError(f"session {session} changed (revision {current})")
             revision = current + 1
             atomic.write_text(path, dump_history(session.value, revision, utc_now(), messages))
             return revision
+
+    def _current_revision(self, session: SessionName, fast: bool) -> int:
+        """The stored revision. With `fast`, read it from koog's own header line: the caller
+        parsed the whole document when it loaded that revision, and writes are atomic."""
+        path = self.data.session_file(session)
+        if fast:
+            try:
+                with path.open("rb") as handle:
+                    match = _HEADER.match(handle.read(512))
+            except FileNotFoundError:
+                return 0
+            except OSError as exc:
+                raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+            if match:
+                return int(match.group(1))
+        return self.read(session).revision
 
     def exists(self, session: SessionName) -> bool:
         return self.data.session_file(session).exists()

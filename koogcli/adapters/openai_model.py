@@ -66,9 +66,13 @@ class OpenAIChatModel:
     def complete(
         self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
     ) -> Completion:
+        # The messages are already in wire shape. Passing them as `extra_body` (which the
+        # client merges over the typed fields) skips the client's per-field transform, which
+        # costs over a second on a 10,000-message history.
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "messages": [message_to_wire(m) for m in request.messages],
+            "messages": [],
+            "extra_body": {"messages": [message_to_wire(m) for m in request.messages]},
         }
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature

@@ -100,4 +100,7 @@ _register()
 
 def main() -> None:
     os.umask(0o077)  # §4: whatever koog creates is private to the user
+    # koog uses no pydantic plugins; without this, pydantic scans every installed
+    # package's entry points on first use, a measurable part of start-up.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     app()

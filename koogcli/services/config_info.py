@@ -7,7 +7,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from koogcli.config import loader
 from koogcli.core.errors import UsageError
 from koogcli.services.context import AppContext, locate_config, write_private_file
 
@@ -55,6 +54,8 @@ def init(flag: str | None, env: Mapping[str, str] | None, force: bool) -> Path:
 
 
 def validate(file: Path | None, flag: str | None, env: Mapping[str, str] | None) -> Path:
+    from koogcli.config import loader
+
     path = file if file is not None else config_file(flag, env)[0]
     loader.validate_file(path)
     return path

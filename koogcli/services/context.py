@@ -11,17 +11,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from koogcli.adapters import paths
 from koogcli.adapters.file_history import FileHistoryStore
 from koogcli.adapters.file_transcript import FileTranscriptStore
-from koogcli.config import loader
-from koogcli.config.schema import CustomSpec, FilterSpec, PreprocessorSpec, RedactSpec, Settings
-from koogcli.core import callables, preprocessors
-from koogcli.core.chat_memory import ChatMemory
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ChatModel, HistoryStore, TranscriptStore
+
+if TYPE_CHECKING:
+    from koogcli.config.loader import LoadedConfig
+    from koogcli.core.chat_memory import ChatMemory
+    from koogcli.core.preprocessors import Pipeline
+    from koogcli.config.schema import PreprocessorSpec, Settings
 
 ModelFactory = Callable[["AppContext"], ChatModel]
 
@@ -36,7 +39,10 @@ def openai_model_factory(ctx: AppContext) -> ChatModel:
 
 @dataclass
 class AppContext:
-    config: loader.LoadedConfig
+    """`config` is loaded on first use: commands that need no settings (`history show -s`)
+    skip building the schema, which keeps them fast in pipelines."""
+
+    load_config: Callable[[], LoadedConfig]
     data: paths.DataDir
     env: Mapping[str, str]
     history: HistoryStore
@@ -44,17 +50,23 @@ class AppContext:
     model_factory: ModelFactory = openai_model_factory
     _model: ChatModel | None = field(default=None, repr=False)
 
+    @cached_property
+    def config(self) -> LoadedConfig:
+        return self.load_config()
+
     @property
     def settings(self) -> Settings:
         return self.config.settings
 
     @cached_property
-    def pipeline(self) -> preprocessors.Pipeline:
+    def pipeline(self) -> Pipeline:
         folders = [self.config.folder, Path.cwd()]
         return build_pipeline(self.settings.chat_memory.preprocessors, folders)
 
     @property
     def memory(self) -> ChatMemory:
+        from koogcli.core.chat_memory import ChatMemory
+
         return ChatMemory(self.history, self.pipeline)
 
     def model(self) -> ChatModel:
@@ -75,10 +87,15 @@ def build(
 ) -> AppContext:
     env = dict(os.environ) if env is None else env
     config_file, explicit = paths.config_path(config_flag, env)
-    config = loader.load(config_file, explicit=explicit, env=env, flags=flags)
+
+    def load_config() -> LoadedConfig:
+        from koogcli.config import loader
+
+        return loader.load(config_file, explicit=explicit, env=env, flags=flags)
+
     data = paths.DataDir(paths.data_dir(data_dir_flag, env))
     return AppContext(
-        config=config,
+        load_config=load_config,
         data=data,
         env=env,
         history=FileHistoryStore(data),
@@ -87,8 +104,12 @@ def build(
     )
 
 
-def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> preprocessors.Pipeline:
+def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> Pipeline:
+    """Preprocessors from config, in order; custom callables are imported here, at start-up."""
     import re
+
+    from koogcli.config.schema import CustomSpec, FilterSpec, RedactSpec
+    from koogcli.core import callables, preprocessors
 
     steps: list[preprocessors.Preprocessor] = []
     for index, spec in enumerate(specs):
