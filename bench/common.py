@@ -21,8 +21,13 @@ def median_seconds(argv: list[str], runs: int, env: dict[str, str] | None = None
     times = []
     for i in range(runs + 1):
         start = time.perf_counter()
-        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+        done = subprocess.run(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         elapsed = time.perf_counter() - start
         if done.returncode != 0:
             raise SystemExit(f"{argv} failed: {done.stderr.decode()[-400:]}")
@@ -38,9 +43,12 @@ def seed_session(data_dir: Path, name: str, count: int) -> None:
     from koogcli.core.messages import assistant, user
     from koogcli.core.names import SessionName
 
-    messages = [user(f"question {i} about things") if i % 2 == 0 else
-                assistant(f"answer {i}: a reply of a few more words than the question")
-                for i in range(count)]
+    messages = [
+        user(f"question {i} about things")
+        if i % 2 == 0
+        else assistant(f"answer {i}: a reply of a few more words than the question")
+        for i in range(count)
+    ]
     FileHistoryStore(DataDir(data_dir)).store(SessionName(name), messages)
 
 

@@ -19,8 +19,13 @@ HEAVY = ("openai", "prompt_toolkit", "rich.markdown")
 
 
 def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
-    done = subprocess.run([PYTHON, "-X", "importtime", "-m", "koogcli", *argv], env=env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [PYTHON, "-X", "importtime", "-m", "koogcli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
     return [h for h in HEAVY if h in names]
 
@@ -42,8 +47,10 @@ def main() -> None:
         for label, argv in cases.items():
             t = median_seconds(argv, runs, env)
             heavy = heavy_imports(argv[1:], env)
-            print(f"{label:40s} median {t * 1000:7.1f} ms  {t / floor:4.2f}x floor  "
-                  f"heavy imports: {', '.join(heavy) or 'none'}")
+            print(
+                f"{label:40s} median {t * 1000:7.1f} ms  {t / floor:4.2f}x floor  "
+                f"heavy imports: {', '.join(heavy) or 'none'}"
+            )
 
 
 if __name__ == "__main__":

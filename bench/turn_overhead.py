@@ -54,8 +54,10 @@ def main() -> None:
                 seed_session(data, name, size)
                 results[size] = median_seconds([KOOG, "chat", "-s", name, "-m", "hi"], runs, env)
                 inproc = in_process(data, name, runs)
-                print(f"{size:6d} messages: one-shot turn median {results[size] * 1000:7.1f} ms; "
-                      f"load+store in process {inproc * 1000:6.1f} ms")
+                print(
+                    f"{size:6d} messages: one-shot turn median {results[size] * 1000:7.1f} ms; "
+                    f"load+store in process {inproc * 1000:6.1f} ms"
+                )
             gap = results[10_000] - results[10]
             print(f"gap (cost of a 10,000-message history per turn): {gap * 1000:.1f} ms")
     finally:

@@ -94,11 +94,16 @@ def koog_env(server: FakeOpenAIServer, isolated: Path) -> dict[str, str]:
 def run_koog(koog_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run the installed `koog` binary against the test server, always with a timeout."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 30
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [KOOG_BIN, *args], input=input if input is not None else "", capture_output=True,
-            text=True, env={**koog_env, **(env or {})}, timeout=timeout,
+            [KOOG_BIN, *args],
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            env={**koog_env, **(env or {})},
+            timeout=timeout,
         )
 
     return run
@@ -108,4 +113,6 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under a folder with its bytes, to prove a failure changed nothing."""
     if not folder.exists():
         return {}
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }

@@ -78,7 +78,9 @@ def read_json(path: Path) -> object:
         ) from exc
 
 
-_KEEP = "koog never overwrites it; move it aside or restore it from a backup or `koog history import`"
+_KEEP = (
+    "koog never overwrites it; move it aside or restore it from a backup or `koog history import`"
+)
 CORRUPT_HINT = _KEEP
 
 

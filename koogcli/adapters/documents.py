@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import Message
@@ -64,7 +64,9 @@ def parse_messages(raw: object, source: str) -> list[Message]:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise CorruptDocumentError(f"{source}: invalid message at messages.{where}: {err['msg']}") from exc
+        raise CorruptDocumentError(
+            f"{source}: invalid message at messages.{where}: {err['msg']}"
+        ) from exc
     return [Message.from_dict(dict(m)) for m in models]
 
 
@@ -89,8 +91,13 @@ def parse_history(raw: object, path: Path) -> tuple[HistoryHeader, list[Message]
 
 def dump_history(session: str, revision: int, updated_at: str, messages: Sequence[Message]) -> str:
     head = json.dumps(
-        {"format": HISTORY_FORMAT, "version": HISTORY_VERSION, "session": session,
-         "revision": revision, "updated_at": updated_at},
+        {
+            "format": HISTORY_FORMAT,
+            "version": HISTORY_VERSION,
+            "session": session,
+            "revision": revision,
+            "updated_at": updated_at,
+        },
         ensure_ascii=False,
     )
     if not messages:

@@ -22,7 +22,6 @@ from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo, StoredHistory
 
-
 _HEADER = re.compile(
     rb'\{"format": "koog\.chat-history", "version": 1, "session": "[^"]*", "revision": (\d+),'
 )
@@ -87,7 +86,9 @@ class FileHistoryStore:
                 continue
             name = SessionName.parse(entry[: -len(".json")])
             stored = self.read(name)
-            out.append(SessionInfo(name.value, len(stored.messages), stored.revision, stored.updated_at))
+            out.append(
+                SessionInfo(name.value, len(stored.messages), stored.revision, stored.updated_at)
+            )
         return out
 
     def delete(self, session: SessionName) -> bool:

@@ -37,7 +37,9 @@ def resolve_endpoint(
     if not key and not base_url:
         raise EndpointNotConfiguredError(f"no API key in {api_key_env} and no base URL")
     # Local servers usually need no key, but the client insists on one.
-    return Endpoint(base_url or OPENAI_DEFAULT_URL, key or "not-needed", api_key_env, timeout, max_retries)
+    return Endpoint(
+        base_url or OPENAI_DEFAULT_URL, key or "not-needed", api_key_env, timeout, max_retries
+    )
 
 
 def message_to_wire(m: Message) -> dict[str, Any]:
@@ -125,14 +127,19 @@ class OpenAIChatModel:
                         if on_delta:
                             on_delta(delta.content)
                     for frag in delta.tool_calls or []:
-                        slot = calls.setdefault(frag.index, {"id": None, "name": "", "arguments": ""})
+                        slot = calls.setdefault(
+                            frag.index, {"id": None, "name": "", "arguments": ""}
+                        )
                         if frag.id:
                             slot["id"] = frag.id
                         if frag.function is not None:
                             slot["name"] = (slot["name"] or "") + (frag.function.name or "")
-                            slot["arguments"] = (slot["arguments"] or "") + (frag.function.arguments or "")
+                            slot["arguments"] = (slot["arguments"] or "") + (
+                                frag.function.arguments or ""
+                            )
         tool_calls = tuple(
-            ToolCall(s["id"], s["name"] or "", s["arguments"] or "{}") for _, s in sorted(calls.items())
+            ToolCall(s["id"], s["name"] or "", s["arguments"] or "{}")
+            for _, s in sorted(calls.items())
         )
         return Completion("".join(parts), tool_calls, usage, finish)
 
@@ -152,17 +159,23 @@ class OpenAIChatModel:
                 hint="check llm.model / --model / KOOG_MODEL, and the base URL",
             )
         if isinstance(exc, openai.RateLimitError):
-            return ModelError(f"{url} is rate limiting requests (HTTP 429) {retries}",
-                              hint="wait and retry, or raise llm.max_retries")
+            return ModelError(
+                f"{url} is rate limiting requests (HTTP 429) {retries}",
+                hint="wait and retry, or raise llm.max_retries",
+            )
         if isinstance(exc, openai.APIStatusError):
             detail = _detail(exc)
             return ModelError(f"{url} answered HTTP {exc.status_code}{detail} {retries}")
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"{url} did not answer within {self.endpoint.timeout:g}s {retries}",
-                              hint="raise llm.timeout_seconds or check the server")
+            return ModelError(
+                f"{url} did not answer within {self.endpoint.timeout:g}s {retries}",
+                hint="raise llm.timeout_seconds or check the server",
+            )
         if isinstance(exc, openai.APIConnectionError):
-            return ModelError(f"cannot connect to {url}",
-                              hint="check that the server runs and llm.base_url / OPENAI_BASE_URL")
+            return ModelError(
+                f"cannot connect to {url}",
+                hint="check that the server runs and llm.base_url / OPENAI_BASE_URL",
+            )
         if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
             return ModelError(f"{url}: {type(exc).__name__}: {exc}")
         raise exc
@@ -181,8 +194,10 @@ def _guarded(stream: Any, url: str) -> Any:
 
             if isinstance(exc, openai.APIStatusError):
                 raise
-            raise ModelError(f"the connection to {url} broke during the reply: {exc}",
-                             hint="retry; nothing of this turn was stored") from exc
+            raise ModelError(
+                f"the connection to {url} broke during the reply: {exc}",
+                hint="retry; nothing of this turn was stored",
+            ) from exc
         yield chunk
 
 

@@ -18,7 +18,7 @@ from koogcli.core.errors import KoogError
 class KoogGroup(TyperGroup):
     """Maps every failure of every subcommand to one message and an exit code."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except KoogError as err:
@@ -78,9 +78,12 @@ def _version(value: bool) -> None:
 def _global_options(
     ctx: typer.Context,
     config: str | None = typer.Option(None, "--config", help="Config file (env KOOG_CONFIG)."),
-    data_dir: str | None = typer.Option(None, "--data-dir", help="Data folder (env KOOG_DATA_DIR)."),
-    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
-                                 help="Show the version and exit."),
+    data_dir: str | None = typer.Option(
+        None, "--data-dir", help="Data folder (env KOOG_DATA_DIR)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version, help="Show the version and exit."
+    ),
 ) -> None:
     g = ctx.ensure_object(Globals)
     g.config = config or g.config

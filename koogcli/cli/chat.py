@@ -21,7 +21,9 @@ def compose_message(message: str | None, piped: str | None) -> str:
     parts = [p for p in (message, piped.strip("\n") if piped else None) if p]
     text = "\n\n".join(parts)
     if not text.strip():
-        raise UsageError("nothing to send: the message is empty", hint="pass -m TEXT or pipe text in")
+        raise UsageError(
+            "nothing to send: the message is empty", hint="pass -m TEXT or pipe text in"
+        )
     return text
 
 
@@ -65,9 +67,11 @@ def one_shot(app_ctx: AppContext, name: SessionName, text: str, as_json: bool) -
     if writer:
         writer.finish(result.reply)
         return
-    render.json_out({
-        "session": result.session,
-        "reply": result.reply,
-        "usage": result.usage.to_dict() if result.usage else None,
-        "checkpoint": None,
-    })
+    render.json_out(
+        {
+            "session": result.session,
+            "reply": result.reply,
+            "usage": result.usage.to_dict() if result.usage else None,
+            "checkpoint": None,
+        }
+    )

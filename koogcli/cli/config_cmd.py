@@ -34,7 +34,9 @@ def show(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> N
 
 
 @app.command()
-def init(ctx: typer.Context, force: bool = typer.Option(False, "--force", help="Overwrite.")) -> None:
+def init(
+    ctx: typer.Context, force: bool = typer.Option(False, "--force", help="Overwrite.")
+) -> None:
     """Write a documented config file with every default."""
     from koogcli.services import config_info
 

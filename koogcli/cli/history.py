@@ -14,7 +14,9 @@ from koogcli.core.errors import UsageError
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
-SESSION = typer.Option(None, "-s", "--session", help="Session name (default: chat.default_session).")
+SESSION = typer.Option(
+    None, "-s", "--session", help="Session name (default: chat.default_session)."
+)
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 
@@ -25,8 +27,17 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
 
     sessions = history.list_sessions(globals_of(ctx).build())
     if as_json:
-        render.json_out([{"session": s.name, "messages": s.messages, "revision": s.revision,
-                          "updated_at": s.updated_at} for s in sessions])
+        render.json_out(
+            [
+                {
+                    "session": s.name,
+                    "messages": s.messages,
+                    "revision": s.revision,
+                    "updated_at": s.updated_at,
+                }
+                for s in sessions
+            ]
+        )
     elif sessions:
         rows = [(s.name, str(s.messages), s.updated_at or "") for s in sessions]
         render.out(render.table(rows, ("SESSION", "MESSAGES", "UPDATED")))
@@ -104,7 +115,9 @@ def import_(
     ctx: typer.Context,
     source: str = typer.Argument("-", help="Export document or message list; - for stdin."),
     session: str | None = SESSION,
-    replace: bool = typer.Option(False, "--replace", help="Replace the history instead of appending."),
+    replace: bool = typer.Option(
+        False, "--replace", help="Replace the history instead of appending."
+    ),
 ) -> None:
     """Import messages into a session (appends; ids already present are skipped)."""
     from koogcli.services import history
@@ -119,5 +132,7 @@ def import_(
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read {source}: {exc}") from exc
     result = history.import_(app_ctx, name, text, label, replace)
-    render.note(f"imported {result.imported} messages into {result.session} "
-                f"({result.skipped} already present, {result.total} in history)")
+    render.note(
+        f"imported {result.imported} messages into {result.session} "
+        f"({result.skipped} already present, {result.total} in history)"
+    )

@@ -96,7 +96,9 @@ def _message_block(m: Message, markdown: bool) -> str:
 def table(rows: Iterable[Sequence[str]], headers: Sequence[str]) -> str:
     data = [list(headers), *[list(r) for r in rows]]
     widths = [max(len(r[i]) for r in data) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in data)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in data
+    )
 
 
 class ReplyWriter:

@@ -93,7 +93,9 @@ def _read_file(path: Path, explicit: bool) -> tuple[str | None, dict[str, Any]]:
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}", hint="fix the syntax at that line") from exc
+        raise ConfigError(
+            f"{path}: invalid TOML: {exc}", hint="fix the syntax at that line"
+        ) from exc
 
 
 def _nest(dotted: str, value: object) -> dict[str, Any]:
@@ -106,8 +108,13 @@ def _nest(dotted: str, value: object) -> dict[str, Any]:
     return out
 
 
-def _merge(into: dict[str, Any], layer: Mapping[str, Any], prov: dict[str, str], source: str,
-           prefix: str = "") -> None:
+def _merge(
+    into: dict[str, Any],
+    layer: Mapping[str, Any],
+    prov: dict[str, str],
+    source: str,
+    prefix: str = "",
+) -> None:
     for key, value in layer.items():
         dotted = f"{prefix}{key}"
         if isinstance(value, dict) and isinstance(into.get(key), dict):
@@ -128,7 +135,9 @@ def _mark(prov: dict[str, str], dotted: str, value: object, source: str) -> None
         prov[dotted] = source
 
 
-def _explain(exc: ValidationError, path: Path, text: str | None, prov: Mapping[str, str]) -> ConfigError:
+def _explain(
+    exc: ValidationError, path: Path, text: str | None, prov: Mapping[str, str]
+) -> ConfigError:
     err = exc.errors()[0]
     # Drop the discriminator tag pydantic inserts after a list index of preprocessors.
     loc = [str(p) for p in err["loc"] if str(p) not in PREPROCESSOR_TYPES]
@@ -145,7 +154,9 @@ def _explain(exc: ValidationError, path: Path, text: str | None, prov: Mapping[s
     given = err.get("input")
     shown = "" if isinstance(given, (dict, list)) else f" (got {given!r})"
     msg = str(err["msg"]).removeprefix("Value error, ")
-    return ConfigError(f"{where}: {key}: {msg}{shown}", hint="see config.example.toml for every key")
+    return ConfigError(
+        f"{where}: {key}: {msg}{shown}", hint="see config.example.toml for every key"
+    )
 
 
 def _source_of(key: str, prov: Mapping[str, str]) -> str:
@@ -165,11 +176,17 @@ def _suggest(loc: list[str]) -> str | None:
             continue
         info = model.model_fields.get(part)
         annotation = info.annotation if info else None
-        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+        model = (
+            annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            else None
+        )
     if model is None:
         return "see config.example.toml for every key"
     close = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1)
-    return f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(model.model_fields)}"
+    return (
+        f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(model.model_fields)}"
+    )
 
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")

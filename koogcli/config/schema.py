@@ -30,13 +30,13 @@ def _check_regex(value: str | None) -> str | None:
 
 
 class LLMSettings(_Strict):
-    model: str = Field("gpt-4o-mini", min_length=1)
+    model: str = Field(default="gpt-4o-mini", min_length=1)
     base_url: str = ""
-    api_key_env: str = Field("OPENAI_API_KEY", min_length=1)
+    api_key_env: str = Field(default="OPENAI_API_KEY", min_length=1)
     system_prompt: str = "You are a helpful assistant."
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    timeout_seconds: float = Field(60.0, gt=0.0)
-    max_retries: int = Field(2, ge=0, le=20)
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    timeout_seconds: float = Field(default=60.0, gt=0.0)
+    max_retries: int = Field(default=2, ge=0, le=20)
 
 
 class ChatSettings(_Strict):

@@ -15,7 +15,9 @@ from pathlib import Path
 from koogcli.core.errors import ConfigError
 
 
-def resolve(spec: str, search_paths: Sequence[Path] = (), *, key: str = "callable") -> Callable[..., object]:
+def resolve(
+    spec: str, search_paths: Sequence[Path] = (), *, key: str = "callable"
+) -> Callable[..., object]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(

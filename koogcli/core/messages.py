@@ -81,7 +81,9 @@ class Message:
         calls = data.get("tool_calls") or []
         assert isinstance(calls, list)
         tool_calls = tuple(
-            ToolCall(id=c.get("id"), name=c["function"]["name"], arguments=c["function"]["arguments"])
+            ToolCall(
+                id=c.get("id"), name=c["function"]["name"], arguments=c["function"]["arguments"]
+            )
             for c in calls
         )
         meta = data.get("meta") or {}

@@ -26,8 +26,11 @@ def _history(state: ReplState, args: str) -> None:
     from koogcli.services import history
 
     count = _count(args, default=20)
-    messages = history.show(state.ctx, state.session, count) if state.ctx.history.exists(
-        state.session) else []
+    messages = (
+        history.show(state.ctx, state.session, count)
+        if state.ctx.history.exists(state.session)
+        else []
+    )
     if not messages:
         state.ui.info(f"session {state.session.value} has no stored messages")
         return

@@ -71,7 +71,9 @@ def run(
     prompt = prompt_builder.build(
         REGISTRY.names(), ctx.data.input_history_file if history_file else None, input, output
     )
-    state.ui.info(f"koog · session {session.value} · model {ctx.settings.llm.model} · /help, Ctrl-D to leave")
+    state.ui.info(
+        f"koog · session {session.value} · model {ctx.settings.llm.model} · /help, Ctrl-D to leave"
+    )
     while state.running:
         try:
             line = prompt.prompt(f"{state.session.value}> ")
@@ -95,7 +97,9 @@ def _turn(state: ReplState, text: str) -> None:
 
     display = state.ui.reply()
     try:
-        result = run_turn(state.ctx, TurnRequest(state.session, text, model=state.model), display.delta)
+        result = run_turn(
+            state.ctx, TurnRequest(state.session, text, model=state.model), display.delta
+        )
     except BaseException:
         display.abort()
         raise

@@ -31,8 +31,9 @@ class SlashCommand:
 class Registry:
     commands: dict[str, SlashCommand] = field(default_factory=dict)
 
-    def add(self, name: str, usage: str, help: str, aliases: tuple[str, ...] = ()
-            ) -> Callable[[Handler], Handler]:
+    def add(
+        self, name: str, usage: str, help: str, aliases: tuple[str, ...] = ()
+    ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             command = SlashCommand(name, usage, help, handler, aliases)
             for key in (name, *aliases):

@@ -22,9 +22,9 @@ from koogcli.core.ports import ChatModel, HistoryStore, TranscriptStore
 
 if TYPE_CHECKING:
     from koogcli.config.loader import LoadedConfig
+    from koogcli.config.schema import PreprocessorSpec, Settings
     from koogcli.core.chat_memory import ChatMemory
     from koogcli.core.preprocessors import Pipeline
-    from koogcli.config.schema import PreprocessorSpec, Settings
 
 ModelFactory = Callable[["AppContext"], ChatModel]
 
@@ -33,7 +33,9 @@ def openai_model_factory(ctx: AppContext) -> ChatModel:
     from koogcli.adapters.openai_model import OpenAIChatModel, resolve_endpoint
 
     llm = ctx.settings.llm
-    endpoint = resolve_endpoint(llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries)
+    endpoint = resolve_endpoint(
+        llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries
+    )
     return OpenAIChatModel(endpoint)
 
 
@@ -114,15 +116,19 @@ def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -
     steps: list[preprocessors.Preprocessor] = []
     for index, spec in enumerate(specs):
         if isinstance(spec, FilterSpec):
-            steps.append(preprocessors.FilterPreprocessor(
-                roles=frozenset(spec.roles) if spec.roles is not None else None,
-                min_chars=spec.min_chars,
-                max_chars=spec.max_chars,
-                include_regex=re.compile(spec.include_regex) if spec.include_regex else None,
-                exclude_regex=re.compile(spec.exclude_regex) if spec.exclude_regex else None,
-            ))
+            steps.append(
+                preprocessors.FilterPreprocessor(
+                    roles=frozenset(spec.roles) if spec.roles is not None else None,
+                    min_chars=spec.min_chars,
+                    max_chars=spec.max_chars,
+                    include_regex=re.compile(spec.include_regex) if spec.include_regex else None,
+                    exclude_regex=re.compile(spec.exclude_regex) if spec.exclude_regex else None,
+                )
+            )
         elif isinstance(spec, RedactSpec):
-            steps.append(preprocessors.RedactPreprocessor(re.compile(spec.pattern), spec.replacement))
+            steps.append(
+                preprocessors.RedactPreprocessor(re.compile(spec.pattern), spec.replacement)
+            )
         elif isinstance(spec, CustomSpec):
             key = f"chat_memory.preprocessors.{index}.callable"
             function = callables.resolve(spec.callable, folders, key=key)
@@ -142,8 +148,9 @@ def write_private_file(path: Path, text: str) -> None:
     atomic.write_text(path, text)
 
 
-def history_document(session: SessionName, messages: Sequence[Message], revision: int,
-                     updated_at: str) -> dict[str, object]:
+def history_document(
+    session: SessionName, messages: Sequence[Message], revision: int, updated_at: str
+) -> dict[str, object]:
     """The export shape is the file provider's own document, so exports re-import anywhere."""
     import json
 

@@ -23,8 +23,9 @@ def _require(ctx: AppContext, session: SessionName) -> None:
         )
 
 
-def show(ctx: AppContext, session: SessionName, last: int | None = None,
-         transcript: bool = False) -> list[Message]:
+def show(
+    ctx: AppContext, session: SessionName, last: int | None = None, transcript: bool = False
+) -> list[Message]:
     _require(ctx, session)
     messages = ctx.transcript.read(session) if transcript else ctx.history.load(session)
     if last is not None:
@@ -49,7 +50,9 @@ def delete(ctx: AppContext, session: SessionName) -> None:
 def export(ctx: AppContext, session: SessionName) -> dict[str, object]:
     _require(ctx, session)
     stored = ctx.history.read(session)
-    return history_document(session, stored.messages, stored.revision, stored.updated_at or utc_now())
+    return history_document(
+        session, stored.messages, stored.revision, stored.updated_at or utc_now()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +63,9 @@ class ImportResult:
     total: int
 
 
-def import_(ctx: AppContext, session: SessionName, text: str, source: str,
-            replace: bool = False) -> ImportResult:
+def import_(
+    ctx: AppContext, session: SessionName, text: str, source: str, replace: bool = False
+) -> ImportResult:
     """Append (or with `replace`, substitute) messages from an export document or a list.
 
     Messages whose id is already in the session are skipped, so importing twice is harmless.
@@ -72,7 +76,9 @@ def import_(ctx: AppContext, session: SessionName, text: str, source: str,
     known = {m.id for m in base}
     fresh = [m for m in incoming if m.id not in known]
     ctx.history.write(session, [*base, *fresh], expected_revision=stored.revision)
-    return ImportResult(session.value, len(fresh), len(incoming) - len(fresh), len(base) + len(fresh))
+    return ImportResult(
+        session.value, len(fresh), len(incoming) - len(fresh), len(base) + len(fresh)
+    )
 
 
 def _parse_import(text: str, source: str) -> list[Message]:

@@ -73,5 +73,11 @@ def run_turn(
     reply = assistant(completion.text, completion.tool_calls)
     ctx.transcript.append(request.session, [reply], turn_id)
     committed = memory.commit(request.session, live, loaded, [question, reply])
-    return TurnResult(request.session.value, completion.text, completion.usage, model_name,
-                      committed.revision, len(committed.messages))
+    return TurnResult(
+        request.session.value,
+        completion.text,
+        completion.usage,
+        model_name,
+        committed.revision,
+        len(committed.messages),
+    )

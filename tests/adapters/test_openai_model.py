@@ -16,9 +16,12 @@ from tests.fakes.openai_server import FakeOpenAIServer
 KEY = "sk-adapter-test"
 
 
-def model_for(server: FakeOpenAIServer, timeout: float = 5, retries: int = 0,
-              base: str | None = None) -> OpenAIChatModel:
-    endpoint = resolve_endpoint(base or server.base_url, "TEST_KEY", {"TEST_KEY": KEY}, timeout, retries)
+def model_for(
+    server: FakeOpenAIServer, timeout: float = 5, retries: int = 0, base: str | None = None
+) -> OpenAIChatModel:
+    endpoint = resolve_endpoint(
+        base or server.base_url, "TEST_KEY", {"TEST_KEY": KEY}, timeout, retries
+    )
     return OpenAIChatModel(endpoint)
 
 
@@ -35,7 +38,10 @@ def test_streams_deltas_and_reports_usage(server: FakeOpenAIServer) -> None:
     assert done.usage is not None and done.usage.completion_tokens == 2
     sent = server.chat_requests[0]
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
-    assert sent["messages"] == [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]
+    assert sent["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+    ]
     assert sent["temperature"] == 0.5
 
 
@@ -47,10 +53,14 @@ def test_non_streaming_reply(server: FakeOpenAIServer) -> None:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_tool_call_deltas_are_reassembled(server: FakeOpenAIServer, stream: bool) -> None:
-    server.enqueue({"tool_calls": [
-        {"id": "call_1", "name": "create_user", "arguments": {"name": "Alex"}},
-        {"id": "call_2", "name": "create_user", "arguments": {"name": "Maria", "age": 30}},
-    ]})
+    server.enqueue(
+        {
+            "tool_calls": [
+                {"id": "call_1", "name": "create_user", "arguments": {"name": "Alex"}},
+                {"id": "call_2", "name": "create_user", "arguments": {"name": "Maria", "age": 30}},
+            ]
+        }
+    )
     done = model_for(server).complete(request(stream=stream))
     assert [(c.id, c.name, json.loads(c.arguments)) for c in done.tool_calls] == [
         ("call_1", "create_user", {"name": "Alex"}),
@@ -59,16 +69,20 @@ def test_tool_call_deltas_are_reassembled(server: FakeOpenAIServer, stream: bool
     assert done.finish_reason == "tool_calls"
 
 
-@pytest.mark.parametrize("status, pattern, hint", [
-    (401, r"rejected the API key \(HTTP 401\)", "TEST_KEY"),
-    (403, r"rejected the API key \(HTTP 403\)", "TEST_KEY"),
-    (404, r"model 'test-model' not found", "llm.model"),
-    (429, r"rate limiting requests \(HTTP 429\) after 0 retries", None),
-    (500, r"answered HTTP 500: boom after 0 retries", None),
-    (503, r"answered HTTP 503", None),
-])
-def test_status_errors_become_one_clear_message(server: FakeOpenAIServer, status: int, pattern: str,
-                                                hint: str | None) -> None:
+@pytest.mark.parametrize(
+    "status, pattern, hint",
+    [
+        (401, r"rejected the API key \(HTTP 401\)", "TEST_KEY"),
+        (403, r"rejected the API key \(HTTP 403\)", "TEST_KEY"),
+        (404, r"model 'test-model' not found", "llm.model"),
+        (429, r"rate limiting requests \(HTTP 429\) after 0 retries", None),
+        (500, r"answered HTTP 500: boom after 0 retries", None),
+        (503, r"answered HTTP 503", None),
+    ],
+)
+def test_status_errors_become_one_clear_message(
+    server: FakeOpenAIServer, status: int, pattern: str, hint: str | None
+) -> None:
     server.enqueue({"status": status, "message": "boom"})
     with pytest.raises(ModelError, match=pattern) as info:
         model_for(server).complete(request())

@@ -34,8 +34,9 @@ def test_one_shot_prints_only_the_reply(koog: Callable[..., Any]) -> None:
     assert result.stdout == "echo: hello\n"
 
 
-def test_message_and_piped_input_are_joined(koog: Callable[..., Any],
-                                            fake_model: FakeChatModel) -> None:
+def test_message_and_piped_input_are_joined(
+    koog: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     result = koog("chat", "-s", "a", "-m", "summarise:", input="line one\nline two\n")
     assert result.exit_code == 0
     assert fake_model.requests[0].messages[-1].text == "summarise:\n\nline one\nline two"
@@ -113,8 +114,9 @@ def test_export_import_round_trip(koog: Callable[..., Any], tmp_path: Path) -> N
     assert bad.exit_code == 2 and "<stdin> is not valid JSON" in bad.stderr
 
 
-def test_config_show_never_prints_the_key(koog: Callable[..., Any],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_show_never_prints_the_key(
+    koog: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-value")
     monkeypatch.setenv("KOOG_MODEL", "env-model")
     for args in (("config", "show"), ("config", "show", "--json")):
@@ -128,8 +130,9 @@ def test_config_show_never_prints_the_key(koog: Callable[..., Any],
     assert "# llm.model <- env KOOG_MODEL" in koog("config", "show").stdout
 
 
-def test_config_init_path_validate(koog: Callable[..., Any], tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_init_path_validate(
+    koog: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "cfg" / "config.toml"
     monkeypatch.setenv("KOOG_CONFIG", str(target))
     assert koog("config", "path").stdout.strip() == str(target)
@@ -143,13 +146,15 @@ def test_config_init_path_validate(koog: Callable[..., Any], tmp_path: Path,
     bad.write_text("[chat]\nstrem = true\n")
     result = koog("config", "validate", str(bad))
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == [f"koog: error: {bad}:2: unknown key 'chat.strem'",
-                                          "koog: hint: did you mean 'stream'?"]
+    assert result.stderr.splitlines() == [
+        f"koog: error: {bad}:2: unknown key 'chat.strem'",
+        "koog: hint: did you mean 'stream'?",
+    ]
 
 
-def test_internal_errors_are_one_line_without_debug(koog: Callable[..., Any],
-                                                    fake_model: FakeChatModel,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_internal_errors_are_one_line_without_debug(
+    koog: Callable[..., Any], fake_model: FakeChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KOOG_DEBUG")
     fake_model.enqueue(RuntimeError("a bug"))
     result = koog("chat", "-s", "a", "-m", "x")

@@ -8,7 +8,6 @@ import re
 import signal
 import stat
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,9 @@ def test_sessions_remember_and_stay_isolated(run_koog: Run, server: FakeOpenAISe
     assert contents(server.chat_requests[2]) == ["fresh"]
 
 
-def test_pipelines_get_only_the_reply(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path,
-                                     koog_env: dict[str, str]) -> None:
+def test_pipelines_get_only_the_reply(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path, koog_env: dict[str, str]
+) -> None:
     server.enqueue({"content": "# Title\n\n**bold** reply"})
     piped = run_koog("chat", "-s", "p", input="text from a pipe\n")
     assert piped.returncode == 0
@@ -46,8 +46,14 @@ def test_pipelines_get_only_the_reply(run_koog: Run, server: FakeOpenAIServer, t
     question = tmp_path / "q.txt"
     question.write_text("file body\n")
     with question.open() as handle:
-        result = subprocess.run([KOOG_BIN, "chat", "-s", "p", "-m", "q"], stdin=handle,
-                                capture_output=True, text=True, env=koog_env, timeout=30)
+        result = subprocess.run(
+            [KOOG_BIN, "chat", "-s", "p", "-m", "q"],
+            stdin=handle,
+            capture_output=True,
+            text=True,
+            env=koog_env,
+            timeout=30,
+        )
     assert result.stdout == "echo: q\n\nfile body\n"
     as_json = run_koog("chat", "-s", "p", "-m", "json please", "--json")
     payload = json.loads(as_json.stdout)
@@ -56,13 +62,25 @@ def test_pipelines_get_only_the_reply(run_koog: Run, server: FakeOpenAIServer, t
     assert payload["usage"]["total_tokens"] > 0
 
 
-@pytest.mark.parametrize("fault, code, pattern", [
-    ({"status": 500, "message": "overloaded"}, 1, r"answered HTTP 500: overloaded after 0 retries"),
-    ({"delay": 3, "content": "too late"}, 1, r"did not answer within 0.5s"),
-])
+@pytest.mark.parametrize(
+    "fault, code, pattern",
+    [
+        (
+            {"status": 500, "message": "overloaded"},
+            1,
+            r"answered HTTP 500: overloaded after 0 retries",
+        ),
+        ({"delay": 3, "content": "too late"}, 1, r"did not answer within 0.5s"),
+    ],
+)
 def test_failed_turn_leaves_the_session_file_byte_identical(
-        run_koog: Run, server: FakeOpenAIServer, data_dir: Path, fault: dict[str, Any],
-        code: int, pattern: str) -> None:
+    run_koog: Run,
+    server: FakeOpenAIServer,
+    data_dir: Path,
+    fault: dict[str, Any],
+    code: int,
+    pattern: str,
+) -> None:
     run_koog("chat", "-s", "f", "-m", "before")
     path = data_dir / "sessions" / "f.json"
     before = path.read_bytes()
@@ -75,14 +93,20 @@ def test_failed_turn_leaves_the_session_file_byte_identical(
 
 
 def test_interrupt_mid_stream_exits_130_and_stores_nothing(
-        koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, run_koog: Run) -> None:
+    koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, run_koog: Run
+) -> None:
     run_koog("chat", "-s", "i", "-m", "before")
     path = data_dir / "sessions" / "i.json"
     before = path.read_bytes()
     server.enqueue({"chunks": ["slow "] * 50, "chunk_delay": 0.1})
-    proc = subprocess.Popen([KOOG_BIN, "chat", "-s", "i", "-m", "slow"], env=koog_env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [KOOG_BIN, "chat", "-s", "i", "-m", "slow"],
+        env=koog_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.read(5) == "slow "
     proc.send_signal(signal.SIGINT)
@@ -92,23 +116,32 @@ def test_interrupt_mid_stream_exits_130_and_stores_nothing(
     assert path.read_bytes() == before
 
 
-def test_four_processes_lose_no_turn(koog_env: dict[str, str], server: FakeOpenAIServer,
-                                     data_dir: Path, run_koog: Run) -> None:
+def test_four_processes_lose_no_turn(
+    koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, run_koog: Run
+) -> None:
     script = "; ".join(f"{KOOG_BIN} chat -s shared -m w$W-t{t} >/dev/null" for t in range(5))
-    procs = [subprocess.Popen(["bash", "-c", script], env={**koog_env, "W": str(w)},
-                              stdin=subprocess.DEVNULL) for w in range(4)]
+    procs = [
+        subprocess.Popen(
+            ["bash", "-c", script], env={**koog_env, "W": str(w)}, stdin=subprocess.DEVNULL
+        )
+        for w in range(4)
+    ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
     shown = run_koog("history", "show", "-s", "shared", "--format", "json")
     users = sorted(m["content"] for m in json.loads(shown.stdout) if m["role"] == "user")
     assert users == sorted(f"w{w}-t{t}" for w in range(4) for t in range(5))
 
 
-@pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/b", "", "x" * 65, "bad\x01name",
-                                  ".hidden"])
+@pytest.mark.parametrize(
+    "name", ["../x", "/etc/passwd", "a/b", "", "x" * 65, "bad\x01name", ".hidden"]
+)
 def test_invalid_session_names_touch_nothing(run_koog: Run, isolated: Path, name: str) -> None:
     before = snapshot(isolated)
-    for args in (("chat", "-s", name, "-m", "hi"), ("history", "show", "-s", name),
-                 ("history", "clear", "-s", name, "--yes")):
+    for args in (
+        ("chat", "-s", name, "-m", "hi"),
+        ("history", "show", "-s", name),
+        ("history", "clear", "-s", name, "--yes"),
+    ):
         result = run_koog(*args)
         assert result.returncode == 2, result.stderr
         assert "invalid session name" in result.stderr
@@ -161,8 +194,9 @@ def test_first_run_guide_without_endpoint(run_koog: Run) -> None:
 
 
 @pytest.mark.parametrize("status, needle", [(401, "OPENAI_API_KEY"), (404, "model 'gpt-4o-mini'")])
-def test_api_errors_name_what_to_check(run_koog: Run, server: FakeOpenAIServer, status: int,
-                                       needle: str) -> None:
+def test_api_errors_name_what_to_check(
+    run_koog: Run, server: FakeOpenAIServer, status: int, needle: str
+) -> None:
     server.enqueue({"status": status})
     result = run_koog("chat", "-m", "hi")
     assert result.returncode == 1 and needle in result.stderr
@@ -179,9 +213,20 @@ def test_connection_refused_names_the_url(run_koog: Run) -> None:
 def test_startup_paths_do_not_import_heavy_modules(koog_env: dict[str, str], run_koog: Run) -> None:
     run_koog("chat", "-s", "imp", "-m", "x")
     for args in (["--help"], ["history", "show", "-s", "imp"]):
-        result = subprocess.run([os.path.join(os.path.dirname(KOOG_BIN), "python"), "-X", "importtime",
-                                 "-m", "koogcli", *args], capture_output=True, text=True,
-                                env=koog_env, timeout=30)
+        result = subprocess.run(
+            [
+                os.path.join(os.path.dirname(KOOG_BIN), "python"),
+                "-X",
+                "importtime",
+                "-m",
+                "koogcli",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            env=koog_env,
+            timeout=30,
+        )
         assert result.returncode == 0, result.stderr[-500:]
         imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
         for heavy in ("openai", "prompt_toolkit", "rich.markdown", "httpx"):

@@ -17,8 +17,9 @@ PROMPT = "pty>"
 
 def spawn(env: dict[str, str]) -> pexpect.spawn:
     env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
-    child = pexpect.spawn(KOOG_BIN, ["chat", "-s", "pty"], env=env, dimensions=(30, 100),
-                          encoding="utf-8", timeout=15)
+    child = pexpect.spawn(
+        KOOG_BIN, ["chat", "-s", "pty"], env=env, dimensions=(30, 100), encoding="utf-8", timeout=15
+    )
     child.logfile_read = open(Path(env["KOOG_DATA_DIR"]).parent / "pty.log", "w")  # noqa: SIM115
     return child
 
@@ -30,7 +31,9 @@ def expect(child: pexpect.spawn, pattern: str) -> None:
         raise AssertionError(f"expected {pattern!r}, screen had: {child.before!r}") from exc
 
 
-def test_repl_in_a_terminal(koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path) -> None:
+def test_repl_in_a_terminal(
+    koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path
+) -> None:
     child = spawn(koog_env)
     expect(child, PROMPT)
     server.enqueue({"content": "Hello from the model"})

@@ -18,21 +18,27 @@ class FakeChatModel:
     def __init__(self, answer: Callable[[ModelRequest], str] | None = None) -> None:
         self.queue: deque[Any] = deque()
         self.requests: list[ModelRequest] = []
-        self.answer = answer or (lambda r: "echo: " + next(
-            (m.text for m in reversed(r.messages) if m.role == "user"), ""))
+        self.answer = answer or (
+            lambda r: (
+                "echo: " + next((m.text for m in reversed(r.messages) if m.role == "user"), "")
+            )
+        )
 
     def enqueue(self, *items: Any) -> None:
         self.queue.extend(items)
 
-    def complete(self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
-                 ) -> Completion:
+    def complete(
+        self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
+    ) -> Completion:
         self.requests.append(request)
         item = self.queue.popleft() if self.queue else self.answer(request)
         if isinstance(item, BaseException):
             raise item
         if callable(item):
             item = item(request, on_delta)
-        completion = item if isinstance(item, Completion) else Completion(str(item), usage=Usage(1, 1, 2))
+        completion = (
+            item if isinstance(item, Completion) else Completion(str(item), usage=Usage(1, 1, 2))
+        )
         if on_delta and completion.text:
             for word in re.split(r"(?<= )", completion.text):
                 on_delta(word)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import threading
 import time
@@ -73,7 +74,11 @@ class FakeOpenAIServer:
             if self.queue:
                 return self.queue.popleft()
         last_user = next(
-            (m.get("content") for m in reversed(body.get("messages", [])) if m.get("role") == "user"),
+            (
+                m.get("content")
+                for m in reversed(body.get("messages", []))
+                if m.get("role") == "user"
+            ),
             "",
         )
         return {"content": f"echo: {last_user}"}
@@ -130,8 +135,11 @@ class _Handler(BaseHTTPRequestHandler):
         if "status" in script:
             status = int(script["status"])
             message = script.get("message", f"scripted error {status}")
-            self._json(status, {"error": {"message": message, "type": "scripted", "code": status}},
-                       {"retry-after-ms": "10"})
+            self._json(
+                status,
+                {"error": {"message": message, "type": "scripted", "code": status}},
+                {"retry-after-ms": "10"},
+            )
             return
         if body.get("stream"):
             self._stream(body, script)
@@ -144,15 +152,23 @@ class _Handler(BaseHTTPRequestHandler):
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if calls:
             message["tool_calls"] = calls
-        self._json(200, {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "test-model"),
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": _usage(body, content),
-        })
+        self._json(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "test-model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if calls else "stop",
+                    }
+                ],
+                "usage": _usage(body, content),
+            },
+        )
 
     def _stream(self, body: dict[str, Any], script: dict[str, Any]) -> None:
         self.send_response(200)
@@ -160,8 +176,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": body.get("model", "test-model")}
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "test-model"),
+        }
         events = list(_events(script))
         delay = float(script.get("chunk_delay", 0))
         drop_after = script.get("drop_after")
@@ -197,15 +217,28 @@ def _events(script: dict[str, Any]) -> Any:
     if chunks is None:
         text = script.get("content", "")
         words = text.split(" ")
-        chunks = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)] if text else []
+        chunks = (
+            [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)] if text else []
+        )
     for piece in chunks:
         yield {"content": piece}, None
     calls = script.get("tool_calls", [])
     for index, call in enumerate(_wire_calls(calls)):
         arguments = call["function"]["arguments"]
         half = len(arguments) // 2
-        yield {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                               "function": {"name": call["function"]["name"], "arguments": ""}}]}, None
+        yield (
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
+                    }
+                ]
+            },
+            None,
+        )
         for part in (arguments[:half], arguments[half:]):
             yield {"tool_calls": [{"index": index, "function": {"arguments": part}}]}, None
     yield {}, "tool_calls" if calls else "stop"
@@ -215,20 +248,27 @@ def _wire_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for call in calls:
         arguments = call.get("arguments", {})
-        out.append({
-            "id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}",
-            "type": "function",
-            "function": {"name": call["name"],
-                         "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
-        })
+        out.append(
+            {
+                "id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}",
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+        )
     return out
 
 
 def _usage(body: dict[str, Any], content: str) -> dict[str, int]:
     prompt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
     completion = len(content.split())
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def main() -> None:
@@ -239,10 +279,8 @@ def main() -> None:
     server = FakeOpenAIServer(port=args.port)
     server.default_delay = args.delay
     print(f"serving {server.base_url}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

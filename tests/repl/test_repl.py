@@ -30,7 +30,8 @@ class Recorder(loop.ReplUI):
         ui = self
 
         class Display:
-            parts: list[str] = []
+            def __init__(self) -> None:
+                self.parts: list[str] = []
 
             def delta(self, text: str) -> None:
                 self.parts = [*self.parts, text]
@@ -69,25 +70,30 @@ def repl(make_ctx: Callable[..., Any]) -> Iterator[Callable[..., tuple[Recorder,
 def test_message_reply_and_history(repl: Callable[..., Any]) -> None:
     ui, ctx = repl("hello" + ENTER + "/history" + ENTER + CTRL_D)
     assert ui.replies == ["echo: hello"]
-    assert ui.shown == ["[system] You are a helpful assistant.\n[user] hello\n[assistant] echo: hello"]
+    assert ui.shown == [
+        "[system] You are a helpful assistant.\n[user] hello\n[assistant] echo: hello"
+    ]
     assert [m.text for m in ctx.history.load(SessionName("r"))][1:] == ["hello", "echo: hello"]
 
 
-def test_esc_enter_makes_a_multi_line_message(repl: Callable[..., Any],
-                                              fake_model: FakeChatModel) -> None:
+def test_esc_enter_makes_a_multi_line_message(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     repl("line one" + ESC_ENTER + "line two" + ENTER + CTRL_D)
     assert fake_model.requests[0].messages[-1].text == "line one\nline two"
 
 
-def test_enter_inside_an_open_code_fence_adds_a_line(repl: Callable[..., Any],
-                                                     fake_model: FakeChatModel) -> None:
+def test_enter_inside_an_open_code_fence_adds_a_line(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     repl("```" + ENTER + "code" + ENTER + "```" + ENTER + CTRL_D)
     assert fake_model.requests[0].messages[-1].text == "```\ncode\n```"
     assert should_submit("plain") and not should_submit("```py\nx")
 
 
-def test_ctrl_c_during_a_reply_cancels_and_keeps_going(repl: Callable[..., Any],
-                                                      fake_model: FakeChatModel) -> None:
+def test_ctrl_c_during_a_reply_cancels_and_keeps_going(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     def interrupted(request: Any, on_delta: Any) -> Any:
         on_delta("partial")
         raise KeyboardInterrupt
@@ -99,8 +105,9 @@ def test_ctrl_c_during_a_reply_cancels_and_keeps_going(repl: Callable[..., Any],
     assert "two" not in texts and texts[-2:] == ["three", "echo: three"]
 
 
-def test_ctrl_c_on_a_typed_line_clears_it_and_on_empty_exits(repl: Callable[..., Any],
-                                                            fake_model: FakeChatModel) -> None:
+def test_ctrl_c_on_a_typed_line_clears_it_and_on_empty_exits(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     repl("typo" + CTRL_C + "real" + ENTER + CTRL_C)
     assert [r.messages[-1].text for r in fake_model.requests] == ["real"]
 
@@ -113,10 +120,25 @@ def test_session_and_model_switch(repl: Callable[..., Any], fake_model: FakeChat
 
 
 def test_errors_are_reported_and_the_loop_continues(repl: Callable[..., Any]) -> None:
-    ui, _ = repl("/nope" + ENTER + "/session ../x" + ENTER + "/history abc" + ENTER + "hi" + ENTER
-                 + "/exit" + ENTER + "never sent" + ENTER)
-    assert ui.errors == ["unknown command /nope", "invalid session name: '../x'",
-                         "expected a number, got 'abc'"]
+    ui, _ = repl(
+        "/nope"
+        + ENTER
+        + "/session ../x"
+        + ENTER
+        + "/history abc"
+        + ENTER
+        + "hi"
+        + ENTER
+        + "/exit"
+        + ENTER
+        + "never sent"
+        + ENTER
+    )
+    assert ui.errors == [
+        "unknown command /nope",
+        "invalid session name: '../x'",
+        "expected a number, got 'abc'",
+    ]
     assert ui.replies == ["echo: hi"]
 
 
@@ -127,7 +149,9 @@ def test_clear_and_help(repl: Callable[..., Any]) -> None:
     assert "/history [N]" in ui.shown[-1] and "/session NAME" in ui.shown[-1]
 
 
-def test_model_errors_do_not_end_the_repl(repl: Callable[..., Any], fake_model: FakeChatModel) -> None:
+def test_model_errors_do_not_end_the_repl(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     from koogcli.core.errors import ModelError
 
     fake_model.enqueue(ModelError("server down"))

@@ -19,17 +19,24 @@ def turn(ctx: Any, text: str, **kw: Any) -> Any:
     return run_turn(ctx, TurnRequest(S, text, **kw))
 
 
-def test_second_turn_sees_the_first(make_ctx: Callable[..., Any], fake_model: FakeChatModel) -> None:
+def test_second_turn_sees_the_first(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     ctx = make_ctx()
     assert turn(ctx, "hello").reply == "echo: hello"
     turn(ctx, "again")
     sent = [(m.role, m.text) for m in fake_model.requests[1].messages]
-    assert sent == [("system", "You are a helpful assistant."), ("user", "hello"),
-                    ("assistant", "echo: hello"), ("user", "again")]
+    assert sent == [
+        ("system", "You are a helpful assistant."),
+        ("user", "hello"),
+        ("assistant", "echo: hello"),
+        ("user", "again"),
+    ]
 
 
-def test_live_system_prompt_wins_over_the_stored_one(make_ctx: Callable[..., Any],
-                                                    fake_model: FakeChatModel) -> None:
+def test_live_system_prompt_wins_over_the_stored_one(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     turn(make_ctx(), "one")
     turn(make_ctx(KOOG_SYSTEM_PROMPT="Be brief."), "two")
     systems = [m.text for m in fake_model.requests[1].messages if m.role == "system"]
@@ -39,9 +46,9 @@ def test_live_system_prompt_wins_over_the_stored_one(make_ctx: Callable[..., Any
 
 
 @pytest.mark.parametrize("failure", [ModelError("server said no"), KeyboardInterrupt()])
-def test_failed_turn_leaves_history_byte_identical(make_ctx: Callable[..., Any],
-                                                   fake_model: FakeChatModel, failure: BaseException
-                                                   ) -> None:
+def test_failed_turn_leaves_history_byte_identical(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, failure: BaseException
+) -> None:
     ctx = make_ctx()
     turn(ctx, "kept")
     path = ctx.data.session_file(S)
@@ -58,13 +65,16 @@ def test_failed_turn_leaves_history_byte_identical(make_ctx: Callable[..., Any],
         turn(ctx, "lost")
     assert path.read_bytes() == before
     transcript = ctx.transcript.read(S)
-    assert [m.text for m in transcript][-1] == ("half a rep" if expected is TurnCancelledError else "lost")
+    assert [m.text for m in transcript][-1] == (
+        "half a rep" if expected is TurnCancelledError else "lost"
+    )
     if expected is TurnCancelledError:
         assert transcript[-1].meta == {"cancelled": True}
 
 
-def test_window_of_four_stores_at_most_four(write_config: Callable[[str], Any],
-                                            make_ctx: Callable[..., Any]) -> None:
+def test_window_of_four_stores_at_most_four(
+    write_config: Callable[[str], Any], make_ctx: Callable[..., Any]
+) -> None:
     write_config('[[chat_memory.preprocessors]]\ntype = "window"\nsize = 4\n')
     ctx = make_ctx()
     for i in range(5):
@@ -75,9 +85,9 @@ def test_window_of_four_stores_at_most_four(write_config: Callable[[str], Any],
     assert len(ctx.transcript.read(S)) == 10
 
 
-def test_redact_applies_to_what_is_stored_and_sent(write_config: Callable[[str], Any],
-                                                  make_ctx: Callable[..., Any],
-                                                  fake_model: FakeChatModel) -> None:
+def test_redact_applies_to_what_is_stored_and_sent(
+    write_config: Callable[[str], Any], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     write_config('[[chat_memory.preprocessors]]\ntype = "redact"\npattern = "\\\\d{4}-\\\\d{4}"\n')
     ctx = make_ctx()
     turn(ctx, "my card is 1234-5678")
@@ -86,12 +96,15 @@ def test_redact_applies_to_what_is_stored_and_sent(write_config: Callable[[str],
     assert "[REDACTED]" in fake_model.requests[1].messages[1].text
 
 
-def test_custom_preprocessor_from_the_config_folder(write_config: Callable[[str], Any],
-                                                    make_ctx: Callable[..., Any]) -> None:
-    path = write_config('[[chat_memory.preprocessors]]\ntype = "custom"\n'
-                        'callable = "koog_test_pre:only_users"\n')
+def test_custom_preprocessor_from_the_config_folder(
+    write_config: Callable[[str], Any], make_ctx: Callable[..., Any]
+) -> None:
+    path = write_config(
+        '[[chat_memory.preprocessors]]\ntype = "custom"\ncallable = "koog_test_pre:only_users"\n'
+    )
     (path.parent / "koog_test_pre.py").write_text(
-        "def only_users(messages):\n    return [m for m in messages if m.role == 'user']\n")
+        "def only_users(messages):\n    return [m for m in messages if m.role == 'user']\n"
+    )
     ctx = make_ctx()
     turn(ctx, "a")
     assert [m.role for m in ctx.history.load(S)] == ["user"]

@@ -14,8 +14,12 @@ from koogcli.core.names import SessionName
 from koogcli.core.preprocessors import Pipeline, PredicateFilter, Preprocessor, WindowPreprocessor
 
 GEO = "You are a helpful geography assistant."
-ANSWERS = {"France": "Paris is the capital of France.", "Germany": "Berlin is the capital of Germany.",
-           "Italy": "Rome is the capital of Italy.", "Japan": "Tokyo is the capital of Japan."}
+ANSWERS = {
+    "France": "Paris is the capital of France.",
+    "Germany": "Berlin is the capital of Germany.",
+    "Italy": "Rome is the capital of Italy.",
+    "Japan": "Tokyo is the capital of Japan.",
+}
 
 
 def answer(text: str) -> str:
@@ -23,8 +27,13 @@ def answer(text: str) -> str:
 
 
 class Agent:
-    def __init__(self, *steps: Preprocessor, system_prompt: str | None = GEO,
-                 initial: Sequence[Message] = (), replies: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *steps: Preprocessor,
+        system_prompt: str | None = GEO,
+        initial: Sequence[Message] = (),
+        replies: Sequence[str] = (),
+    ) -> None:
         self.store = InMemoryHistoryStore()
         self.memory = ChatMemory(self.store, Pipeline(steps))
         self.live = ([system(system_prompt)] if system_prompt else []) + list(initial)
@@ -50,24 +59,39 @@ def test_case1_no_system_prompt_two_runs() -> None:
     agent = Agent(system_prompt=None)
     agent.run(FRANCE)
     agent.run(GERMANY)
-    assert agent.stored() == [("user", FRANCE), ("assistant", ANSWERS["France"]),
-                              ("user", GERMANY), ("assistant", ANSWERS["Germany"])]
+    assert agent.stored() == [
+        ("user", FRANCE),
+        ("assistant", ANSWERS["France"]),
+        ("user", GERMANY),
+        ("assistant", ANSWERS["Germany"]),
+    ]
 
 
 def test_case2_system_prompt_is_not_duplicated() -> None:
     agent = Agent()
     agent.run(FRANCE)
     agent.run(GERMANY)
-    assert agent.stored() == [("system", GEO), ("user", FRANCE), ("assistant", ANSWERS["France"]),
-                              ("user", GERMANY), ("assistant", ANSWERS["Germany"])]
+    assert agent.stored() == [
+        ("system", GEO),
+        ("user", FRANCE),
+        ("assistant", ANSWERS["France"]),
+        ("user", GERMANY),
+        ("assistant", ANSWERS["Germany"]),
+    ]
 
 
 def test_case3_initial_prompt_setup_message_survives_through_history() -> None:
     agent = Agent(initial=[user("I like to travel a lot!")])
     agent.run(FRANCE)
     agent.run(GERMANY)
-    assert [t for _, t in agent.stored()] == [GEO, "I like to travel a lot!", FRANCE,
-                                              ANSWERS["France"], GERMANY, ANSWERS["Germany"]]
+    assert [t for _, t in agent.stored()] == [
+        GEO,
+        "I like to travel a lot!",
+        FRANCE,
+        ANSWERS["France"],
+        GERMANY,
+        ANSWERS["Germany"],
+    ]
 
 
 def test_case4_load_and_store_once_per_run_even_the_first() -> None:
@@ -80,15 +104,22 @@ def test_case4_load_and_store_once_per_run_even_the_first() -> None:
 
 def test_case5_sessions_are_isolated_even_interleaved() -> None:
     agent = Agent()
-    for text, session in [("France?", "A"), ("Japan?", "B"), ("France again", "A"), ("Japan again", "B")]:
+    for text, session in [
+        ("France?", "A"),
+        ("Japan?", "B"),
+        ("France again", "A"),
+        ("Japan again", "B"),
+    ]:
         agent.run(text, session)
         assert all("Japan" not in t for _, t in agent.stored("A"))
     assert all("France" not in t for _, t in agent.stored("B"))
 
 
 def _seed(agent: Agent) -> None:
-    agent.store.store(SessionName("s1"), [user(FRANCE), assistant(ANSWERS["France"]),
-                                          user(GERMANY), assistant(ANSWERS["Germany"])])
+    agent.store.store(
+        SessionName("s1"),
+        [user(FRANCE), assistant(ANSWERS["France"]), user(GERMANY), assistant(ANSWERS["Germany"])],
+    )
 
 
 def test_case6_preseeded_history_is_seen_before_the_new_message() -> None:
@@ -154,8 +185,9 @@ def test_case12_filter_then_window() -> None:
 
 def test_case13_filter_by_length_drops_the_long_reply() -> None:
     long = "This is a very long reply that should be filtered out"
-    agent = Agent(PredicateFilter(lambda m: len(m.text) <= 20), system_prompt=None,
-                  replies=["Short", long])
+    agent = Agent(
+        PredicateFilter(lambda m: len(m.text) <= 20), system_prompt=None, replies=["Short", long]
+    )
     agent.run("Q1")
     agent.run("Q2")
     texts = [t for _, t in agent.stored()]

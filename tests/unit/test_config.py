@@ -87,8 +87,10 @@ def test_wrong_type_names_key_and_line(tmp_path: Path) -> None:
 
 
 def test_preprocessor_errors_point_into_the_right_table(tmp_path: Path) -> None:
-    text = ('[[chat_memory.preprocessors]]\ntype = "filter"\nroles = ["user"]\n\n'
-            '[[chat_memory.preprocessors]]\ntype = "window"\nsize = -1\n')
+    text = (
+        '[[chat_memory.preprocessors]]\ntype = "filter"\nroles = ["user"]\n\n'
+        '[[chat_memory.preprocessors]]\ntype = "window"\nsize = -1\n'
+    )
     with pytest.raises(ConfigError, match=r"c\.toml:7: chat_memory\.preprocessors\.1\.size"):
         load_text(tmp_path, text)
     with pytest.raises(ConfigError, match="invalid regular expression"):

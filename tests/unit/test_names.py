@@ -11,8 +11,23 @@ def test_valid_names(name: str) -> None:
     assert SessionName.parse(name).value == name
 
 
-@pytest.mark.parametrize("name", ["", "../x", "/etc/passwd", "a/b", "x" * 65, "a\x00b", "a\nb",
-                                  ".hidden", "..", "a b", "caf\u00e9", "a\\b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "../x",
+        "/etc/passwd",
+        "a/b",
+        "x" * 65,
+        "a\x00b",
+        "a\nb",
+        ".hidden",
+        "..",
+        "a b",
+        "caf\u00e9",
+        "a\\b",
+    ],
+)
 def test_invalid_names_are_usage_errors(name: str) -> None:
     with pytest.raises(InvalidSessionNameError) as info:
         SessionName.parse(name)

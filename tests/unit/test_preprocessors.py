@@ -85,8 +85,9 @@ def test_window_keeps_tool_call_with_results() -> None:
 
 def test_filter_conditions_all_apply() -> None:
     msgs = [system("s"), user("hello there"), assistant("hi"), user("secret plan"), result("1")]
-    f = FilterPreprocessor(roles=frozenset({"user", "assistant"}), min_chars=3,
-                           exclude_regex=re.compile("secret"))
+    f = FilterPreprocessor(
+        roles=frozenset({"user", "assistant"}), min_chars=3, exclude_regex=re.compile("secret")
+    )
     assert [m.text for m in f(msgs)] == ["hello there"]
     assert [m.text for m in FilterPreprocessor(max_chars=2)(msgs)] == ["s", "hi", "r"]
     inc = FilterPreprocessor(include_regex=re.compile(r"^h"))

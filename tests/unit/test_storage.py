@@ -25,8 +25,11 @@ def store(tmp_path: Path) -> FileHistoryStore:
 
 
 def test_round_trip_keeps_every_field(store: FileHistoryStore) -> None:
-    msgs = [user("hi"), assistant(None, [ToolCall("c1", "create_user", '{"name": "Alex"}')]),
-            tool_result("c1", "create_user", "ok")]
+    msgs = [
+        user("hi"),
+        assistant(None, [ToolCall("c1", "create_user", '{"name": "Alex"}')]),
+        tool_result("c1", "create_user", "ok"),
+    ]
     store.store(S, msgs)
     assert store.load(S) == msgs
     raw = json.loads(store.data.session_file(S).read_text())
@@ -55,16 +58,25 @@ def test_no_temp_files_left_behind(store: FileHistoryStore) -> None:
     assert sorted(p.name for p in store.data.sessions_dir.iterdir()) == ["work.json"]
 
 
-@pytest.mark.parametrize("content, error", [
-    ("not json at all", CorruptDocumentError),
-    ('{"format": "koog.chat-history", "version": 99, "revision": 1, "messages": []}', UnknownFormatError),
-    ('{"format": "other", "version": 1, "revision": 1, "messages": []}', UnknownFormatError),
-    ('{"format": "koog.chat-history", "version": 1, "revision": 1, "messages": [{"role": "x"}]}',
-     CorruptDocumentError),
-    ("[1, 2]", CorruptDocumentError),
-])
+@pytest.mark.parametrize(
+    "content, error",
+    [
+        ("not json at all", CorruptDocumentError),
+        (
+            '{"format": "koog.chat-history", "version": 99, "revision": 1, "messages": []}',
+            UnknownFormatError,
+        ),
+        ('{"format": "other", "version": 1, "revision": 1, "messages": []}', UnknownFormatError),
+        (
+            '{"format": "koog.chat-history", "version": 1, "revision": 1, "messages": [{"role": "x"}]}',
+            CorruptDocumentError,
+        ),
+        ("[1, 2]", CorruptDocumentError),
+    ],
+)
 def test_unreadable_document_raises_and_is_never_overwritten(
-        store: FileHistoryStore, content: str, error: type[Exception]) -> None:
+    store: FileHistoryStore, content: str, error: type[Exception]
+) -> None:
     path = store.data.session_file(S)
     path.parent.mkdir(parents=True)
     path.write_text(content)
