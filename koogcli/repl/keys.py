@@ -7,6 +7,8 @@ line; on an empty line it leaves the REPL.
 
 from __future__ import annotations
 
+from prompt_toolkit.enums import DEFAULT_BUFFER
+from prompt_toolkit.filters import has_focus
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 
@@ -17,8 +19,10 @@ def should_submit(text: str) -> bool:
 
 def bindings() -> KeyBindings:
     kb = KeyBindings()
+    # Only while editing the message: in Ctrl-R search, Enter and Ctrl-C keep their meaning.
+    editing = has_focus(DEFAULT_BUFFER)
 
-    @kb.add("enter")
+    @kb.add("enter", filter=editing)
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         if should_submit(buffer.text):
@@ -26,11 +30,11 @@ def bindings() -> KeyBindings:
         else:
             buffer.insert_text("\n")
 
-    @kb.add("escape", "enter")
+    @kb.add("escape", "enter", filter=editing)
     def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
 
-    @kb.add("c-c")
+    @kb.add("c-c", filter=editing)
     def _interrupt(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         if buffer.text:

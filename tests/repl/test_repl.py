@@ -169,3 +169,15 @@ def test_slash_completion() -> None:
     found = [c.text for c in completer.get_completions(Document("/h"), CompleteEvent())]
     assert found == ["/help", "/history"]
     assert list(completer.get_completions(Document("hello"), CompleteEvent())) == []
+
+
+def test_input_history_persists_privately_and_ctrl_r_finds_it(
+    repl: Callable[..., Any], fake_model: FakeChatModel, data_dir: Any
+) -> None:
+    repl("alpha question" + ENTER + "beta question" + ENTER + CTRL_D)
+    history_file = data_dir / "input_history"
+    assert "alpha question" in history_file.read_text()
+    assert history_file.stat().st_mode & 0o777 == 0o600
+    # A new REPL: Ctrl-R, type part of an earlier line, Enter accepts the match, Enter sends.
+    repl("\x12alpha" + ENTER + ENTER + CTRL_D)
+    assert fake_model.requests[-1].messages[-1].text == "alpha question"
