@@ -62,6 +62,17 @@ def append_line(path: Path, line: str) -> None:
         raise StorageError(f"cannot append to {path}: {exc.strerror}") from exc
 
 
+def remove(path: Path) -> bool:
+    """Delete a file; False if it was not there."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageError(f"cannot delete {path}: {exc.strerror}") from exc
+    return True
+
+
 def read_json(path: Path) -> object:
     """Parse a JSON document; a parse failure names the file and line and changes nothing."""
     try:

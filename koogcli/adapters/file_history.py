@@ -92,12 +92,5 @@ class FileHistoryStore:
         return out
 
     def delete(self, session: SessionName) -> bool:
-        path = self.data.session_file(session)
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                raise StorageError(f"cannot delete {path}: {exc.strerror}") from exc
-        return True
+            return atomic.remove(self.data.session_file(session))

@@ -49,11 +49,4 @@ class FileTranscriptStore:
         return parse_messages(records, str(path))
 
     def delete(self, session: SessionName) -> bool:
-        path = self.data.transcript_file(session)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise StorageError(f"cannot delete {path}: {exc.strerror}") from exc
-        return True
+        return atomic.remove(self.data.transcript_file(session))
