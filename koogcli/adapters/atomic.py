@@ -49,12 +49,19 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def append_line(path: Path, line: str) -> None:
+    append_text(path, line.rstrip("\n") + "\n")
+
+
+def append_text(path: Path, text: str) -> None:
+    """One write of whole lines, synced, at 0600."""
     ensure_dir(path.parent)
-    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    data = text.encode("utf-8")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)

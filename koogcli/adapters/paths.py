@@ -72,8 +72,12 @@ class DataDir:
     def transcript_file(self, session: SessionName) -> Path:
         return self._inside("transcripts", f"{session.value}.jsonl")
 
-    def lock_file(self, session: SessionName) -> Path:
-        return self._inside("locks", f"{session.value}.lock")
+    def lock_file(self, session: SessionName, purpose: str = "history") -> Path:
+        suffix = "" if purpose == "history" else f".{purpose}"
+        return self._inside("locks", f"{session.value}{suffix}.lock")
+
+    def checkpoint_dir(self, session: SessionName) -> Path:
+        return self._inside("checkpoints", session.value)
 
     @property
     def sessions_dir(self) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import typer
@@ -14,6 +15,7 @@ from koogcli.core.names import SessionName
 
 if TYPE_CHECKING:
     from koogcli.services.context import AppContext
+    from koogcli.services.turn import TurnEvents, TurnResult
 
 
 def compose_message(message: str | None, piped: str | None) -> str:
@@ -34,44 +36,78 @@ def chat(
     model: str | None = typer.Option(None, "--model", help="Model for this run."),
     system: str | None = typer.Option(None, "--system", help="System prompt for this run."),
     no_stream: bool = typer.Option(False, "--no-stream", help="Wait for the whole reply."),
+    resume: bool | None = typer.Option(
+        None, "--resume/--no-resume",
+        help="Finish the turn a killed process left behind, or abandon it.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="One-shot: print one JSON object."),
 ) -> None:
     """Chat in a session: a REPL on a terminal, one turn with -m or piped input."""
+    from koogcli.services import turn
+
     flags: dict[str, object] = {"llm.model": model, "llm.system_prompt": system}
     if no_stream:
         flags["chat.stream"] = False
     app_ctx = globals_of(ctx).build(flags)
     name = app_ctx.session(session)
+    if resume:
+        if message is not None:
+            raise UsageError("--resume finishes the interrupted turn; send -m in the next command")
+        finish_interrupted(app_ctx, name, as_json)
+        return
+    if resume is False and (abandoned := turn.abandon(app_ctx, name)) is not None:
+        render.note(f"abandoned the interrupted turn of {name.value} (after step {abandoned.step})")
     stdin_is_tty = render.is_tty(sys.stdin)
     if message is None and stdin_is_tty:
         if as_json:
             raise UsageError("--json needs a one-shot turn", hint="pass -m TEXT or pipe text in")
         from koogcli.repl.loop import run
 
-        run(app_ctx, name)
+        run(app_ctx, name, offer_resume=resume is None)
         return
     text = compose_message(message, None if stdin_is_tty else sys.stdin.read())
-    one_shot(app_ctx, name, text, as_json)
+    if resume is None and (pending := turn.interrupted(app_ctx, name)) is not None:
+        render.note(f"session {name.value} has an interrupted turn (after step {pending.step}); "
+                    f"`koog chat -s {name.value} --resume` finishes it")
+    show(lambda events: turn.run_turn(app_ctx, turn.TurnRequest(name, text), events),
+         app_ctx, as_json)
 
 
-def one_shot(app_ctx: AppContext, name: SessionName, text: str, as_json: bool) -> None:
-    from koogcli.services.turn import TurnRequest, run_turn
+def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) -> None:
+    from koogcli.services import turn
+
+    pending = turn.interrupted(app_ctx, name)
+    if pending is None:
+        render.note(f"nothing to resume in session {name.value}")
+        return
+    render.note(f"resuming the interrupted turn of {name.value} after step {pending.step}")
+    show(lambda events: turn.resume_turn(app_ctx, name, events), app_ctx, as_json)
+
+
+def show(run: Callable[[TurnEvents], TurnResult | None], app_ctx: AppContext, as_json: bool) -> None:
+    """Run a one-shot turn: the reply alone on stdout (or one JSON object), tools on stderr."""
+    from koogcli.services.turn import TurnEvents
 
     writer = None if as_json else render.ReplyWriter(markdown=app_ctx.settings.chat.markdown)
+    events = TurnEvents(
+        on_delta=writer.delta if writer else None,
+        on_tool_call=lambda call: render.note(render.tool_call_line(call)),
+        on_tool_result=lambda call, outcome: render.note(render.tool_result_line(outcome)),
+    )
     try:
-        result = run_turn(app_ctx, TurnRequest(name, text), writer.delta if writer else None)
+        result = run(events)
     except BaseException:
         if writer:
             writer.abort()
         raise
+    if result is None:
+        return
     if writer:
         writer.finish(result.reply)
         return
-    render.json_out(
-        {
-            "session": result.session,
-            "reply": result.reply,
-            "usage": result.usage.to_dict() if result.usage else None,
-            "checkpoint": None,
-        }
-    )
+    render.json_out({
+        "session": result.session,
+        "reply": result.reply,
+        "usage": result.usage.to_dict() if result.usage else None,
+        "checkpoint": result.checkpoint,
+    })

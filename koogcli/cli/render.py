@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from koogcli.core.errors import EndpointNotConfiguredError, KoogError
-from koogcli.core.messages import Message
+from koogcli.core.messages import Message, ToolCall
+from koogcli.core.ports import ToolOutcome
 
 
 def is_tty(stream: TextIO) -> bool:
@@ -93,6 +94,19 @@ def _message_block(m: Message, markdown: bool) -> str:
     return f"[{label}] {indented}"
 
 
+def _one_line(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def tool_call_line(call: ToolCall) -> str:
+    return f"→ {call.name}({_one_line(call.arguments, 100)})"
+
+
+def tool_result_line(outcome: ToolOutcome) -> str:
+    return f"{'✗' if outcome.error else '←'} {_one_line(outcome.text)}"
+
+
 def table(rows: Iterable[Sequence[str]], headers: Sequence[str]) -> str:
     data = [list(headers), *[list(r) for r in rows]]
     widths = [max(len(r[i]) for r in data) for i in range(len(headers))]
@@ -161,3 +175,50 @@ def confirm_destructive(question: str, yes: bool) -> None:
 
     if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
         raise UsageError("cancelled; nothing changed")
+
+
+def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
+    rows = []
+    for c in checkpoints:
+        if not c.readable:
+            what = "unreadable" if c.format_version < 0 else f"format v{c.format_version}"
+            rows.append((c.id, c.created_at[:19].replace("T", " "), what, "", c.label or ""))
+            continue
+        kind = c.kind if c.kind != "restore" else ("manual" if c.manual else f"before {c.reason}")
+        if c.kind == "step":
+            kind = f"step {c.step}"
+        elif c.kind == "tombstone":
+            kind = f"turn {c.reason}"
+        count = str(c.message_count) if c.kind != "tombstone" else ""
+        rows.append((c.id, c.created_at[:19].replace("T", " "), kind, count, c.label or ""))
+    return table(rows, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL"))
+
+
+def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
+    data = {
+        "id": c.id, "session": c.session, "seq": c.seq, "kind": c.kind, "reason": c.reason,
+        "label": c.label, "manual": c.manual, "created_at": c.created_at,
+        "format_version": c.format_version, "readable": c.readable,
+        "turn_id": c.turn_id, "step": c.step, "messages": c.message_count,
+    }
+    if with_messages:
+        data["output"] = c.output
+        data["details"] = c.details
+        data["messages"] = [m.to_dict() for m in c.messages]
+    return data
+
+
+def rollback_lines(result: Any) -> list[str]:
+    lines = [f"restored {result.session} to checkpoint {result.restored.id} "
+             f"({result.messages_before} → {result.messages_after} messages)"]
+    for comp in result.compensations:
+        call = comp.call
+        if comp.outcome is None:
+            lines.append(f"  no compensating tool for {call.name}({_one_line(call.arguments, 80)})")
+        else:
+            mark = "✗" if comp.outcome.error else "✓"
+            lines.append(f"  {mark} undo {call.name}({_one_line(call.arguments, 80)}): "
+                         f"{_one_line(comp.outcome.text, 100)}")
+    if result.undo_point:
+        lines.append(f"undo this rollback with `koog rollback -s {result.session} --latest`")
+    return lines

@@ -43,6 +43,7 @@ class ChatSettings(_Strict):
     default_session: str = "default"
     stream: bool = True
     markdown: bool = True
+    max_tool_rounds: int = Field(default=10, ge=1, le=100)
 
     @field_validator("default_session")
     @classmethod
@@ -75,9 +76,12 @@ class RedactSpec(_Strict):
     _regexes = field_validator("pattern")(_check_regex)
 
 
+_CALLABLE = r"^[\w.]+:[\w.]+$"
+
+
 class CustomSpec(_Strict):
     type: Literal["custom"]
-    callable: str = Field(pattern=r"^[\w.]+:[\w.]+$")
+    callable: str = Field(pattern=_CALLABLE)
 
 
 PreprocessorSpec = Annotated[
@@ -90,7 +94,20 @@ class ChatMemorySettings(_Strict):
     preprocessors: list[PreprocessorSpec] = []
 
 
+class PersistenceSettings(_Strict):
+    enabled: bool = True
+    automatic: bool = True
+    keep_last: int = Field(default=100, ge=1)
+
+
+class ToolSpec(_Strict):
+    callable: str = Field(pattern=_CALLABLE)
+    rollback: str | None = Field(default=None, pattern=_CALLABLE)
+
+
 class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
     chat_memory: ChatMemorySettings = ChatMemorySettings()
+    persistence: PersistenceSettings = PersistenceSettings()
+    tools: list[ToolSpec] = []

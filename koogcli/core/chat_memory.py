@@ -25,9 +25,17 @@ MAX_STORE_ATTEMPTS = 200
 
 
 def merge(live_prompt: Sequence[Message], history: Sequence[Message]) -> list[Message]:
+    """Live system messages + history without its system messages.
+
+    A stored system message with the same text as a live one stands in for it, keeping its
+    id and timestamp: the history stays an extension of earlier snapshots (restore points,
+    rollback's prefix rule) and the content sent is the live prompt either way.
+    """
     if not history:
         return list(live_prompt)
-    return [m for m in live_prompt if m.role == "system"] + without_system(history)
+    stored = {m.text: m for m in history if m.role == "system"}
+    live = [stored.get(m.text, m) for m in live_prompt if m.role == "system"]
+    return live + without_system(history)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +56,9 @@ class ChatMemory:
         self.pipeline = pipeline
 
     def load(self, session: SessionName, live_prompt: Sequence[Message]) -> LoadedPrompt:
-        stored = self.store.read(session)
+        return self.prepare(self.store.read(session), live_prompt)
+
+    def prepare(self, stored: StoredHistory, live_prompt: Sequence[Message]) -> LoadedPrompt:
         return LoadedPrompt(merge(live_prompt, self.pipeline(stored.messages)), stored.revision)
 
     def commit(

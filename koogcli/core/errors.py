@@ -64,3 +64,9 @@ class LockTimeoutError(StorageError):
 
 class ConflictError(StorageError):
     """The stored revision moved since it was loaded; callers reload and re-apply."""
+
+
+class CompensationError(KoogError):
+    """A compensating tool failed during rollback; the history was restored regardless."""
+
+    exit_code = 1

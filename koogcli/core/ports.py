@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.names import SessionName
 
@@ -91,4 +92,48 @@ class ChatModel(Protocol):
         self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
     ) -> Completion:
         """One model request; text deltas are passed to on_delta as they arrive."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    text: str
+    error: bool = False
+
+
+class ToolBox(Protocol):
+    """The tools the model may call, with their compensating actions (Koog's registry)."""
+
+    def specs(self) -> list[dict[str, object]]: ...
+
+    def names(self) -> list[str]: ...
+
+    def call(self, name: str, arguments: str) -> ToolOutcome: ...
+
+    def has_rollback(self, name: str) -> bool: ...
+
+    def rollback(self, name: str, arguments: str) -> ToolOutcome: ...
+
+
+class CheckpointStore(Protocol):
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Persist with the next per-session seq (the given one is ignored); return it."""
+        ...
+
+    def headers(self, session: SessionName) -> list[Checkpoint]:
+        """Every checkpoint, oldest first, without messages (`message_count` is set)."""
+        ...
+
+    def get(self, session: SessionName, checkpoint_id: str) -> Checkpoint:
+        """One checkpoint with its messages; StorageError if unreadable."""
+        ...
+
+    def delete(self, session: SessionName, checkpoint_id: str) -> bool: ...
+
+    def sessions(self) -> list[str]: ...
+
+    def prune(self, session: SessionName, keep_last: int) -> int: ...
+
+    def drop(self, session: SessionName) -> None:
+        """Remove every checkpoint of the session and the messages they refer to."""
         ...

@@ -8,16 +8,22 @@ command is reported and the loop goes on.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+from prompt_toolkit import PromptSession
 
 from koogcli.cli import render
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.names import SessionName
-from koogcli.repl import commands  # noqa: F401  (registers the core slash commands)
+from koogcli.repl import checkpoint_commands, commands  # noqa: F401  (register slash commands)
 from koogcli.repl import prompt as prompt_builder
 from koogcli.repl.slash import REGISTRY
 from koogcli.services.context import AppContext
+
+if TYPE_CHECKING:
+    from koogcli.services.turn import TurnEvents, TurnResult
 
 
 class ReplyDisplay(Protocol):
@@ -55,7 +61,7 @@ class ReplState:
     ui: ReplUI
     model: str | None = None
     running: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
+    ask: Callable[[str], bool] = lambda question: False
 
 
 def run(
@@ -66,14 +72,18 @@ def run(
     output: Any = None,
     ui: ReplUI | None = None,
     history_file: bool = True,
+    offer_resume: bool = True,
 ) -> None:
     state = ReplState(ctx, session, ui or ReplUI(markdown=ctx.settings.chat.markdown))
     prompt = prompt_builder.build(
         REGISTRY.names(), ctx.data.input_history_file if history_file else None, input, output
     )
+    state.ask = lambda question: _ask(prompt, question)
     state.ui.info(
         f"koog · session {session.value} · model {ctx.settings.llm.model} · /help, Ctrl-D to leave"
     )
+    if offer_resume:
+        _offer_resume(state)
     while state.running:
         try:
             line = prompt.prompt(f"{state.session.value}> ")
@@ -92,15 +102,55 @@ def run(
             state.ui.error(err)
 
 
+def _ask(prompt: PromptSession[str], question: str) -> bool:
+    try:
+        answer = prompt.prompt(f"{question} [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _offer_resume(state: ReplState) -> None:
+    from koogcli.services import turn
+
+    try:
+        pending = turn.interrupted(state.ctx, state.session)
+        if pending is None:
+            return
+        state.ui.info(
+            f"session {state.session.value} has an interrupted turn (after step {pending.step})"
+        )
+        if state.ask("resume it?"):
+            show_turn(state, lambda events: turn.resume_turn(state.ctx, state.session, events))
+        else:
+            turn.abandon(state.ctx, state.session)
+            state.ui.info("abandoned it; its restore point stays in /checkpoints")
+    except (TurnCancelledError, KeyboardInterrupt):
+        state.ui.info("(cancelled)")
+    except KoogError as err:
+        state.ui.error(err)
+
+
 def _turn(state: ReplState, text: str) -> None:
     from koogcli.services.turn import TurnRequest, run_turn
 
+    request = TurnRequest(state.session, text, model=state.model)
+    show_turn(state, lambda events: run_turn(state.ctx, request, events))
+
+
+def show_turn(state: ReplState, run: Callable[[TurnEvents], TurnResult | None]) -> None:
+    """Stream the reply; tool calls and results as one dim line each."""
+    from koogcli.services.turn import TurnEvents
+
     display = state.ui.reply()
+    events = TurnEvents(
+        on_delta=display.delta,
+        on_tool_call=lambda call: state.ui.info(render.tool_call_line(call)),
+        on_tool_result=lambda call, outcome: state.ui.info(render.tool_result_line(outcome)),
+    )
     try:
-        result = run_turn(
-            state.ctx, TurnRequest(state.session, text, model=state.model), display.delta
-        )
+        result = run(events)
     except BaseException:
         display.abort()
         raise
-    display.finish(result.reply)
+    display.finish(result.reply if result else None)

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from koogcli.adapters import paths
+from koogcli.adapters.file_checkpoints import FileCheckpointStore
 from koogcli.adapters.file_history import FileHistoryStore
 from koogcli.adapters.file_transcript import FileTranscriptStore
+from koogcli.core import callables
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ChatModel, HistoryStore, TranscriptStore
+from koogcli.core.ports import ChatModel, CheckpointStore, HistoryStore, ToolBox, TranscriptStore
 
 if TYPE_CHECKING:
     from koogcli.config.loader import LoadedConfig
@@ -49,6 +51,7 @@ class AppContext:
     env: Mapping[str, str]
     history: HistoryStore
     transcript: TranscriptStore
+    checkpoints: CheckpointStore
     model_factory: ModelFactory = openai_model_factory
     _model: ChatModel | None = field(default=None, repr=False)
 
@@ -64,6 +67,20 @@ class AppContext:
     def pipeline(self) -> Pipeline:
         folders = [self.config.folder, Path.cwd()]
         return build_pipeline(self.settings.chat_memory.preprocessors, folders)
+
+    @cached_property
+    def toolbox(self) -> ToolBox:
+        """Tools from config, imported at start-up so a bad entry fails before any turn."""
+        from koogcli.adapters.python_tools import PythonToolBox, build_tool
+
+        folders = [self.config.folder, Path.cwd()]
+        tools = []
+        for index, spec in enumerate(self.settings.tools):
+            key = f"tools.{index}"
+            function = callables.resolve(spec.callable, folders, key=f"{key}.callable")
+            undo = callables.resolve(spec.rollback, folders, key=f"{key}.rollback") if spec.rollback else None
+            tools.append(build_tool(spec.callable, function, undo))
+        return PythonToolBox(tools)
 
     @property
     def memory(self) -> ChatMemory:
@@ -102,6 +119,7 @@ def build(
         env=env,
         history=FileHistoryStore(data),
         transcript=FileTranscriptStore(data),
+        checkpoints=FileCheckpointStore(data),
         model_factory=model_factory or openai_model_factory,
     )
 
@@ -111,7 +129,7 @@ def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -
     import re
 
     from koogcli.config.schema import CustomSpec, FilterSpec, RedactSpec
-    from koogcli.core import callables, preprocessors
+    from koogcli.core import preprocessors
 
     steps: list[preprocessors.Preprocessor] = []
     for index, spec in enumerate(specs):

@@ -9,6 +9,7 @@ from koogcli.core.errors import KoogError, SessionNotFoundError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
+from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext, history_document, parse_history_document
 
 
@@ -36,15 +37,18 @@ def show(
 def clear(ctx: AppContext, session: SessionName) -> int:
     """Empty the chat history (the transcript, an audit log, keeps everything)."""
     _require(ctx, session)
-    before = len(ctx.history.load(session))
-    ctx.history.store(session, [])
-    return before
+    stored = ctx.history.read(session)
+    restore_point(ctx, session, "clear", messages=stored.messages, revision=stored.revision)
+    ctx.history.write(session, [], expected_revision=stored.revision)
+    return len(stored.messages)
 
 
 def delete(ctx: AppContext, session: SessionName) -> None:
+    """Remove everything of the session: history, transcript and checkpoints."""
     _require(ctx, session)
     ctx.history.delete(session)
     ctx.transcript.delete(session)
+    ctx.checkpoints.drop(session)
 
 
 def export(ctx: AppContext, session: SessionName) -> dict[str, object]:
@@ -75,6 +79,7 @@ def import_(
     base = [] if replace else stored.messages
     known = {m.id for m in base}
     fresh = [m for m in incoming if m.id not in known]
+    restore_point(ctx, session, "import", messages=stored.messages, revision=stored.revision)
     ctx.history.write(session, [*base, *fresh], expected_revision=stored.revision)
     return ImportResult(
         session.value, len(fresh), len(incoming) - len(fresh), len(base) + len(fresh)

@@ -1,18 +1,27 @@
-"""run_turn: one ChatMemory turn (SPEC §1): load + preprocess, request, store + preprocess.
+"""A turn as explicit steps (SPEC §1): load, model request n, tool call n, store.
 
-The transcript receives each message as it is produced. Chat history is written once, when
-the turn completes; a failed or cancelled turn writes nothing to it (§5.2).
+After each step a step checkpoint records the messages so far, the step reached and its
+output (when `persistence.automatic`); completion, cancellation or abandonment writes a
+tombstone. A process that dies mid-turn leaves the latest step without a tombstone, and
+`resume_turn` continues after it, reusing recorded tool results. Chat history is written
+once, at the store step; a failed or cancelled turn writes nothing to it (§5.2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from koogcli.core.errors import TurnCancelledError
-from koogcli.core.messages import Message, assistant, for_api, new_id, system, user
+from koogcli.core import checkpoints as core
+from koogcli.core.chat_memory import LoadedPrompt
+from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.errors import KoogError, ModelError, TurnCancelledError
+from koogcli.core.messages import Message, ToolCall, assistant, for_api, new_id, system, tool_result
+from koogcli.core.messages import user as user_message
+from koogcli.core.messages import utc_now
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ModelRequest, Usage
+from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
+from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
 
 
@@ -25,6 +34,13 @@ class TurnRequest:
     stream: bool | None = None
 
 
+@dataclass
+class TurnEvents:
+    on_delta: Callable[[str], None] | None = None
+    on_tool_call: Callable[[ToolCall], None] | None = None
+    on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     session: str
@@ -33,6 +49,45 @@ class TurnResult:
     model: str
     revision: int
     stored_messages: int
+    checkpoint: str | None = None
+    resumed_after: str | None = None
+
+
+@dataclass
+class _Turn:
+    """The mutable state of one turn; everything resume needs is in its step checkpoints."""
+
+    ctx: AppContext
+    session: SessionName
+    turn_id: str
+    live: list[Message]
+    loaded: LoadedPrompt
+    new: list[Message]
+    model: str
+    temperature: float
+    stream: bool
+    restore_id: str | None
+    rounds: int = 0
+    usage: Usage | None = None
+    events: TurnEvents = field(default_factory=TurnEvents)
+
+    def checkpoint(self, step: str, output: str | None) -> None:
+        if not (self.ctx.settings.persistence.enabled and self.ctx.settings.persistence.automatic):
+            return
+        details: dict[str, object] = {
+            "base_count": len(self.loaded.messages), "live_count": len(self.live),
+            "base_revision": self.loaded.revision, "model": self.model,
+            "temperature": self.temperature, "stream": self.stream, "rounds": self.rounds,
+            "restore_point": self.restore_id, "tools": self.ctx.toolbox.names(),
+        }
+        self.ctx.checkpoints.save(Checkpoint(
+            id=core.new_checkpoint_id(), session=self.session.value, seq=0, kind="step",
+            created_at=utc_now(), messages=(*self.loaded.messages, *self.new),
+            turn_id=self.turn_id, step=step, output=output, details=details))
+
+    def record(self, message: Message) -> None:
+        self.new.append(message)
+        self.ctx.transcript.append(self.session, [message], self.turn_id)
 
 
 def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
@@ -40,44 +95,163 @@ def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
     return [system(text)] if text else []
 
 
-def run_turn(
-    ctx: AppContext, request: TurnRequest, on_delta: Callable[[str], None] | None = None
-) -> TurnResult:
+def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
+    stored = ctx.history.read(request.session)
     live = live_prompt(ctx, request.system_prompt)
-    memory = ctx.memory
-    loaded = memory.load(request.session, live)
-    turn_id = new_id()
-    question = user(request.text)
-    ctx.transcript.append(request.session, [question], turn_id)
-    model_name = request.model or ctx.settings.llm.model
+    loaded = ctx.memory.prepare(stored, live)
+    undo = restore_point(ctx, request.session, "turn", messages=stored.messages, revision=stored.revision)
     stream = ctx.settings.chat.stream if request.stream is None else request.stream
+    turn = _Turn(ctx, request.session, new_id(), live, loaded, [], request.model or ctx.settings.llm.model,
+                 ctx.settings.llm.temperature, stream, undo.id if undo else None,
+                 events=events or TurnEvents())
+    turn.record(user_message(request.text))
+    turn.checkpoint("load", None)
+    return _drive(turn)
+
+
+def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
+    if not ctx.settings.persistence.enabled:
+        return None
+    return core.interrupted_turn(ctx.checkpoints.headers(session))
+
+
+def resume_turn(ctx: AppContext, session: SessionName, events: TurnEvents | None = None) -> TurnResult | None:
+    """Finish the session's interrupted turn after its last step; None if there is none."""
+    header = interrupted(ctx, session)
+    if header is None:
+        return None
+    step = ctx.checkpoints.get(session, header.id)  # refuses unknown format versions (exit 3)
+    d = step.details
+    base_count, live_count = int(d["base_count"]), int(d["live_count"])  # type: ignore[call-overload]
+    messages = list(step.messages)
+    base = messages[:base_count]
+    turn = _Turn(ctx, session, step.turn_id or new_id(), base[:live_count],
+                 LoadedPrompt(base, int(d["base_revision"])),  # type: ignore[call-overload]
+                 messages[base_count:], str(d["model"]), float(d["temperature"]),  # type: ignore[arg-type]
+                 bool(d["stream"]), d.get("restore_point"),  # type: ignore[arg-type]
+                 int(d["rounds"]), events=events or TurnEvents())  # type: ignore[call-overload]
+    if step.step == "store":
+        _tombstone(turn, "completed")
+        return _result(turn, ctx.history.read(session).revision, len(ctx.history.load(session)), step.step)
+    return _drive(turn, resumed_after=step.step)
+
+
+def abandon(ctx: AppContext, session: SessionName) -> Checkpoint | None:
+    """Give up an interrupted turn; its restore point stays listed."""
+    header = interrupted(ctx, session)
+    if header is not None:
+        ctx.checkpoints.save(_tombstone_for(session, header.turn_id, "abandoned"))
+    return header
+
+
+def _drive(turn: _Turn, resumed_after: str | None = None) -> TurnResult:
+    try:
+        while True:
+            last = turn.new[-1]
+            pending = _pending_calls(turn.new)
+            if last.role in ("user", "tool") and not pending:
+                _model_step(turn)
+            elif pending:
+                _tool_step(turn, pending[0])
+            else:
+                break
+    except KeyboardInterrupt:
+        _tombstone(turn, "cancelled")
+        raise TurnCancelledError("turn cancelled; the session history is unchanged") from None
+    except ModelError as err:
+        if turn.ctx.settings.persistence.automatic and turn.ctx.settings.persistence.enabled:
+            err.hint = err.hint or f"`koog chat -s {turn.session.value} --resume` retries from the last step"
+        raise
+    committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
+    turn.checkpoint("store", turn.new[-1].text)
+    _tombstone(turn, "completed")
+    return _result(turn, committed.revision, len(committed.messages), resumed_after)
+
+
+def _pending_calls(new: list[Message]) -> list[ToolCall]:
+    """Calls of the latest assistant message that have no result yet, in order."""
+    for index in range(len(new) - 1, -1, -1):
+        if new[index].role == "assistant":
+            answered = {m.tool_call_id for m in new[index + 1 :] if m.role == "tool"}
+            return [c for c in new[index].tool_calls if c.id not in answered]
+    return []
+
+
+def _model_step(turn: _Turn) -> None:
+    ctx = turn.ctx
+    offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
+    request = ModelRequest(turn.model, for_api([*turn.loaded.messages, *turn.new]), turn.temperature,
+                           turn.stream, ctx.toolbox.specs() if offer_tools else ())
     produced: list[str] = []
 
     def collect(delta: str) -> None:
         produced.append(delta)
-        if on_delta is not None:
-            on_delta(delta)
+        if turn.events.on_delta:
+            turn.events.on_delta(delta)
 
-    model_request = ModelRequest(
-        model=model_name,
-        messages=for_api([*loaded.messages, question]),
-        temperature=ctx.settings.llm.temperature,
-        stream=stream,
-    )
     try:
-        completion = ctx.model().complete(model_request, collect)
+        completion = ctx.model().complete(request, collect)
     except KeyboardInterrupt:
         partial = Message(role="assistant", content="".join(produced), meta={"cancelled": True})
-        ctx.transcript.append(request.session, [partial], turn_id)
-        raise TurnCancelledError("turn cancelled; the session history is unchanged") from None
-    reply = assistant(completion.text, completion.tool_calls)
-    ctx.transcript.append(request.session, [reply], turn_id)
-    committed = memory.commit(request.session, live, loaded, [question, reply])
-    return TurnResult(
-        request.session.value,
-        completion.text,
-        completion.usage,
-        model_name,
-        committed.revision,
-        len(committed.messages),
-    )
+        ctx.transcript.append(turn.session, [partial], turn.turn_id)
+        raise
+    turn.rounds += 1
+    turn.usage = _add(turn.usage, completion.usage)
+    calls = tuple(_with_id(c) for c in completion.tool_calls) if offer_tools else ()
+    turn.record(assistant(completion.text, calls))
+    turn.checkpoint(f"model:{turn.rounds}", completion.text)
+
+
+def _tool_step(turn: _Turn, call: ToolCall) -> None:
+    if turn.events.on_tool_call:
+        turn.events.on_tool_call(call)
+    outcome = turn.ctx.toolbox.call(call.name, call.arguments)
+    if turn.events.on_tool_result:
+        turn.events.on_tool_result(call, outcome)
+    message = tool_result(call.id, call.name, outcome.text)
+    if outcome.error:
+        message = Message(role="tool", content=outcome.text, tool_call_id=call.id, name=call.name,
+                          meta={"error": True})
+    turn.record(message)
+    index = len(turn.new) - 1 - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
+    turn.checkpoint(f"tool:{turn.rounds}.{index}", outcome.text)
+
+
+def _with_id(call: ToolCall) -> ToolCall:
+    # Results are paired to calls by id; a server that sends none gets one made up.
+    return call if call.id else ToolCall(f"call_{new_id()[:12]}", call.name, call.arguments)
+
+
+def _add(total: Usage | None, more: Usage | None) -> Usage | None:
+    if more is None:
+        return total
+    if total is None:
+        return more
+    return Usage(total.prompt_tokens + more.prompt_tokens,
+                 total.completion_tokens + more.completion_tokens,
+                 total.total_tokens + more.total_tokens)
+
+
+def _tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Checkpoint:
+    return Checkpoint(id=core.new_checkpoint_id(), session=session.value, seq=0, kind="tombstone",
+                      created_at=utc_now(), turn_id=turn_id, reason=reason)
+
+
+def _tombstone(turn: _Turn, reason: str) -> None:
+    settings = turn.ctx.settings.persistence
+    if not (settings.enabled and settings.automatic):
+        return
+    try:
+        turn.ctx.checkpoints.save(_tombstone_for(turn.session, turn.turn_id, reason))
+        turn.ctx.checkpoints.prune(turn.session, settings.keep_last)
+    except KeyboardInterrupt:
+        raise
+    except KoogError:
+        if reason == "completed":
+            raise
+
+
+def _result(turn: _Turn, revision: int, stored: int, resumed_after: str | None) -> TurnResult:
+    reply = next((m.text for m in reversed(turn.new) if m.role == "assistant"), "")
+    return TurnResult(turn.session.value, reply, turn.usage, turn.model, revision, stored,
+                      turn.restore_id, resumed_after)

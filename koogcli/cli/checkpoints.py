@@ -1,0 +1,109 @@
+"""`koog checkpoint create|list|show|delete` and `koog rollback`."""
+
+from __future__ import annotations
+
+import typer
+
+from koogcli.cli import render
+from koogcli.cli.app import globals_of
+from koogcli.core.errors import CompensationError
+
+app = typer.Typer(help="Restore points and step checkpoints of a session.", no_args_is_help=True)
+
+SESSION = typer.Option(None, "-s", "--session", help="Session name (default: chat.default_session).")
+JSON = typer.Option(False, "--json", help="Print JSON.")
+
+
+@app.command()
+def create(ctx: typer.Context, session: str | None = SESSION,
+           label: str | None = typer.Option(None, "--label", help="A name to find it by."),
+           as_json: bool = JSON) -> None:
+    """Take a restore point of the session's history now."""
+    from koogcli.services import checkpoints
+
+    app_ctx = globals_of(ctx).build()
+    made = checkpoints.create(app_ctx, app_ctx.session(session), label)
+    if as_json:
+        render.json_out(render.checkpoint_dict(made))
+    else:
+        render.out(made.id)
+
+
+@app.command("list")
+def list_(ctx: typer.Context, session: str | None = SESSION,
+          all_: bool = typer.Option(False, "--all", help="Include step checkpoints and tombstones."),
+          as_json: bool = JSON) -> None:
+    """List restore points, newest first."""
+    from koogcli.services import checkpoints
+
+    app_ctx = globals_of(ctx).build()
+    found = checkpoints.list_(app_ctx, app_ctx.session(session), all_)
+    if as_json:
+        render.json_out([render.checkpoint_dict(c) for c in found])
+    elif found:
+        render.out(render.checkpoint_rows(found))
+    else:
+        render.note("no checkpoints yet")
+
+
+@app.command()
+def show(ctx: typer.Context, checkpoint_id: str = typer.Argument(..., metavar="ID"),
+         session: str | None = SESSION, as_json: bool = JSON) -> None:
+    """Show one checkpoint with its messages."""
+    from koogcli.services import checkpoints
+
+    app_ctx = globals_of(ctx).build()
+    found = checkpoints.show(app_ctx, checkpoint_id, app_ctx.session(session) if session else None)
+    if as_json:
+        render.json_out(render.checkpoint_dict(found, with_messages=found.readable))
+        return
+    render.out(render.checkpoint_rows([found]))
+    if found.messages:
+        render.out("\n" + render.format_messages(found.messages, "text"))
+
+
+@app.command()
+def delete(ctx: typer.Context, checkpoint_id: str = typer.Argument(..., metavar="ID"),
+           session: str | None = SESSION,
+           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
+    """Delete one checkpoint."""
+    from koogcli.services import checkpoints
+
+    app_ctx = globals_of(ctx).build()
+    target = checkpoints.find(app_ctx, checkpoint_id, app_ctx.session(session) if session else None)
+    render.confirm_destructive(f"delete checkpoint {target.id} of session {target.session!r}", yes)
+    checkpoints.delete(app_ctx, target.id, app_ctx.session(target.session))
+    render.note(f"deleted checkpoint {target.id}")
+
+
+def rollback(
+    ctx: typer.Context,
+    checkpoint_id: str | None = typer.Argument(None, metavar="[ID]"),
+    session: str | None = SESSION,
+    latest: bool = typer.Option(False, "--latest", help="The most recent restore point."),
+    compensate: bool = typer.Option(False, "--compensate", help="With --latest: undo tool calls too."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+    as_json: bool = JSON,
+) -> None:
+    """Restore a session's history to a restore point (undoing later tool calls for an ID)."""
+    from koogcli.services import checkpoints
+
+    app_ctx = globals_of(ctx).build()
+    name = app_ctx.session(session)
+    target = checkpoints.choose(app_ctx, name, checkpoint_id, latest)
+    render.confirm_destructive(f"roll session {name.value!r} back to checkpoint {target.id}", yes)
+    result = checkpoints.rollback(app_ctx, name, target, compensate=compensate or not latest)
+    if as_json:
+        render.json_out({
+            "session": result.session, "restored": result.restored.id, "undo": result.undo_point,
+            "messages_before": result.messages_before, "messages_after": result.messages_after,
+            "compensations": [{"tool": c.call.name, "arguments": c.call.arguments,
+                               "result": c.outcome.text if c.outcome else None,
+                               "error": c.outcome.error if c.outcome else None}
+                              for c in result.compensations],
+        })
+    else:
+        for line in render.rollback_lines(result):
+            render.note(line)
+    if result.failed:
+        raise CompensationError(f"{len(result.failed)} compensating tool call(s) failed; the history was restored")
