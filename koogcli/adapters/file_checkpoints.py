@@ -110,8 +110,9 @@ class FileCheckpointStore:
             if match and match.group(2) == checkpoint_id:
                 checkpoint = self._read(session, path, with_messages=True)
                 if checkpoint.format_version == UNREADABLE:
-                    raise CorruptDocumentError(f"checkpoint {path} is not readable",
-                                               hint=atomic.CORRUPT_HINT)
+                    raise CorruptDocumentError(
+                        f"checkpoint {path} is not readable", hint=atomic.CORRUPT_HINT
+                    )
                 if not checkpoint.readable:
                     raise UnknownFormatError(
                         f"checkpoint {path} has format version {checkpoint.format_version}; "
@@ -140,7 +141,10 @@ class FileCheckpointStore:
         listed = [c for c in self.headers(session) if c.readable]
         steps = [c for c in listed if c.kind != "restore"]
         automatic = [c for c in listed if c.kind == "restore" and not c.manual]
-        doomed = steps[: max(0, len(steps) - keep_last)] + automatic[: max(0, len(automatic) - keep_last)]
+        doomed = (
+            steps[: max(0, len(steps) - keep_last)]
+            + automatic[: max(0, len(automatic) - keep_last)]
+        )
         folder = self.folder(session)
         for c in doomed:
             atomic.remove(folder / f"{c.seq:08d}-{c.id}.json")
@@ -179,13 +183,28 @@ class FileCheckpointStore:
                 raise ValueError("not a koog checkpoint")
             version = int(raw.get("version", UNREADABLE))
         except (OSError, ValueError, TypeError):
-            return Checkpoint(cid, session.value, seq, "restore", "", reason="unreadable",
-                              format_version=UNREADABLE)
-        common = dict(id=cid, session=session.value, seq=seq, format_version=version,
-                      created_at=str(raw.get("created_at", "")), label=raw.get("label"),
-                      kind=raw.get("kind") if raw.get("kind") in ("restore", "step", "tombstone")
-                      else "restore", reason=str(raw.get("reason", "")),
-                      manual=bool(raw.get("manual", False)))
+            return Checkpoint(
+                cid,
+                session.value,
+                seq,
+                "restore",
+                "",
+                reason="unreadable",
+                format_version=UNREADABLE,
+            )
+        common = dict(
+            id=cid,
+            session=session.value,
+            seq=seq,
+            format_version=version,
+            created_at=str(raw.get("created_at", "")),
+            label=raw.get("label"),
+            kind=raw.get("kind")
+            if raw.get("kind") in ("restore", "step", "tombstone")
+            else "restore",
+            reason=str(raw.get("reason", "")),
+            manual=bool(raw.get("manual", False)),
+        )
         if version != CHECKPOINT_FORMAT_VERSION:
             return Checkpoint(**common)  # type: ignore[arg-type]
         messages: tuple[Message, ...] = ()
@@ -206,8 +225,9 @@ class FileCheckpointStore:
         try:
             raw = [objects.by_seq[s] for s in decode_runs(runs)]
         except KeyError as exc:
-            raise CorruptDocumentError(f"checkpoint {path} refers to a missing message {exc}",
-                                       hint=atomic.CORRUPT_HINT) from exc
+            raise CorruptDocumentError(
+                f"checkpoint {path} refers to a missing message {exc}", hint=atomic.CORRUPT_HINT
+            ) from exc
         return parse_messages(raw, str(path))
 
     def _objects_file(self, session: SessionName) -> Path:

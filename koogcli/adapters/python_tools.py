@@ -31,13 +31,15 @@ class Tool:
 
     def spec(self) -> dict[str, object]:
         schema = _strip_titles(self.arguments.model_json_schema())
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description,
-                             "parameters": schema}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
 
 
-def build_tool(spec: str, function: Callable[..., object],
-               rollback: Callable[..., object] | None = None) -> Tool:
+def build_tool(
+    spec: str, function: Callable[..., object], rollback: Callable[..., object] | None = None
+) -> Tool:
     name = getattr(function, "__name__", "tool")
     doc = inspect.getdoc(function) or ""
     summary, params_doc = _parse_doc(doc)
@@ -63,9 +65,13 @@ def _parse_doc(doc: str) -> tuple[str, dict[str, str]]:
     params: dict[str, str] = {}
     for match in re.finditer(r"^\s*:param\s+(\w+):\s*(.+)$", doc, re.MULTILINE):
         params[match.group(1)] = match.group(2).strip()
-    section = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.+\n?)+)", doc, re.MULTILINE)
+    section = re.search(
+        r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.+\n?)+)", doc, re.MULTILINE
+    )
     if section:
-        for match in re.finditer(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$", section.group(1), re.MULTILINE):
+        for match in re.finditer(
+            r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$", section.group(1), re.MULTILINE
+        ):
             params.setdefault(match.group(1), match.group(2).strip())
     if section:
         summary = doc[: section.start()].strip().split("\n\n", 1)[0].strip()
@@ -108,7 +114,9 @@ class PythonToolBox:
     def call(self, name: str, arguments: str) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None:
-            return ToolOutcome(f"Error: no tool named {name!r}; available: {', '.join(self.tools)}", True)
+            return ToolOutcome(
+                f"Error: no tool named {name!r}; available: {', '.join(self.tools)}", True
+            )
         return self._invoke(tool, tool.function, arguments)
 
     def rollback(self, name: str, arguments: str) -> ToolOutcome:

@@ -37,7 +37,8 @@ def chat(
     system: str | None = typer.Option(None, "--system", help="System prompt for this run."),
     no_stream: bool = typer.Option(False, "--no-stream", help="Wait for the whole reply."),
     resume: bool | None = typer.Option(
-        None, "--resume/--no-resume",
+        None,
+        "--resume/--no-resume",
         help="Finish the turn a killed process left behind, or abandon it.",
     ),
     as_json: bool = typer.Option(False, "--json", help="One-shot: print one JSON object."),
@@ -67,10 +68,15 @@ def chat(
         return
     text = compose_message(message, None if stdin_is_tty else sys.stdin.read())
     if resume is None and (pending := turn.interrupted(app_ctx, name)) is not None:
-        render.note(f"session {name.value} has an interrupted turn (after step {pending.step}); "
-                    f"`koog chat -s {name.value} --resume` finishes it")
-    show(lambda events: turn.run_turn(app_ctx, turn.TurnRequest(name, text), events),
-         app_ctx, as_json)
+        render.note(
+            f"session {name.value} has an interrupted turn (after step {pending.step}); "
+            f"`koog chat -s {name.value} --resume` finishes it"
+        )
+    show(
+        lambda events: turn.run_turn(app_ctx, turn.TurnRequest(name, text), events),
+        app_ctx,
+        as_json,
+    )
 
 
 def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) -> None:
@@ -84,7 +90,9 @@ def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) ->
     show(lambda events: turn.resume_turn(app_ctx, name, events), app_ctx, as_json)
 
 
-def show(run: Callable[[TurnEvents], TurnResult | None], app_ctx: AppContext, as_json: bool) -> None:
+def show(
+    run: Callable[[TurnEvents], TurnResult | None], app_ctx: AppContext, as_json: bool
+) -> None:
     """Run a one-shot turn: the reply alone on stdout (or one JSON object), tools on stderr."""
     from koogcli.services.turn import TurnEvents
 
@@ -105,9 +113,11 @@ def show(run: Callable[[TurnEvents], TurnResult | None], app_ctx: AppContext, as
     if writer:
         writer.finish(result.reply)
         return
-    render.json_out({
-        "session": result.session,
-        "reply": result.reply,
-        "usage": result.usage.to_dict() if result.usage else None,
-        "checkpoint": result.checkpoint,
-    })
+    render.json_out(
+        {
+            "session": result.session,
+            "reply": result.reply,
+            "usage": result.usage.to_dict() if result.usage else None,
+            "checkpoint": result.checkpoint,
+        }
+    )

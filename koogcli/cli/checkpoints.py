@@ -10,14 +10,19 @@ from koogcli.core.errors import CompensationError
 
 app = typer.Typer(help="Restore points and step checkpoints of a session.", no_args_is_help=True)
 
-SESSION = typer.Option(None, "-s", "--session", help="Session name (default: chat.default_session).")
+SESSION = typer.Option(
+    None, "-s", "--session", help="Session name (default: chat.default_session)."
+)
 JSON = typer.Option(False, "--json", help="Print JSON.")
 
 
 @app.command()
-def create(ctx: typer.Context, session: str | None = SESSION,
-           label: str | None = typer.Option(None, "--label", help="A name to find it by."),
-           as_json: bool = JSON) -> None:
+def create(
+    ctx: typer.Context,
+    session: str | None = SESSION,
+    label: str | None = typer.Option(None, "--label", help="A name to find it by."),
+    as_json: bool = JSON,
+) -> None:
     """Take a restore point of the session's history now."""
     from koogcli.services import checkpoints
 
@@ -30,9 +35,12 @@ def create(ctx: typer.Context, session: str | None = SESSION,
 
 
 @app.command("list")
-def list_(ctx: typer.Context, session: str | None = SESSION,
-          all_: bool = typer.Option(False, "--all", help="Include step checkpoints and tombstones."),
-          as_json: bool = JSON) -> None:
+def list_(
+    ctx: typer.Context,
+    session: str | None = SESSION,
+    all_: bool = typer.Option(False, "--all", help="Include step checkpoints and tombstones."),
+    as_json: bool = JSON,
+) -> None:
     """List restore points, newest first."""
     from koogcli.services import checkpoints
 
@@ -47,8 +55,12 @@ def list_(ctx: typer.Context, session: str | None = SESSION,
 
 
 @app.command()
-def show(ctx: typer.Context, checkpoint_id: str = typer.Argument(..., metavar="ID"),
-         session: str | None = SESSION, as_json: bool = JSON) -> None:
+def show(
+    ctx: typer.Context,
+    checkpoint_id: str = typer.Argument(..., metavar="ID"),
+    session: str | None = SESSION,
+    as_json: bool = JSON,
+) -> None:
     """Show one checkpoint with its messages."""
     from koogcli.services import checkpoints
 
@@ -63,9 +75,12 @@ def show(ctx: typer.Context, checkpoint_id: str = typer.Argument(..., metavar="I
 
 
 @app.command()
-def delete(ctx: typer.Context, checkpoint_id: str = typer.Argument(..., metavar="ID"),
-           session: str | None = SESSION,
-           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
+def delete(
+    ctx: typer.Context,
+    checkpoint_id: str = typer.Argument(..., metavar="ID"),
+    session: str | None = SESSION,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+) -> None:
     """Delete one checkpoint."""
     from koogcli.services import checkpoints
 
@@ -81,7 +96,9 @@ def rollback(
     checkpoint_id: str | None = typer.Argument(None, metavar="[ID]"),
     session: str | None = SESSION,
     latest: bool = typer.Option(False, "--latest", help="The most recent restore point."),
-    compensate: bool = typer.Option(False, "--compensate", help="With --latest: undo tool calls too."),
+    compensate: bool = typer.Option(
+        False, "--compensate", help="With --latest: undo tool calls too."
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
     as_json: bool = JSON,
 ) -> None:
@@ -94,16 +111,28 @@ def rollback(
     render.confirm_destructive(f"roll session {name.value!r} back to checkpoint {target.id}", yes)
     result = checkpoints.rollback(app_ctx, name, target, compensate=compensate or not latest)
     if as_json:
-        render.json_out({
-            "session": result.session, "restored": result.restored.id, "undo": result.undo_point,
-            "messages_before": result.messages_before, "messages_after": result.messages_after,
-            "compensations": [{"tool": c.call.name, "arguments": c.call.arguments,
-                               "result": c.outcome.text if c.outcome else None,
-                               "error": c.outcome.error if c.outcome else None}
-                              for c in result.compensations],
-        })
+        render.json_out(
+            {
+                "session": result.session,
+                "restored": result.restored.id,
+                "undo": result.undo_point,
+                "messages_before": result.messages_before,
+                "messages_after": result.messages_after,
+                "compensations": [
+                    {
+                        "tool": c.call.name,
+                        "arguments": c.call.arguments,
+                        "result": c.outcome.text if c.outcome else None,
+                        "error": c.outcome.error if c.outcome else None,
+                    }
+                    for c in result.compensations
+                ],
+            }
+        )
     else:
         for line in render.rollback_lines(result):
             render.note(line)
     if result.failed:
-        raise CompensationError(f"{len(result.failed)} compensating tool call(s) failed; the history was restored")
+        raise CompensationError(
+            f"{len(result.failed)} compensating tool call(s) failed; the history was restored"
+        )

@@ -196,10 +196,19 @@ def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
 
 def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
     data = {
-        "id": c.id, "session": c.session, "seq": c.seq, "kind": c.kind, "reason": c.reason,
-        "label": c.label, "manual": c.manual, "created_at": c.created_at,
-        "format_version": c.format_version, "readable": c.readable,
-        "turn_id": c.turn_id, "step": c.step, "messages": c.message_count,
+        "id": c.id,
+        "session": c.session,
+        "seq": c.seq,
+        "kind": c.kind,
+        "reason": c.reason,
+        "label": c.label,
+        "manual": c.manual,
+        "created_at": c.created_at,
+        "format_version": c.format_version,
+        "readable": c.readable,
+        "turn_id": c.turn_id,
+        "step": c.step,
+        "messages": c.message_count,
     }
     if with_messages:
         data["output"] = c.output
@@ -209,16 +218,20 @@ def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
 
 
 def rollback_lines(result: Any) -> list[str]:
-    lines = [f"restored {result.session} to checkpoint {result.restored.id} "
-             f"({result.messages_before} → {result.messages_after} messages)"]
+    lines = [
+        f"restored {result.session} to checkpoint {result.restored.id} "
+        f"({result.messages_before} → {result.messages_after} messages)"
+    ]
     for comp in result.compensations:
         call = comp.call
         if comp.outcome is None:
             lines.append(f"  no compensating tool for {call.name}({_one_line(call.arguments, 80)})")
         else:
             mark = "✗" if comp.outcome.error else "✓"
-            lines.append(f"  {mark} undo {call.name}({_one_line(call.arguments, 80)}): "
-                         f"{_one_line(comp.outcome.text, 100)}")
+            lines.append(
+                f"  {mark} undo {call.name}({_one_line(call.arguments, 80)}): "
+                f"{_one_line(comp.outcome.text, 100)}"
+            )
     if result.undo_point:
         lines.append(f"undo this rollback with `koog rollback -s {result.session} --latest`")
     return lines

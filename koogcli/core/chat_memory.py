@@ -77,7 +77,11 @@ class ChatMemory:
                 return Committed(candidate, written)
             except ConflictError:
                 current = self.load(session, live_prompt)
-                candidate = self.pipeline([*current.messages, *new_messages])
+                # Messages already there (a resumed turn whose store had landed) are not
+                # appended twice.
+                present = {m.id for m in current.messages}
+                missing = [m for m in new_messages if m.id not in present]
+                candidate = self.pipeline([*current.messages, *missing])
                 revision = current.revision
         raise LockTimeoutError(
             f"session {session} kept changing under this turn; gave up after "

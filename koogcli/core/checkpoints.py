@@ -72,7 +72,9 @@ def latest_restore_point(checkpoints: Sequence[Checkpoint]) -> Checkpoint | None
 
 
 def is_prefix(prefix: Sequence[Message], messages: Sequence[Message]) -> bool:
-    return len(prefix) <= len(messages) and all(a == b for a, b in zip(prefix, messages, strict=False))
+    return len(prefix) <= len(messages) and all(
+        a == b for a, b in zip(prefix, messages, strict=False)
+    )
 
 
 def compensation_plan(checkpoint: Sequence[Message], current: Sequence[Message]) -> list[ToolCall]:
@@ -84,6 +86,7 @@ def compensation_plan(checkpoint: Sequence[Message], current: Sequence[Message])
 
 
 def resolve_id(checkpoints: Sequence[Checkpoint], wanted: str) -> list[Checkpoint]:
-    """Exact id, else every checkpoint whose id starts with `wanted` (like git)."""
+    """Exact id, else the label, else every checkpoint whose id starts with `wanted`."""
     exact = [c for c in checkpoints if c.id == wanted]
-    return exact or [c for c in checkpoints if c.id.startswith(wanted)]
+    labelled = [c for c in checkpoints if c.label == wanted]
+    return exact or labelled or [c for c in checkpoints if c.id.startswith(wanted)]

@@ -30,8 +30,11 @@ def _checkpoints(state: ReplState, args: str) -> None:
         state.ui.info("no checkpoints yet")
 
 
-@REGISTRY.add("rollback", "/rollback [ID]",
-              "restore a checkpoint and undo later tool calls (no ID: the latest, no undo)")
+@REGISTRY.add(
+    "rollback",
+    "/rollback [ID]",
+    "restore a checkpoint and undo later tool calls (no ID: the latest, no undo)",
+)
 def _rollback(state: ReplState, args: str) -> None:
     from koogcli.services import checkpoints
 

@@ -19,9 +19,16 @@ def _require_enabled(ctx: AppContext) -> None:
         raise UsageError("persistence is disabled", hint="set [persistence] enabled = true")
 
 
-def restore_point(ctx: AppContext, session: SessionName, reason: str, *, label: str | None = None,
-                  manual: bool = False, messages: Sequence[Message] | None = None,
-                  revision: int | None = None) -> Checkpoint | None:
+def restore_point(
+    ctx: AppContext,
+    session: SessionName,
+    reason: str,
+    *,
+    label: str | None = None,
+    manual: bool = False,
+    messages: Sequence[Message] | None = None,
+    revision: int | None = None,
+) -> Checkpoint | None:
     """Snapshot the stored history before a change (nothing when persistence is off)."""
     if not ctx.settings.persistence.enabled:
         return None
@@ -29,9 +36,16 @@ def restore_point(ctx: AppContext, session: SessionName, reason: str, *, label: 
         stored = ctx.history.read(session)
         messages, revision = stored.messages, stored.revision
     checkpoint = Checkpoint(
-        id=core.new_checkpoint_id(), session=session.value, seq=0, kind="restore",
-        created_at=utc_now(), messages=tuple(messages), reason=reason, label=label,
-        manual=manual, details={"history_revision": revision},
+        id=core.new_checkpoint_id(),
+        session=session.value,
+        seq=0,
+        kind="restore",
+        created_at=utc_now(),
+        messages=tuple(messages),
+        reason=reason,
+        label=label,
+        manual=manual,
+        details={"history_revision": revision},
     )
     return ctx.checkpoints.save(checkpoint)
 
@@ -59,10 +73,14 @@ def find(ctx: AppContext, wanted: str, session: SessionName | None = None) -> Ch
         found += core.resolve_id(ctx.checkpoints.headers(SessionName.parse(name)), wanted)
     where = f" in session {session.value}" if session else ""
     if not found:
-        raise UsageError(f"no checkpoint {wanted!r}{where}", hint="`koog checkpoint list --all` shows them")
+        raise UsageError(
+            f"no checkpoint {wanted!r}{where}", hint="`koog checkpoint list --all` shows them"
+        )
     if len(found) > 1:
         ids = ", ".join(f"{c.session}/{c.id}" for c in found[:5])
-        raise UsageError(f"checkpoint id {wanted!r} is ambiguous: {ids}", hint="give more characters")
+        raise UsageError(
+            f"checkpoint id {wanted!r} is ambiguous: {ids}", hint="give more characters"
+        )
     return found[0]
 
 
@@ -111,26 +129,49 @@ def choose(ctx: AppContext, session: SessionName, wanted: str | None, latest: bo
     return found
 
 
-def rollback(ctx: AppContext, session: SessionName, target: Checkpoint, compensate: bool) -> RollbackResult:
+def rollback(
+    ctx: AppContext, session: SessionName, target: Checkpoint, compensate: bool
+) -> RollbackResult:
     """Restore the history to `target`; with `compensate`, undo later tool calls newest first.
 
     A restore point of the current state is taken first, so the rollback can be undone.
     """
     if target.session != session.value:
-        raise UsageError(f"checkpoint {target.id} belongs to session {target.session!r}, not {session.value!r}")
+        raise UsageError(
+            f"checkpoint {target.id} belongs to session {target.session!r}, not {session.value!r}"
+        )
     if target.kind != "restore":
-        raise UsageError(f"checkpoint {target.id} is a {target.kind} checkpoint, not a restore point",
-                         hint="roll back to a restore point (`koog checkpoint list`)")
+        raise UsageError(
+            f"checkpoint {target.id} is a {target.kind} checkpoint, not a restore point",
+            hint="roll back to a restore point (`koog checkpoint list`)",
+        )
     full = ctx.checkpoints.get(session, target.id)  # refuses unknown format versions (exit 3)
     current = ctx.history.read(session)
-    undo = restore_point(ctx, session, "rollback", messages=current.messages, revision=current.revision)
+    undo = restore_point(
+        ctx, session, "rollback", messages=current.messages, revision=current.revision
+    )
     plan = core.compensation_plan(full.messages, current.messages) if compensate else []
     try:
         ctx.history.write(session, list(full.messages), expected_revision=current.revision)
     except KoogError as exc:
-        raise StorageError(f"session {session.value} changed during the rollback; nothing restored",
-                           hint="run the rollback again") from exc
-    results = [Compensation(call, ctx.toolbox.rollback(call.name, call.arguments)
-                            if ctx.toolbox.has_rollback(call.name) else None) for call in plan]
-    return RollbackResult(session.value, full, undo.id if undo else None, len(current.messages),
-                          len(full.messages), results)
+        raise StorageError(
+            f"session {session.value} changed during the rollback; nothing restored",
+            hint="run the rollback again",
+        ) from exc
+    results = [
+        Compensation(
+            call,
+            ctx.toolbox.rollback(call.name, call.arguments)
+            if ctx.toolbox.has_rollback(call.name)
+            else None,
+        )
+        for call in plan
+    ]
+    return RollbackResult(
+        session.value,
+        full,
+        undo.id if undo else None,
+        len(current.messages),
+        len(full.messages),
+        results,
+    )

@@ -78,7 +78,11 @@ class AppContext:
         for index, spec in enumerate(self.settings.tools):
             key = f"tools.{index}"
             function = callables.resolve(spec.callable, folders, key=f"{key}.callable")
-            undo = callables.resolve(spec.rollback, folders, key=f"{key}.rollback") if spec.rollback else None
+            undo = (
+                callables.resolve(spec.rollback, folders, key=f"{key}.rollback")
+                if spec.rollback
+                else None
+            )
             tools.append(build_tool(spec.callable, function, undo))
         return PythonToolBox(tools)
 

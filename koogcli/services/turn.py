@@ -16,9 +16,17 @@ from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, ModelError, TurnCancelledError
-from koogcli.core.messages import Message, ToolCall, assistant, for_api, new_id, system, tool_result
+from koogcli.core.messages import (
+    Message,
+    ToolCall,
+    assistant,
+    for_api,
+    new_id,
+    system,
+    tool_result,
+    utc_now,
+)
 from koogcli.core.messages import user as user_message
-from koogcli.core.messages import utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
 from koogcli.services.checkpoints import restore_point
@@ -75,15 +83,30 @@ class _Turn:
         if not (self.ctx.settings.persistence.enabled and self.ctx.settings.persistence.automatic):
             return
         details: dict[str, object] = {
-            "base_count": len(self.loaded.messages), "live_count": len(self.live),
-            "base_revision": self.loaded.revision, "model": self.model,
-            "temperature": self.temperature, "stream": self.stream, "rounds": self.rounds,
-            "restore_point": self.restore_id, "tools": self.ctx.toolbox.names(),
+            "base_count": len(self.loaded.messages),
+            "live_count": len(self.live),
+            "base_revision": self.loaded.revision,
+            "model": self.model,
+            "temperature": self.temperature,
+            "stream": self.stream,
+            "rounds": self.rounds,
+            "restore_point": self.restore_id,
+            "tools": self.ctx.toolbox.names(),
         }
-        self.ctx.checkpoints.save(Checkpoint(
-            id=core.new_checkpoint_id(), session=self.session.value, seq=0, kind="step",
-            created_at=utc_now(), messages=(*self.loaded.messages, *self.new),
-            turn_id=self.turn_id, step=step, output=output, details=details))
+        self.ctx.checkpoints.save(
+            Checkpoint(
+                id=core.new_checkpoint_id(),
+                session=self.session.value,
+                seq=0,
+                kind="step",
+                created_at=utc_now(),
+                messages=(*self.loaded.messages, *self.new),
+                turn_id=self.turn_id,
+                step=step,
+                output=output,
+                details=details,
+            )
+        )
 
     def record(self, message: Message) -> None:
         self.new.append(message)
@@ -99,11 +122,23 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
     stored = ctx.history.read(request.session)
     live = live_prompt(ctx, request.system_prompt)
     loaded = ctx.memory.prepare(stored, live)
-    undo = restore_point(ctx, request.session, "turn", messages=stored.messages, revision=stored.revision)
+    undo = restore_point(
+        ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
+    )
     stream = ctx.settings.chat.stream if request.stream is None else request.stream
-    turn = _Turn(ctx, request.session, new_id(), live, loaded, [], request.model or ctx.settings.llm.model,
-                 ctx.settings.llm.temperature, stream, undo.id if undo else None,
-                 events=events or TurnEvents())
+    turn = _Turn(
+        ctx,
+        request.session,
+        new_id(),
+        live,
+        loaded,
+        [],
+        request.model or ctx.settings.llm.model,
+        ctx.settings.llm.temperature,
+        stream,
+        undo.id if undo else None,
+        events=events or TurnEvents(),
+    )
     turn.record(user_message(request.text))
     turn.checkpoint("load", None)
     return _drive(turn)
@@ -115,7 +150,9 @@ def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
     return core.interrupted_turn(ctx.checkpoints.headers(session))
 
 
-def resume_turn(ctx: AppContext, session: SessionName, events: TurnEvents | None = None) -> TurnResult | None:
+def resume_turn(
+    ctx: AppContext, session: SessionName, events: TurnEvents | None = None
+) -> TurnResult | None:
     """Finish the session's interrupted turn after its last step; None if there is none."""
     header = interrupted(ctx, session)
     if header is None:
@@ -125,14 +162,25 @@ def resume_turn(ctx: AppContext, session: SessionName, events: TurnEvents | None
     base_count, live_count = int(d["base_count"]), int(d["live_count"])  # type: ignore[call-overload]
     messages = list(step.messages)
     base = messages[:base_count]
-    turn = _Turn(ctx, session, step.turn_id or new_id(), base[:live_count],
-                 LoadedPrompt(base, int(d["base_revision"])),  # type: ignore[call-overload]
-                 messages[base_count:], str(d["model"]), float(d["temperature"]),  # type: ignore[arg-type]
-                 bool(d["stream"]), d.get("restore_point"),  # type: ignore[arg-type]
-                 int(d["rounds"]), events=events or TurnEvents())  # type: ignore[call-overload]
+    turn = _Turn(
+        ctx,
+        session,
+        step.turn_id or new_id(),
+        base[:live_count],
+        LoadedPrompt(base, int(d["base_revision"])),  # type: ignore[call-overload]
+        messages[base_count:],
+        str(d["model"]),
+        float(d["temperature"]),  # type: ignore[arg-type]
+        bool(d["stream"]),
+        d.get("restore_point"),  # type: ignore[arg-type]
+        int(d["rounds"]),
+        events=events or TurnEvents(),
+    )  # type: ignore[call-overload]
     if step.step == "store":
         _tombstone(turn, "completed")
-        return _result(turn, ctx.history.read(session).revision, len(ctx.history.load(session)), step.step)
+        return _result(
+            turn, ctx.history.read(session).revision, len(ctx.history.load(session)), step.step
+        )
     return _drive(turn, resumed_after=step.step)
 
 
@@ -160,7 +208,10 @@ def _drive(turn: _Turn, resumed_after: str | None = None) -> TurnResult:
         raise TurnCancelledError("turn cancelled; the session history is unchanged") from None
     except ModelError as err:
         if turn.ctx.settings.persistence.automatic and turn.ctx.settings.persistence.enabled:
-            err.hint = err.hint or f"`koog chat -s {turn.session.value} --resume` retries from the last step"
+            err.hint = (
+                err.hint
+                or f"`koog chat -s {turn.session.value} --resume` retries from the last step"
+            )
         raise
     committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
     turn.checkpoint("store", turn.new[-1].text)
@@ -180,8 +231,13 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
 def _model_step(turn: _Turn) -> None:
     ctx = turn.ctx
     offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
-    request = ModelRequest(turn.model, for_api([*turn.loaded.messages, *turn.new]), turn.temperature,
-                           turn.stream, ctx.toolbox.specs() if offer_tools else ())
+    request = ModelRequest(
+        turn.model,
+        for_api([*turn.loaded.messages, *turn.new]),
+        turn.temperature,
+        turn.stream,
+        ctx.toolbox.specs() if offer_tools else (),
+    )
     produced: list[str] = []
 
     def collect(delta: str) -> None:
@@ -210,8 +266,13 @@ def _tool_step(turn: _Turn, call: ToolCall) -> None:
         turn.events.on_tool_result(call, outcome)
     message = tool_result(call.id, call.name, outcome.text)
     if outcome.error:
-        message = Message(role="tool", content=outcome.text, tool_call_id=call.id, name=call.name,
-                          meta={"error": True})
+        message = Message(
+            role="tool",
+            content=outcome.text,
+            tool_call_id=call.id,
+            name=call.name,
+            meta={"error": True},
+        )
     turn.record(message)
     index = len(turn.new) - 1 - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
     turn.checkpoint(f"tool:{turn.rounds}.{index}", outcome.text)
@@ -227,14 +288,23 @@ def _add(total: Usage | None, more: Usage | None) -> Usage | None:
         return total
     if total is None:
         return more
-    return Usage(total.prompt_tokens + more.prompt_tokens,
-                 total.completion_tokens + more.completion_tokens,
-                 total.total_tokens + more.total_tokens)
+    return Usage(
+        total.prompt_tokens + more.prompt_tokens,
+        total.completion_tokens + more.completion_tokens,
+        total.total_tokens + more.total_tokens,
+    )
 
 
 def _tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Checkpoint:
-    return Checkpoint(id=core.new_checkpoint_id(), session=session.value, seq=0, kind="tombstone",
-                      created_at=utc_now(), turn_id=turn_id, reason=reason)
+    return Checkpoint(
+        id=core.new_checkpoint_id(),
+        session=session.value,
+        seq=0,
+        kind="tombstone",
+        created_at=utc_now(),
+        turn_id=turn_id,
+        reason=reason,
+    )
 
 
 def _tombstone(turn: _Turn, reason: str) -> None:
@@ -253,5 +323,13 @@ def _tombstone(turn: _Turn, reason: str) -> None:
 
 def _result(turn: _Turn, revision: int, stored: int, resumed_after: str | None) -> TurnResult:
     reply = next((m.text for m in reversed(turn.new) if m.role == "assistant"), "")
-    return TurnResult(turn.session.value, reply, turn.usage, turn.model, revision, stored,
-                      turn.restore_id, resumed_after)
+    return TurnResult(
+        turn.session.value,
+        reply,
+        turn.usage,
+        turn.model,
+        revision,
+        stored,
+        turn.restore_id,
+        resumed_after,
+    )

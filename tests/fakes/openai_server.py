@@ -38,6 +38,8 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.default_delay = 0.0
+        # With the queue empty, a responder (request body -> script) decides, else echo.
+        self.responder: Any = None
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -67,12 +69,15 @@ class FakeOpenAIServer:
         with self.lock:
             self.queue.clear()
             self.requests.clear()
+            self.responder = None
 
     def next_response(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             self.requests.append(body)
             if self.queue:
                 return self.queue.popleft()
+            if self.responder is not None:
+                return dict(self.responder(body))
         last_user = next(
             (
                 m.get("content")

@@ -212,3 +212,14 @@ def test_concurrent_commit_reapplies_new_messages_instead_of_losing_them() -> No
     memory.commit(s, live, first, [user("from A"), assistant("a")])
     memory.commit(s, live, second, [user("from B"), assistant("b")])
     assert [m.text for m in store.load(s)] == ["sys", "from A", "a", "from B", "b"]
+
+
+def test_commit_after_a_landed_store_does_not_duplicate() -> None:
+    store = InMemoryHistoryStore()
+    memory = ChatMemory(store, Pipeline())
+    s, live = SessionName("s"), [system("sys")]
+    loaded = memory.load(s, live)
+    new = [user("q"), assistant("a")]
+    memory.commit(s, live, loaded, new)
+    memory.commit(s, live, loaded, new)  # a resumed turn committing again from the old base
+    assert [m.text for m in store.load(s)] == ["sys", "q", "a"]

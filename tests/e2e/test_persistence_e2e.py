@@ -1,0 +1,258 @@
+"""End-to-end persistence: tools, rollback with compensation, SIGKILL and resume."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import KOOG_BIN
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+TOOLS = '''
+import json, os, signal, time
+LOG = os.environ["TOOL_LOG"]
+def _log(*entry):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(list(entry)) + "\\n")
+def create_user(name: str) -> str:
+    """Create a user account."""
+    _log("create_user", name)
+    return f"created {name}"
+def remove_user(name: str) -> str:
+    _log("remove_user", name)
+    return f"removed {name}"
+def a(x: str) -> str:
+    """Step a."""
+    _log("a", x)
+    time.sleep(float(os.environ.get("TOOL_SLEEP", "0")))
+    return "a done"
+def b(x: str) -> str:
+    """Step b; kills its own process the first time when asked to."""
+    _log("b", x)
+    marker = os.environ.get("KILL_MARKER")
+    if marker and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(float(os.environ.get("TOOL_SLEEP", "0")))
+    return "b done"
+def broken(x: str) -> str:
+    """Always raises."""
+    raise ValueError("the database is on fire")
+'''
+
+
+@pytest.fixture
+def tool_env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "e2e_tools.py").write_text(TOOLS)
+    config = tmp_path / "tools.toml"
+    config.write_text(
+        '[[tools]]\ncallable = "e2e_tools:create_user"\nrollback = "e2e_tools:remove_user"\n'
+        '[[tools]]\ncallable = "e2e_tools:a"\n[[tools]]\ncallable = "e2e_tools:b"\n'
+        '[[tools]]\ncallable = "e2e_tools:broken"\n'
+    )
+    return {"KOOG_CONFIG": str(config), "TOOL_LOG": str(tmp_path / "tools.log")}
+
+
+def tool_log(env: dict[str, str]) -> list[list[str]]:
+    path = Path(env["TOOL_LOG"])
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def call(tool: str, call_id: str, **args: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": tool, "arguments": args}
+
+
+def test_rollback_compensates_newest_first(
+    run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
+) -> None:
+    server.enqueue(
+        {"tool_calls": [call("create_user", "c1", name="Alex")]}, {"content": "made Alex"}
+    )
+    assert run_koog("chat", "-s", "u", "-m", "create Alex", env=tool_env).stdout == "made Alex\n"
+    created = run_koog("checkpoint", "create", "-s", "u", "--label", "after-alex", env=tool_env)
+    checkpoint = created.stdout.strip()
+    server.enqueue(
+        {"tool_calls": [call("create_user", "c2", name="Daniel")]},
+        {"tool_calls": [call("create_user", "c3", name="Maria")]},
+        {"content": "made both"},
+    )
+    turn = run_koog("chat", "-s", "u", "-m", "create Daniel and Maria", env=tool_env)
+    assert turn.stdout == "made both\n" and "→ create_user" in turn.stderr
+    history_before = run_koog("history", "show", "-s", "u", "--format", "json").stdout
+
+    refused = run_koog("rollback", "-s", "u", checkpoint, env=tool_env)
+    assert refused.returncode == 2 and tool_log(tool_env)[-1] == ["create_user", "Maria"]
+    done = run_koog("rollback", "-s", "u", checkpoint, "--yes", env=tool_env)
+    assert done.returncode == 0, done.stderr
+    assert tool_log(tool_env) == [
+        ["create_user", "Alex"],
+        ["create_user", "Daniel"],
+        ["create_user", "Maria"],
+        ["remove_user", "Maria"],
+        ["remove_user", "Daniel"],
+    ]
+    assert "undo create_user" in done.stderr
+    shown = json.loads(run_koog("checkpoint", "show", checkpoint, "--json").stdout)
+    restored = json.loads(run_koog("history", "show", "-s", "u", "--format", "json").stdout)
+    assert restored == shown["messages"]
+    # The rollback is undoable; --latest never compensates.
+    undo = run_koog("rollback", "-s", "u", "--latest", "--yes", env=tool_env)
+    assert undo.returncode == 0
+    assert run_koog("history", "show", "-s", "u", "--format", "json").stdout == history_before
+    assert len(tool_log(tool_env)) == 5
+
+
+def test_rollback_latest_does_not_compensate(
+    run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
+) -> None:
+    server.enqueue({"tool_calls": [call("create_user", "c1", name="Alex")]}, {"content": "ok"})
+    run_koog("chat", "-s", "l", "-m", "one", env=tool_env)
+    run_koog("checkpoint", "create", "-s", "l", env=tool_env)
+    server.enqueue(
+        {"tool_calls": [call("create_user", "c2", name="Daniel")]},
+        {"tool_calls": [call("create_user", "c3", name="Maria")]},
+        {"content": "ok"},
+    )
+    run_koog("chat", "-s", "l", "-m", "two", env=tool_env)
+    result = run_koog("rollback", "-s", "l", "--latest", "--yes", "--json", env=tool_env)
+    assert result.returncode == 0
+    report = json.loads(result.stdout)
+    assert report["compensations"] == [] and report["messages_after"] == 5
+    assert [e[0] for e in tool_log(tool_env)] == ["create_user"] * 3
+
+
+def test_sigkill_in_a_tool_then_resume(
+    run_koog: Run,
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    data_dir: Path,
+    tmp_path: Path,
+) -> None:
+    env = {**tool_env, "KILL_MARKER": str(tmp_path / "killed-once")}
+    server.enqueue(
+        {"tool_calls": [call("a", "ca", x="1"), call("b", "cb", x="2")]},
+        {"content": "both tools ran"},
+    )
+    killed = run_koog("chat", "-s", "k", "-m", "run a then b", env=env)
+    assert killed.returncode == -signal.SIGKILL
+    assert not (data_dir / "sessions" / "k.json").exists()
+    resumed = run_koog("chat", "-s", "k", "--resume", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "both tools ran\n"
+    assert [e[0] for e in tool_log(env)] == ["a", "b", "b"]
+    history = json.loads(run_koog("history", "show", "-s", "k", "--format", "json").stdout)
+    assert history[-1]["content"] == "both tools ran"
+    assert [m["role"] for m in history[1:]] == ["user", "assistant", "tool", "tool", "assistant"]
+    again = run_koog("chat", "-s", "k", "--resume", env=env)
+    assert again.returncode == 0 and again.stdout == ""
+    assert "nothing to resume" in again.stderr
+    assert len(tool_log(env)) == 3
+
+
+def test_tool_errors_do_not_end_the_turn(
+    run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
+) -> None:
+    server.enqueue(
+        {
+            "tool_calls": [
+                call("broken", "c1", x="1"),
+                {"id": "c2", "name": "a", "arguments": '{"x": '},
+            ]
+        },
+        {"content": "I saw the errors"},
+    )
+    result = run_koog("chat", "-s", "e", "-m", "try", env=tool_env)
+    assert result.returncode == 0 and result.stdout == "I saw the errors\n"
+    sent = [m["content"] for m in server.chat_requests[1]["messages"] if m["role"] == "tool"]
+    assert sent[0] == "Error: ValueError: the database is on fire"
+    assert sent[1].startswith("Error: invalid arguments for a")
+
+
+def test_checkpoint_list_json_and_all(run_koog: Run, tool_env: dict[str, str]) -> None:
+    run_koog("chat", "-s", "c", "-m", "hello")
+    run_koog("checkpoint", "create", "-s", "c", "--label", "my label")
+    listed = json.loads(run_koog("checkpoint", "list", "-s", "c", "--json").stdout)
+    assert [(c["kind"], c["label"], c["reason"]) for c in listed] == [
+        ("restore", "my label", "manual"),
+        ("restore", None, "turn"),
+    ]
+    everything = json.loads(run_koog("checkpoint", "list", "-s", "c", "--all", "--json").stdout)
+    assert [c["step"] for c in everything if c["kind"] == "step"] == ["store", "model:1", "load"]
+    assert everything[0]["kind"] == "restore" and everything[1]["kind"] == "tombstone"
+    text = run_koog("checkpoint", "list", "-s", "c").stdout
+    assert "my label" in text and "before turn" in text
+    as_json = json.loads(run_koog("chat", "-s", "c", "-m", "again", "--json").stdout)
+    assert as_json["checkpoint"] in {
+        c["id"] for c in json.loads(run_koog("checkpoint", "list", "-s", "c", "--json").stdout)
+    }
+
+
+def _responder(body: dict[str, Any]) -> dict[str, Any]:
+    tool_results = sum(1 for m in body["messages"] if m["role"] == "tool")
+    if tool_results >= 4:
+        return {"content": "all four done"}
+    n = tool_results
+    return {"tool_calls": [call("a", f"a{n}", x=str(n)), call("b", f"b{n}", x=str(n))]}
+
+
+def test_random_sigkills_never_tear_a_file(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from koogcli.core.names import SessionName
+    from koogcli.services import context, turn
+
+    server.responder = _responder
+    env = {**koog_env, **tool_env, "TOOL_SLEEP": "0.05"}
+    monkeypatch.setenv("TOOL_LOG", tool_env["TOOL_LOG"])  # resumes run the tools in-process
+    rng = random.Random(20261129)
+    outcomes: dict[str, int] = {"resumed": 0, "unchanged": 0, "completed": 0}
+    for i in range(50):
+        session = f"r{i}"
+        proc = subprocess.Popen(
+            [KOOG_BIN, "chat", "-s", session, "-m", "go"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.1, 1.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        for path in data_dir.rglob("*.json"):
+            json.loads(path.read_text())
+        for path in data_dir.rglob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                json.loads(line)
+        ctx = context.build(env=env)
+        name = SessionName(session)
+        history = ctx.history.load(name)
+        if turn.interrupted(ctx, name) is not None:
+            result = turn.resume_turn(ctx, name)
+            assert result is not None and result.reply == "all four done"
+            outcomes["resumed"] += 1
+        elif history:
+            assert history[-1].text == "all four done"
+            outcomes["completed"] += 1
+        else:
+            outcomes["unchanged"] += 1
+        if ctx.history.exists(name):
+            assert ctx.history.load(name)[-1].text == "all four done"
+            users = [m for m in ctx.history.load(name) if m.role == "user"]
+            assert len(users) == 1
+    print("sigkill outcomes", outcomes)
+    assert outcomes["resumed"] >= 5, outcomes

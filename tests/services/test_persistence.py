@@ -1,0 +1,335 @@
+"""Turns as checkpointed steps, tools, resume and rollback over real files with a fake model.
+
+Koog's persistence cases 37-44 (KOOG_SEMANTICS §5.2), translated to koog's turn steps.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koogcli.core.errors import ModelError, TurnCancelledError, UnknownFormatError
+from koogcli.core.messages import ToolCall
+from koogcli.core.names import SessionName
+from koogcli.core.ports import Completion
+from koogcli.services import checkpoints, turn
+from tests.fakes.chat_model import FakeChatModel
+
+S = SessionName("p")
+TOOLS = '''
+import json, os
+LOG = {log!r}
+def _log(entry):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(entry) + "\\n")
+def create_user(name: str) -> str:
+    """Create a user."""
+    _log(["create_user", name])
+    return f"created {{name}}"
+def remove_user(name: str) -> str:
+    _log(["remove_user", name])
+    if name == "Broken":
+        raise RuntimeError("cannot remove Broken")
+    return f"removed {{name}}"
+def lookup(city: str) -> str:
+    """Look a city up."""
+    _log(["lookup", city])
+    return "Ferdinand Magellan sailed from " + city
+'''
+
+
+@pytest.fixture
+def tools(write_config: Callable[[str], Path], tmp_path: Path) -> Callable[[], list[list[str]]]:
+    module = f"ktools_{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "tool-log.jsonl"
+    (tmp_path / f"{module}.py").write_text(TOOLS.format(log=str(log)))
+    write_config(
+        f'[[tools]]\ncallable = "{module}:create_user"\nrollback = "{module}:remove_user"\n'
+        f'[[tools]]\ncallable = "{module}:lookup"\n'
+    )
+    return lambda: (
+        [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    )
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> Completion:
+    return Completion(
+        "",
+        tuple(
+            ToolCall(f"call_{uuid.uuid4().hex[:6]}", name, json.dumps(args)) for name, args in pairs
+        ),
+    )
+
+
+def ask(ctx: Any, text: str) -> Any:
+    return turn.run_turn(ctx, turn.TurnRequest(S, text))
+
+
+def steps(ctx: Any) -> list[str]:
+    return [
+        c.step if c.kind == "step" else c.kind
+        for c in ctx.checkpoints.headers(S)
+        if c.kind != "restore"
+    ]
+
+
+def test_case37_no_checkpoints_runs_from_the_start(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    assert turn.resume_turn(ctx, S) is None
+    assert ask(ctx, "hello").reply == "echo: hello"
+    assert steps(ctx) == ["load", "model:1", "store", "tombstone"]
+
+
+def test_tool_loop_and_schemas(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    fake_model.enqueue(calls(("create_user", {"name": "Alex"})), "Alex exists now")
+    ctx = make_ctx()
+    result = ask(ctx, "make Alex")
+    assert result.reply == "Alex exists now"
+    assert tools() == [["create_user", "Alex"]]
+    assert [t["function"]["name"] for t in fake_model.requests[0].tools] == [
+        "create_user",
+        "lookup",
+    ]
+    second = fake_model.requests[1].messages
+    assert (second[-1].role, second[-1].text) == ("tool", "created Alex")
+    assert steps(ctx) == ["load", "model:1", "tool:1.1", "model:2", "store", "tombstone"]
+    assert [m.role for m in ctx.history.load(S)] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_tool_errors_and_bad_arguments_go_back_to_the_model(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    bad = Completion(
+        "", (ToolCall("c1", "create_user", '{"name": '), ToolCall("c2", "missing", "{}"))
+    )
+    fake_model.enqueue(bad, "sorry about that")
+    result = ask(make_ctx(), "go")
+    assert result.reply == "sorry about that"
+    results = [m.text for m in fake_model.requests[1].messages if m.role == "tool"]
+    assert results[0].startswith("Error: invalid arguments for create_user")
+    assert "no tool named 'missing'" in results[1]
+    assert tools() == []
+
+
+def test_max_tool_rounds_forces_a_text_answer(
+    make_ctx: Callable[..., Any],
+    fake_model: FakeChatModel,
+    tools: Any,
+    write_config: Callable[[str], Path],
+    tmp_path: Path,
+) -> None:
+    config = (tmp_path / "config.toml").read_text()
+    write_config("[chat]\nmax_tool_rounds = 2\n" + config)
+    fake_model.enqueue(*[calls(("lookup", {"city": "Seville"}))] * 2, "final")
+    assert ask(make_ctx(), "loop").reply == "final"
+    assert [bool(r.tools) for r in fake_model.requests] == [True, True, False]
+
+
+def test_case40_crash_after_third_tool_resumes_without_rerunning(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(
+        calls(("lookup", {"city": "Seville"})),
+        calls(("lookup", {"city": "Lisbon"})),
+        calls(("lookup", {"city": "Cebu"})),
+        ModelError("process died here"),
+    )
+    with pytest.raises(ModelError):
+        ask(ctx, "who sailed around the world?")
+    last = ctx.checkpoints.headers(S)[-1]
+    assert last.step == "tool:3.1" and "Ferdinand Magellan" in (last.output or "")
+    full = ctx.checkpoints.get(S, last.id)
+    assert [m.role for m in full.messages[1:]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert ctx.history.load(S) == []
+    fake_model.enqueue("Magellan")
+    resumed = turn.resume_turn(ctx, S)
+    assert (
+        resumed is not None and resumed.reply == "Magellan" and resumed.resumed_after == "tool:3.1"
+    )
+    assert len(tools()) == 3
+    assert ctx.history.load(S)[-1].text == "Magellan"
+
+
+def test_case38_resume_after_model_step_does_not_call_the_model_for_it(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(calls(("create_user", {"name": "Ada"})), ModelError("gone"))
+    with pytest.raises(ModelError):
+        ask(ctx, "make Ada")
+    # Drop the tool step so the latest checkpoint is the first model step.
+    tool_step = ctx.checkpoints.headers(S)[-1]
+    ctx.checkpoints.delete(S, tool_step.id)
+    fake_model.enqueue("Ada is in")
+    requests_before = len(fake_model.requests)
+    result = turn.resume_turn(ctx, S)
+    assert result is not None and result.reply == "Ada is in"
+    assert len(fake_model.requests) == requests_before + 1  # only the request after the tool
+    assert tools() == [["create_user", "Ada"], ["create_user", "Ada"]]
+
+
+def test_case41_success_leaves_a_tombstone_and_the_next_run_starts_fresh(
+    make_ctx: Callable[..., Any],
+) -> None:
+    ctx = make_ctx()
+    ask(ctx, "one")
+    assert ctx.checkpoints.headers(S)[-1].kind == "tombstone"
+    assert turn.resume_turn(ctx, S) is None
+    ask(ctx, "two")
+    assert steps(ctx)[-4:] == ["load", "model:1", "store", "tombstone"]
+
+
+def test_case42_failed_run_resumes_and_adds_one_checkpoint(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(ModelError("first try fails"))
+    with pytest.raises(ModelError) as info:
+        ask(ctx, "try")
+    assert "--resume" in (info.value.hint or "")
+    assert steps(ctx) == ["load"]
+    fake_model.enqueue("Second try successful")
+    assert turn.resume_turn(ctx, S).reply == "Second try successful"  # type: ignore[union-attr]
+    assert steps(ctx) == ["load", "model:1", "store", "tombstone"]
+    assert turn.resume_turn(ctx, S) is None
+
+
+def test_case44_step_checkpoints_record_model_parameters(
+    make_ctx: Callable[..., Any], tools: Any
+) -> None:
+    ctx = make_ctx(KOOG_TEMPERATURE="0.42")
+    ask(ctx, "hi")
+    step = [c for c in ctx.checkpoints.headers(S) if c.kind == "step"][-1]
+    details = ctx.checkpoints.get(S, step.id).details
+    assert details["temperature"] == 0.42
+    assert details["tools"] == ["create_user", "lookup"]
+    assert details["rounds"] == 1 and details["model"] == "gpt-4o-mini"
+
+
+def test_case43_rollback_runs_compensating_tools_newest_first(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(calls(("create_user", {"name": "user-1"})), "ok")
+    ask(ctx, "one")
+    ckpt = checkpoints.create(ctx, S, "ckpt-1")
+    fake_model.enqueue(
+        calls(("create_user", {"name": "user-2"})), calls(("create_user", {"name": "user-3"})), "ok"
+    )
+    ask(ctx, "two more")
+    before = ctx.history.load(S)
+    result = checkpoints.rollback(ctx, S, checkpoints.find(ctx, "ckpt-1", S), True)
+    assert tools()[-2:] == [["remove_user", "user-3"], ["remove_user", "user-2"]]
+    assert ctx.history.load(S) == list(ckpt.messages)
+    assert result.messages_before == len(before) and not result.failed
+    # The rollback took a restore point first: --latest brings the later state back.
+    undo = checkpoints.choose(ctx, S, None, latest=True)
+    checkpoints.rollback(ctx, S, undo, compensate=False)
+    assert ctx.history.load(S) == before
+    assert tools()[-1] == ["remove_user", "user-2"]  # no compensation on --latest
+
+
+def test_failing_compensation_is_reported_and_the_rest_still_run(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    ctx = make_ctx()
+    ckpt = checkpoints.create(ctx, S, None)
+    fake_model.enqueue(
+        calls(
+            ("create_user", {"name": "Fine"}),
+            ("create_user", {"name": "Broken"}),
+            ("lookup", {"city": "Rome"}),
+        ),
+        "ok",
+    )
+    ask(ctx, "three")
+    result = checkpoints.rollback(ctx, S, ckpt, compensate=True)
+    outcomes = [(c.call.name, c.outcome.error if c.outcome else None) for c in result.compensations]
+    assert outcomes == [("lookup", None), ("create_user", True), ("create_user", False)]
+    assert tools()[-2:] == [["remove_user", "Broken"], ["remove_user", "Fine"]]
+    assert ctx.history.load(S) == []
+
+
+def test_cancelled_turn_is_not_resumable(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(KeyboardInterrupt())
+    with pytest.raises(TurnCancelledError):
+        ask(ctx, "stop")
+    assert steps(ctx)[-1] == "tombstone" and turn.resume_turn(ctx, S) is None
+
+
+def test_abandon_keeps_the_restore_point(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(ModelError("down"))
+    with pytest.raises(ModelError):
+        ask(ctx, "x")
+    assert turn.abandon(ctx, S) is not None
+    assert turn.interrupted(ctx, S) is None
+    assert [c.reason for c in checkpoints.list_(ctx, S)] == ["turn"]
+
+
+def test_restore_points_before_clear_and_import(make_ctx: Callable[..., Any]) -> None:
+    from koogcli.services import history
+
+    ctx = make_ctx()
+    ask(ctx, "keep me")
+    before = ctx.history.load(S)
+    history.clear(ctx, S)
+    checkpoints.rollback(ctx, S, checkpoints.choose(ctx, S, None, True), compensate=False)
+    assert ctx.history.load(S) == before
+    history.import_(ctx, S, "[]", "<x>", replace=True)
+    assert [c.reason for c in checkpoints.list_(ctx, S)][:3] == ["import", "rollback", "clear"]
+
+
+def test_unknown_version_refuses_resume_and_rollback(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(ModelError("down"))
+    with pytest.raises(ModelError):
+        ask(ctx, "x")
+    for path in ctx.checkpoints.folder(S).glob("*.json"):
+        doc = json.loads(path.read_text())
+        doc["version"] = 7
+        path.write_text(json.dumps(doc))
+    with pytest.raises(UnknownFormatError):
+        turn.resume_turn(ctx, S)
+    restore = checkpoints.list_(ctx, S)[0]
+    assert not restore.readable
+    with pytest.raises(UnknownFormatError):
+        checkpoints.rollback(ctx, S, restore, compensate=False)
+
+
+def test_persistence_disabled_takes_no_checkpoints(
+    make_ctx: Callable[..., Any], write_config: Callable[[str], Path]
+) -> None:
+    write_config("[persistence]\nenabled = false\n")
+    ctx = make_ctx()
+    assert ask(ctx, "hi").checkpoint is None
+    assert ctx.checkpoints.headers(S) == []

@@ -1,0 +1,181 @@
+"""Checkpoint rules and the file checkpoint store (Koog's persistence case 45, translated)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from koogcli.adapters.file_checkpoints import FileCheckpointStore, decode_runs, encode_runs
+from koogcli.adapters.paths import DataDir
+from koogcli.core import checkpoints as core
+from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
+from koogcli.core.messages import ToolCall, assistant, system, tool_result, user
+from koogcli.core.names import SessionName
+
+S = SessionName("cp")
+
+
+def make(kind: str = "restore", messages: tuple = (), **kw: object) -> Checkpoint:
+    return Checkpoint(
+        core.new_checkpoint_id(),
+        "cp",
+        0,
+        kind,
+        "2023-01-01T00:00:00Z",  # type: ignore[arg-type]
+        messages,
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> FileCheckpointStore:
+    return FileCheckpointStore(DataDir(tmp_path / "data"))
+
+
+def test_case45_save_two_list_latest_round_trip(store: FileCheckpointStore) -> None:
+    msgs = (system("sys"), user("hi"), assistant("hello"))
+    first = store.save(make(messages=msgs, label="test-checkpoint"))
+    later = store.save(
+        make(
+            kind="step",
+            messages=msgs[:2],
+            step="model:1",
+            output="x",
+            turn_id="t1",
+            details={"temperature": 0.42},
+        )
+    )
+    listed = store.headers(S)
+    assert [c.id for c in listed] == [first.id, later.id]
+    assert core.latest(listed).id == later.id  # type: ignore[union-attr]
+    again = store.get(S, first.id)
+    assert again.messages == msgs and again.label == "test-checkpoint"
+    step = store.get(S, later.id)
+    assert (step.step, step.output, step.turn_id, step.details) == (
+        "model:1",
+        "x",
+        "t1",
+        {"temperature": 0.42},
+    )
+    assert (store.folder(S) / f"00000000-{first.id}.json").is_file()
+
+
+def test_messages_are_stored_once(store: FileCheckpointStore) -> None:
+    history = [user(f"message {i}") for i in range(50)]
+    for n in range(10, 51, 10):
+        store.save(make(messages=tuple(history[:n])))
+    objects = (store.folder(S) / "objects.jsonl").read_text().splitlines()
+    assert len(objects) == 50
+    doc = json.loads(next(store.folder(S).glob("00000004-*.json")).read_text())
+    assert doc["messages"] == [[0, 49]]
+
+
+def test_runs_round_trip() -> None:
+    seqs = [0, 1, 2, 7, 8, 3, 10]
+    assert encode_runs(seqs) == [[0, 2], [7, 8], [3, 3], [10, 10]]
+    assert decode_runs(encode_runs(seqs)) == seqs
+
+
+def test_unknown_version_is_listed_but_refused(store: FileCheckpointStore) -> None:
+    saved = store.save(make(messages=(user("x"),)))
+    path = next(store.folder(S).glob(f"*-{saved.id}.json"))
+    doc = json.loads(path.read_text())
+    doc["version"] = 99
+    path.write_text(json.dumps(doc))
+    listed = store.headers(S)
+    assert len(listed) == 1 and not listed[0].readable and listed[0].format_version == 99
+    with pytest.raises(UnknownFormatError, match="format version 99") as info:
+        store.get(S, saved.id)
+    assert info.value.exit_code == 3
+    assert json.loads(path.read_text())["version"] == 99
+
+
+def test_garbage_checkpoint_is_listed_as_unreadable(store: FileCheckpointStore) -> None:
+    saved = store.save(make())
+    path = next(store.folder(S).glob(f"*-{saved.id}.json"))
+    path.write_text("{torn")
+    assert store.headers(S)[0].reason == "unreadable"
+    with pytest.raises(CorruptDocumentError):
+        store.get(S, saved.id)
+
+
+def test_torn_object_line_is_closed_off_before_the_next_append(store: FileCheckpointStore) -> None:
+    store.save(make(messages=(user("a"),)))
+    objects = store.folder(S) / "objects.jsonl"
+    with objects.open("a") as handle:
+        handle.write('{"s": 1, "h": "zz", "m": {"ro')
+    fresh = FileCheckpointStore(store.data)
+    saved = fresh.save(make(messages=(user("a"), user("b"))))
+    assert [m.text for m in FileCheckpointStore(store.data).get(S, saved.id).messages] == ["a", "b"]
+
+
+def test_prune_keeps_manual_and_newest(store: FileCheckpointStore) -> None:
+    manual = store.save(make(manual=True, label="keep"))
+    for _ in range(5):
+        store.save(make())
+        store.save(make(kind="step", step="load"))
+    assert store.prune(S, keep_last=2) == 6
+    kinds = [(c.kind, c.manual) for c in store.headers(S)]
+    assert kinds.count(("restore", False)) == 2 and kinds.count(("step", False)) == 2
+    assert manual.id in {c.id for c in store.headers(S)}
+
+
+def test_files_are_private(store: FileCheckpointStore) -> None:
+    store.save(make(messages=(user("x"),)))
+    for path in store.folder(S).iterdir():
+        assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(store.folder(S)).st_mode & 0o777 == 0o700
+
+
+def test_interrupted_turn_is_the_latest_step_without_a_tombstone() -> None:
+    load = make(kind="step", step="load", turn_id="t")
+    model = make(kind="step", step="model:1", turn_id="t")
+    tomb = make(kind="tombstone", turn_id="t")
+    numbered = [
+        Checkpoint(c.id, c.session, i, c.kind, c.created_at, step=c.step)
+        for i, c in enumerate([load, model])
+    ]
+    assert core.interrupted_turn(numbered).step == "model:1"  # type: ignore[union-attr]
+    done = [*numbered, Checkpoint(tomb.id, "cp", 2, "tombstone", tomb.created_at)]
+    assert core.interrupted_turn(done) is None
+    assert core.interrupted_turn([]) is None
+
+
+def test_case39_same_timestamp_latest_by_seq() -> None:
+    a = Checkpoint("a", "cp", 0, "step", "2023-01-01T00:00:00Z", step="load")
+    b = Checkpoint("b", "cp", 1, "step", "2023-01-01T00:00:00Z", step="model:1")
+    assert core.latest([b, a]).id == "b"  # type: ignore[union-attr]
+
+
+def test_compensation_plan_only_for_prefixes_newest_first() -> None:
+    base = [
+        user("create alex"),
+        assistant(None, [ToolCall("1", "create_user", '{"name":"Alex"}')]),
+        tool_result("1", "create_user", "ok"),
+    ]
+    later = [
+        user("two more"),
+        assistant(
+            None,
+            [
+                ToolCall("2", "create_user", '{"name":"Daniel"}'),
+                ToolCall("3", "create_user", '{"name":"Maria"}'),
+            ],
+        ),
+        tool_result("2", "create_user", "ok"),
+        tool_result("3", "create_user", "ok"),
+    ]
+    plan = core.compensation_plan(base, base + later)
+    assert [c.arguments for c in plan] == ['{"name":"Maria"}', '{"name":"Daniel"}']
+    assert core.compensation_plan(base, later) == []
+    assert core.compensation_plan(base + later, base) == []
+
+
+def test_resolve_id_by_prefix() -> None:
+    found = [make(), make()]
+    assert core.resolve_id(found, found[0].id) == [found[0]]
+    assert core.resolve_id(found, found[1].id[:6]) == [found[1]]
