@@ -31,7 +31,9 @@ from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 
 FORMAT = "koog.checkpoint"
-_NAME = re.compile(r"^(\d{8})-([0-9a-f]+)\.json$")
+# <seq>-<id>-<tag>.json; the tag (r: automatic restore point, m: manual, s: step,
+# t: tombstone) lets pruning decide from the folder listing without parsing documents.
+_NAME = re.compile(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$")
 UNREADABLE = -1
 
 
@@ -54,6 +56,12 @@ def decode_runs(runs: Sequence[Sequence[int]]) -> list[int]:
     return [s for start, end in runs for s in range(start, end + 1)]
 
 
+def _tag(checkpoint: Checkpoint) -> str:
+    if checkpoint.kind == "restore":
+        return "m" if checkpoint.manual else "r"
+    return "s" if checkpoint.kind == "step" else "t"
+
+
 class _Objects:
     """The in-process view of one session's objects file, refreshed from where it left off."""
 
@@ -69,6 +77,17 @@ class FileCheckpointStore:
         self.data = data
         self.lock_timeout = lock_timeout
         self._objects: dict[str, _Objects] = {}
+        # Messages are immutable and a turn saves the same objects step after step: hash
+        # each once. The message is kept in the value so its id() cannot be reused.
+        self._digests: dict[int, tuple[Message, str]] = {}
+
+    def _digest(self, message: Message) -> str:
+        cached = self._digests.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        key = digest(message)
+        self._digests[id(message)] = (message, key)
+        return key
 
     def folder(self, session: SessionName) -> Path:
         return self.data.checkpoint_dir(session)
@@ -97,7 +116,7 @@ class FileCheckpointStore:
                 "message_count": len(checkpoint.messages),
                 "messages": encode_runs(seqs),
             }
-            path = folder / f"{seq:08d}-{checkpoint.id}.json"
+            path = folder / f"{seq:08d}-{checkpoint.id}-{_tag(checkpoint)}.json"
             atomic.write_text(path, json.dumps(doc, ensure_ascii=False) + "\n")
         return replace(checkpoint, seq=seq, message_count=len(checkpoint.messages))
 
@@ -137,17 +156,15 @@ class FileCheckpointStore:
 
     def prune(self, session: SessionName, keep_last: int) -> int:
         """Keep the newest `keep_last` turn checkpoints (steps and tombstones) and the newest
-        `keep_last` automatic restore points; manual and unreadable ones always stay."""
-        listed = [c for c in self.headers(session) if c.readable]
-        steps = [c for c in listed if c.kind != "restore"]
-        automatic = [c for c in listed if c.kind == "restore" and not c.manual]
-        doomed = (
-            steps[: max(0, len(steps) - keep_last)]
-            + automatic[: max(0, len(automatic) - keep_last)]
-        )
-        folder = self.folder(session)
-        for c in doomed:
-            atomic.remove(folder / f"{c.seq:08d}-{c.id}.json")
+        `keep_last` automatic restore points; manual ones always stay."""
+        files = self._files(session)
+        tags = [m.group(3) if (m := _NAME.match(p.name)) else "" for p in files]
+        steps = [p for p, t in zip(files, tags, strict=True) if t in ("s", "t")]
+        automatic = [p for p, t in zip(files, tags, strict=True) if t == "r"]
+        doomed = steps[: max(0, len(steps) - keep_last)]
+        doomed += automatic[: max(0, len(automatic) - keep_last)]
+        for path in doomed:
+            atomic.remove(path)
         return len(doomed)
 
     def drop(self, session: SessionName) -> None:
@@ -263,7 +280,7 @@ class FileCheckpointStore:
         seqs: list[int] = []
         lines: list[str] = []
         for message in messages:
-            key = digest(message)
+            key = self._digest(message)
             seq = objects.by_digest.get(key)
             if seq is None:
                 seq = objects.next_seq

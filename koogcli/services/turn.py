@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import KoogError, ModelError, TurnCancelledError
+from koogcli.core.errors import CorruptDocumentError, KoogError, ModelError, TurnCancelledError
 from koogcli.core.messages import (
     Message,
     ToolCall,
@@ -31,6 +32,8 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,29 +162,42 @@ def resume_turn(
         return None
     step = ctx.checkpoints.get(session, header.id)  # refuses unknown format versions (exit 3)
     d = step.details
-    base_count, live_count = int(d["base_count"]), int(d["live_count"])  # type: ignore[call-overload]
+    base_count, live_count = _field(d, "base_count", int), _field(d, "live_count", int)
     messages = list(step.messages)
     base = messages[:base_count]
+    restore_id = d.get("restore_point")
     turn = _Turn(
         ctx,
         session,
         step.turn_id or new_id(),
         base[:live_count],
-        LoadedPrompt(base, int(d["base_revision"])),  # type: ignore[call-overload]
+        LoadedPrompt(base, _field(d, "base_revision", int)),
         messages[base_count:],
-        str(d["model"]),
-        float(d["temperature"]),  # type: ignore[arg-type]
-        bool(d["stream"]),
-        d.get("restore_point"),  # type: ignore[arg-type]
-        int(d["rounds"]),
+        _field(d, "model", str),
+        float(_field(d, "temperature", float)),
+        _field(d, "stream", bool),
+        restore_id if isinstance(restore_id, str) else None,
+        _field(d, "rounds", int),
         events=events or TurnEvents(),
-    )  # type: ignore[call-overload]
+    )
     if step.step == "store":
         _tombstone(turn, "completed")
         return _result(
             turn, ctx.history.read(session).revision, len(ctx.history.load(session)), step.step
         )
     return _drive(turn, resumed_after=step.step)
+
+
+def _field(details: dict[str, object], key: str, kind: type[T]) -> T:
+    value = details.get(key)
+    if kind is float and isinstance(value, int):
+        value = float(value)
+    if not isinstance(value, kind):
+        raise CorruptDocumentError(
+            f"step checkpoint lacks a valid {key!r}; cannot resume",
+            hint="abandon the turn with `koog chat --no-resume`",
+        )
+    return value
 
 
 def abandon(ctx: AppContext, session: SessionName) -> Checkpoint | None:

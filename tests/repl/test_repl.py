@@ -181,3 +181,85 @@ def test_input_history_persists_privately_and_ctrl_r_finds_it(
     # A new REPL: Ctrl-R, type part of an earlier line, Enter accepts the match, Enter sends.
     repl("\x12alpha" + ENTER + ENTER + CTRL_D)
     assert fake_model.requests[-1].messages[-1].text == "alpha question"
+
+
+def test_checkpoint_commands(repl: Callable[..., Any]) -> None:
+    ui, ctx = repl(
+        "first"
+        + ENTER
+        + "/checkpoint mark"
+        + ENTER
+        + "second"
+        + ENTER
+        + "/checkpoints"
+        + ENTER
+        + "/rollback mark"
+        + ENTER
+        + "y"
+        + ENTER
+        + CTRL_D
+    )
+    assert any(i.startswith("checkpoint ") and i.endswith("(mark)") for i in ui.infos)
+    table = ui.shown[0]
+    assert "manual" in table and "mark" in table and "before turn" in table
+    texts = [m.text for m in ctx.history.load(SessionName("r"))]
+    assert "first" in texts and "second" not in texts
+    assert any(i.startswith("restored r to checkpoint") for i in ui.infos)
+
+
+def test_rollback_needs_a_yes(repl: Callable[..., Any]) -> None:
+    ui, ctx = repl("one" + ENTER + "/rollback" + ENTER + "n" + ENTER + CTRL_D)
+    assert "nothing changed" in ui.infos
+    assert [m.text for m in ctx.history.load(SessionName("r"))][-1] == "echo: one"
+
+
+def test_interrupted_turn_is_offered_for_resume(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    from koogcli.core.errors import ModelError
+
+    fake_model.enqueue(ModelError("server went away"))
+    ui, ctx = repl("lost question" + ENTER + CTRL_D)
+    assert ui.errors == ["server went away"]
+    fake_model.enqueue("found the answer")
+    ui, ctx = repl("y" + ENTER + CTRL_D)
+    assert any("interrupted turn" in i for i in ui.infos)
+    assert ui.replies == ["found the answer"]
+    assert [m.text for m in ctx.history.load(SessionName("r"))][-2:] == [
+        "lost question",
+        "found the answer",
+    ]
+    ui, _ = repl(CTRL_D)
+    assert not any("interrupted turn" in i for i in ui.infos)
+
+
+def test_declining_resume_abandons_the_turn(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    from koogcli.core.errors import ModelError
+
+    fake_model.enqueue(ModelError("down"))
+    repl("q" + ENTER + CTRL_D)
+    ui, ctx = repl("n" + ENTER + CTRL_D)
+    assert any("abandoned" in i for i in ui.infos)
+    ui, _ = repl(CTRL_D)
+    assert not any("interrupted turn" in i for i in ui.infos)
+
+
+def test_tool_calls_show_as_dim_lines(
+    repl: Callable[..., Any],
+    fake_model: FakeChatModel,
+    write_config: Callable[[str], Any],
+    isolated: Any,
+) -> None:
+    from koogcli.core.messages import ToolCall
+    from koogcli.core.ports import Completion
+
+    (isolated / "repl_tools_mod.py").write_text(
+        "def shout(text: str) -> str:\n    '''Upper-case text.'''\n    return text.upper()\n"
+    )
+    write_config('[[tools]]\ncallable = "repl_tools_mod:shout"\n')
+    fake_model.enqueue(Completion("", (ToolCall("c1", "shout", '{"text": "hey"}'),)), "done")
+    ui, _ = repl("go" + ENTER + CTRL_D)
+    assert '→ shout({"text": "hey"})' in ui.infos and "← HEY" in ui.infos
+    assert ui.replies == ["done"]

@@ -61,7 +61,7 @@ def test_case45_save_two_list_latest_round_trip(store: FileCheckpointStore) -> N
         "t1",
         {"temperature": 0.42},
     )
-    assert (store.folder(S) / f"00000000-{first.id}.json").is_file()
+    assert (store.folder(S) / f"00000000-{first.id}-r.json").is_file()
 
 
 def test_messages_are_stored_once(store: FileCheckpointStore) -> None:
@@ -82,7 +82,7 @@ def test_runs_round_trip() -> None:
 
 def test_unknown_version_is_listed_but_refused(store: FileCheckpointStore) -> None:
     saved = store.save(make(messages=(user("x"),)))
-    path = next(store.folder(S).glob(f"*-{saved.id}.json"))
+    path = next(store.folder(S).glob(f"*-{saved.id}-*.json"))
     doc = json.loads(path.read_text())
     doc["version"] = 99
     path.write_text(json.dumps(doc))
@@ -96,7 +96,7 @@ def test_unknown_version_is_listed_but_refused(store: FileCheckpointStore) -> No
 
 def test_garbage_checkpoint_is_listed_as_unreadable(store: FileCheckpointStore) -> None:
     saved = store.save(make())
-    path = next(store.folder(S).glob(f"*-{saved.id}.json"))
+    path = next(store.folder(S).glob(f"*-{saved.id}-*.json"))
     path.write_text("{torn")
     assert store.headers(S)[0].reason == "unreadable"
     with pytest.raises(CorruptDocumentError):
