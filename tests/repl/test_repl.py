@@ -240,7 +240,7 @@ def test_declining_resume_abandons_the_turn(
 
     fake_model.enqueue(ModelError("down"))
     repl("q" + ENTER + CTRL_D)
-    ui, ctx = repl("n" + ENTER + CTRL_D)
+    ui, _ = repl("n" + ENTER + CTRL_D)
     assert any("abandoned" in i for i in ui.infos)
     ui, _ = repl(CTRL_D)
     assert not any("interrupted turn" in i for i in ui.infos)
