@@ -163,3 +163,45 @@ def test_internal_errors_are_one_line_without_debug(
         "koog: internal error: RuntimeError: a bug",
         "koog: hint: rerun with KOOG_DEBUG=1 for a traceback, and report it",
     ]
+
+
+def test_failed_compensation_exits_1_after_running_the_rest(
+    koog: Callable[..., Any], fake_model: FakeChatModel, write_config: Callable[[str], Path],
+    isolated: Path,
+) -> None:
+    from koogcli.core.messages import ToolCall
+    from koogcli.core.ports import Completion
+
+    (isolated / "cli_undo_tools.py").write_text(
+        "LOG = []\n"
+        "def make(name: str) -> str:\n    '''Make.'''\n    return 'made ' + name\n"
+        "def unmake(name: str) -> str:\n"
+        "    if name == 'bad':\n        raise RuntimeError('stuck')\n    return 'unmade ' + name\n"
+    )
+    write_config('[[tools]]\ncallable = "cli_undo_tools:make"\nrollback = "cli_undo_tools:unmake"\n')
+    checkpoint = koog("checkpoint", "create", "-s", "x").stdout.strip()
+    fake_model.enqueue(
+        Completion("", (ToolCall("1", "make", '{"name": "good"}'), ToolCall("2", "make", '{"name": "bad"}'))),
+        "made both",
+    )
+    chat(koog, "x", "make two")
+    result = koog("rollback", "-s", "x", checkpoint, "--yes")
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert any("✗ undo make" in line and "stuck" in line for line in lines)
+    assert any("✓ undo make" in line and "unmade good" in line for line in lines)
+    assert lines[-1].startswith("koog: error: 1 compensating tool call(s) failed")
+    assert koog("history", "show", "-s", "x").stdout == ""
+
+
+def test_checkpoint_show_and_delete(koog: Callable[..., Any]) -> None:
+    chat(koog, "d", "hello")
+    made = koog("checkpoint", "create", "-s", "d", "--label", "keep", "--json")
+    checkpoint = json.loads(made.stdout)["id"]
+    shown = koog("checkpoint", "show", checkpoint[:5])
+    assert shown.exit_code == 0 and "[user] hello" in shown.stdout and "keep" in shown.stdout
+    assert koog("checkpoint", "delete", checkpoint).exit_code == 2
+    assert koog("checkpoint", "delete", "keep", "--yes").exit_code == 0
+    missing = koog("checkpoint", "show", checkpoint)
+    assert missing.exit_code == 2 and f"no checkpoint '{checkpoint}'" in missing.stderr
+    assert koog("rollback", "-s", "d").exit_code == 2  # neither ID nor --latest
