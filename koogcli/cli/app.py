@@ -91,10 +91,11 @@ def _global_options(
 
 
 def _register() -> None:
-    from koogcli.cli import chat, checkpoints, config_cmd, history
+    from koogcli.cli import chat, checkpoints, compress, config_cmd, history
 
     app.command("chat")(chat.chat)
     app.add_typer(history.app, name="history")
+    app.command("compress")(compress.compress)
     app.add_typer(checkpoints.app, name="checkpoint")
     app.command("rollback")(checkpoints.rollback)
     app.add_typer(config_cmd.app, name="config")

@@ -101,6 +101,7 @@ def show(
         on_delta=writer.delta if writer else None,
         on_tool_call=lambda call: render.note(render.tool_call_line(call)),
         on_tool_result=lambda call, outcome: render.note(render.tool_result_line(outcome)),
+        on_note=render.note,
     )
     try:
         result = run(events)

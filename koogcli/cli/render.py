@@ -235,3 +235,59 @@ def rollback_lines(result: Any) -> list[str]:
     if result.undo_point:
         lines.append(f"undo this rollback with `koog rollback -s {result.session} --latest`")
     return lines
+
+
+class ProgressBar:
+    """A rich progress bar on a terminal's stderr; silent anywhere else."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if not is_tty(sys.stderr) or total < 2:
+            return
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            console = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")))
+            self._progress = Progress(console=console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task(self.label, total=total)
+        self._progress.update(self._task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def compress_dict(result: Any) -> dict[str, Any]:
+    from koogcli.core.compression import estimate_tokens
+
+    data = {
+        "session": result.session, "strategy": result.strategy, "dry_run": result.dry_run,
+        "changed": result.changed, "messages_before": len(result.before),
+        "messages_after": len(result.after), "tokens_before": estimate_tokens(result.before),
+        "tokens_after": estimate_tokens(result.after), "requests": result.requests,
+        "checkpoint": result.checkpoint,
+    }
+    if result.dry_run:
+        data["history"] = [m.to_dict() for m in result.after]
+    return data
+
+
+def compress_line(result: Any) -> str:
+    data = compress_dict(result)
+    if not result.changed:
+        return f"{result.strategy}: nothing to keep was found; the history of {result.session} is unchanged"
+    verb = "would compress" if result.dry_run else "compressed"
+    line = (f"{verb} {result.session}: {data['messages_before']} → {data['messages_after']} messages, "
+            f"~{data['tokens_before']} → ~{data['tokens_after']} tokens, {result.requests} request(s)")
+    if result.checkpoint:
+        line += f"; undo with `koog rollback -s {result.session} --latest`"
+    return line

@@ -105,9 +105,50 @@ class ToolSpec(_Strict):
     rollback: str | None = Field(default=None, pattern=_CALLABLE)
 
 
+StrategyName = Literal["whole", "last-n", "since", "chunked", "facts", "per-system"]
+
+
+class CompressionSettings(_Strict):
+    strategy: StrategyName = "whole"
+    last_n: int = Field(default=10, ge=1)
+    since: str = ""
+    chunk_size: int = Field(default=10, ge=1)
+    concurrency: int = Field(default=4, ge=1, le=32)
+    preserve_memory: bool = True
+    auto_after_messages: int = Field(default=0, ge=0)
+    concepts: list[str] = []
+    fallback: StrategyName | Literal[""] = ""
+
+    @field_validator("since")
+    @classmethod
+    def _iso(cls, value: str) -> str:
+        if value:
+            from datetime import datetime
+
+            try:
+                datetime.fromisoformat(value)
+            except ValueError as exc:
+                raise ValueError(f"not an ISO-8601 time: {value!r}") from exc
+        return value
+
+    @field_validator("concepts")
+    @classmethod
+    def _concepts(cls, value: list[str]) -> list[str]:
+        from koogcli.core.compression import Concept
+        from koogcli.core.errors import KoogError
+
+        for text in value:
+            try:
+                Concept.parse(text)
+            except KoogError as exc:
+                raise ValueError(exc.message) from exc
+        return value
+
+
 class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
     chat_memory: ChatMemorySettings = ChatMemorySettings()
+    compression: CompressionSettings = CompressionSettings()
     persistence: PersistenceSettings = PersistenceSettings()
     tools: list[ToolSpec] = []

@@ -17,7 +17,11 @@ from prompt_toolkit import PromptSession
 from koogcli.cli import render
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.names import SessionName
-from koogcli.repl import checkpoint_commands, commands  # noqa: F401  (register slash commands)
+from koogcli.repl import (  # noqa: F401  (register slash commands)
+    checkpoint_commands,
+    commands,
+    compress_commands,
+)
 from koogcli.repl import prompt as prompt_builder
 from koogcli.repl.slash import REGISTRY
 from koogcli.services.context import AppContext
@@ -147,6 +151,7 @@ def show_turn(state: ReplState, run: Callable[[TurnEvents], TurnResult | None]) 
         on_delta=display.delta,
         on_tool_call=lambda call: state.ui.info(render.tool_call_line(call)),
         on_tool_result=lambda call, outcome: state.ui.info(render.tool_result_line(outcome)),
+        on_note=state.ui.info,
     )
     try:
         result = run(events)

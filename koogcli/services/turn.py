@@ -50,6 +50,7 @@ class TurnEvents:
     on_delta: Callable[[str], None] | None = None
     on_tool_call: Callable[[ToolCall], None] | None = None
     on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
+    on_note: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +125,7 @@ def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
 def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
     stored = ctx.history.read(request.session)
     live = live_prompt(ctx, request.system_prompt)
-    loaded = ctx.memory.prepare(stored, live)
+    loaded = _auto_compress(ctx, ctx.memory.prepare(stored, live), events)
     undo = restore_point(
         ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
     )
@@ -145,6 +146,27 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
     turn.record(user_message(request.text))
     turn.checkpoint("load", None)
     return _drive(turn)
+
+
+def _auto_compress(ctx: AppContext, loaded: LoadedPrompt, events: TurnEvents | None) -> LoadedPrompt:
+    """compression.auto_after_messages: compress a long history before the model sees it.
+
+    The turn's restore point holds the uncompressed history, so one rollback undoes both.
+    """
+    from koogcli.services import compression
+
+    settings = ctx.settings.compression
+    count = sum(1 for m in loaded.messages if m.role != "system")
+    if not settings.auto_after_messages or count <= settings.auto_after_messages:
+        return loaded
+    strategy = compression.build_strategy(settings, compression.CompressRequest(SessionName("auto")))
+    compressed, _ = compression.compress_prompt(ctx, loaded.messages, strategy, settings.preserve_memory)
+    if compressed is None:
+        return loaded
+    if events and events.on_note:
+        events.on_note(f"compressed the history ({strategy.name}): {len(loaded.messages)} → "
+                       f"{len(compressed)} messages")
+    return LoadedPrompt(compressed, loaded.revision)
 
 
 def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:

@@ -1,0 +1,309 @@
+"""History compression strategies (KOOG_SEMANTICS §2), written against a Summarizer.
+
+Every strategy rebuilds the history Koog's way (`compose`): all system messages, the first
+user message and the memory messages, stably sorted by timestamp; then the summary (or
+facts) messages; then any trailing unanswered tool calls. Summaries are assistant messages
+marked `meta.kind = "summary"`, facts `"facts"`. A strategy returns None when it leaves the
+history as it was (facts found nothing and no fallback).
+
+The Summarizer sends many requests at once (Koog sends them one by one) and returns the
+answers in request order; a failed request raises, so a compression is all or nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from koogcli.core.errors import UsageError
+from koogcli.core.messages import Message, system, user
+from koogcli.core.messages import assistant as assistant_message
+
+MEMORY_MARKERS = ("Here are the relevant facts from memory", "Memory feature is not enabled")
+
+SUMMARY_PROMPT = """\
+Summarize the conversation so far so that it can go on from this summary alone.
+
+Cover:
+1. The goals and problems being worked on
+2. Every tool that was used, why, and what it returned
+3. Important facts that were found or produced
+4. Where things stand and what was concluded
+5. Questions still open and work not yet done
+
+Arrange it under clear headings:
+- Goals
+- Tools and results
+- Findings
+- Status
+- Next steps
+
+Apart from the system message, this summary is all that will remain of the conversation.
+Make sure it holds everything needed to carry on."""
+
+
+class Summarizer(Protocol):
+    def ask_all(self, prompts: Sequence[Sequence[Message]]) -> list[str]:
+        """One model request per prompt (no tools); answers in prompt order."""
+        ...
+
+
+class Strategy(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def compress(self, history: Sequence[Message], memory: Sequence[Message],
+                 llm: Summarizer) -> list[Message] | None: ...
+
+
+def is_tool_call(m: Message) -> bool:
+    return m.role == "assistant" and bool(m.tool_calls)
+
+
+def is_memory(m: Message) -> bool:
+    return m.meta.get("kind") == "memory" or any(marker in m.text for marker in MEMORY_MARKERS)
+
+
+def memory_messages(history: Sequence[Message], preserve: bool) -> list[Message]:
+    return [m for m in history if is_memory(m)] if preserve else []
+
+
+def _timestamp(m: Message) -> datetime:
+    try:
+        stamp = datetime.fromisoformat(m.created_at)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
+def drop_trailing_calls(history: Sequence[Message]) -> list[Message]:
+    out = list(history)
+    while out and is_tool_call(out[-1]):
+        out.pop()
+    return out
+
+
+def trailing_calls(history: Sequence[Message]) -> list[Message]:
+    return history[len(drop_trailing_calls(history)) :] if history else []  # type: ignore[return-value]
+
+
+def compose(original: Sequence[Message], summaries: Sequence[Message],
+            memory: Sequence[Message]) -> list[Message]:
+    head = [m for m in original if m.role == "system"]
+    first_user = next((m for m in original if m.role == "user"), None)
+    if first_user is not None:
+        head.append(first_user)
+    head += memory
+    head.sort(key=_timestamp)  # stable: a leading user message stays ahead of a later system one
+    return [*head, *summaries, *trailing_calls(original)]
+
+
+def summary_message(text: str) -> Message:
+    m = assistant_message(text)
+    return Message(role="assistant", content=m.content, id=m.id, created_at=m.created_at,
+                   meta={"kind": "summary"})
+
+
+def summary_prompt(messages: Sequence[Message]) -> list[Message]:
+    return [*drop_trailing_calls(messages), user(SUMMARY_PROMPT)]
+
+
+@dataclass(frozen=True)
+class WholeHistory:
+    name: str = "whole"
+
+    def compress(self, history: Sequence[Message], memory: Sequence[Message],
+                 llm: Summarizer) -> list[Message]:
+        [text] = llm.ask_all([summary_prompt(history)])
+        return compose(history, [summary_message(text)], memory)
+
+
+@dataclass(frozen=True)
+class FromLastNMessages:
+    n: int
+    name: str = "last-n"
+
+    def compress(self, history: Sequence[Message], memory: Sequence[Message],
+                 llm: Summarizer) -> list[Message]:
+        tail = set(map(id, history[-self.n :])) if self.n > 0 else set()
+        kept = [m for m in history if m.role == "system" or id(m) in tail]
+        [text] = llm.ask_all([summary_prompt(kept)])
+        return compose(history, [summary_message(text)], memory)
+
+
+@dataclass(frozen=True)
+class FromTimestamp:
+    since: datetime
+    name: str = "since"
+
+    def compress(self, history: Sequence[Message], memory: Sequence[Message],
+                 llm: Summarizer) -> list[Message]:
+        kept = [m for m in history if m.role == "system" or _timestamp(m) >= self.since]
+        [text] = llm.ask_all([summary_prompt(kept)])
+        return compose(history, [summary_message(text)], memory)
+
+
+@dataclass(frozen=True)
+class Chunked:
+    size: int
+    name: str = "chunked"
+
+    def compress(self, history: Sequence[Message], memory: Sequence[Message],
+                 llm: Summarizer) -> list[Message]:
+        chunks = [history[i : i + self.size] for i in range(0, len(history), self.size)]
+        texts = llm.ask_all([summary_prompt(chunk) for chunk in chunks])
+        return compose(history, [summary_message(t) for t in texts], memory)
+
+
+@dataclass(frozen=True)
+class WholeHistoryPerSystemMessage:
+    """Koog's WholeHistoryMultipleSystemMessages: each system-delimited block on its own."""
+
+    name: str = "per-system"
+
+    def compress(self, history: Sequence[Message], memory: Sequence[Message],
+                 llm: Summarizer) -> list[Message]:
+        blocks: list[list[Message]] = []
+        seen_system = False
+        for m in history:
+            if (m.role == "system" and seen_system) or not blocks:
+                blocks.append([])
+            seen_system = seen_system or m.role == "system"
+            blocks[-1].append(m)
+        texts = llm.ask_all([summary_prompt(block) for block in blocks])
+        out: list[Message] = []
+        for index, (block, text) in enumerate(zip(blocks, texts, strict=True)):
+            out += compose(block, [summary_message(text)], memory if index == 0 else [])
+        return out
+
+
+# --- fact retrieval ---------------------------------------------------------------------
+
+NO_FACT = "No facts extracted"
+
+
+@dataclass(frozen=True)
+class Concept:
+    name: str
+    description: str
+    multiple: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Concept:
+        """NAME:DESCRIPTION[:single|multiple]"""
+        name, _, rest = text.partition(":")
+        description, kind = rest, "single"
+        head, sep, last = rest.rpartition(":")
+        if sep and last.strip().lower() in ("single", "multiple"):
+            description, kind = head, last.strip().lower()
+        if not name.strip() or not description.strip():
+            raise UsageError(f"invalid concept {text!r}",
+                             hint="write NAME:DESCRIPTION[:single|multiple]")
+        return cls(name.strip(), description.strip(), kind == "multiple")
+
+
+def _escape(text: str) -> str:
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;").replace("'", "&apos;"))
+
+
+def wrap_for_extraction(history: Sequence[Message]) -> str:
+    lines = ["<conversation_to_extract_facts>"]
+    for m in drop_trailing_calls(history):
+        if m.role == "tool":
+            lines.append(f'<tool_result tool="{_escape(m.name or "")}">\n{_escape(m.text)}\n</tool_result>')
+            continue
+        if m.text or not m.tool_calls:
+            lines.append(f"<{m.role}>\n{_escape(m.text)}\n</{m.role}>")
+        for call in m.tool_calls:
+            lines.append(f'<tool_call tool="{_escape(call.name)}">\n{_escape(call.arguments)}\n</tool_call>')
+    lines.append("</conversation_to_extract_facts>")
+    return "\n".join(lines) + "\n"
+
+
+def extraction_instruction(concept: Concept) -> str:
+    scope = ("every essential fact" if concept.multiple else "the single most important fact")
+    rules = (
+        ["Keep outcomes and established information, not the actions taken.",
+         "From tool results keep what was discovered, not how.",
+         "Each fact must make sense on its own, as if nothing else survives.",
+         "Merge related details into one complete fact where you can."]
+        if concept.multiple else
+        ["Pick the most essential outcome or established piece of information.",
+         "From tool results keep only the most important discovery.",
+         "The fact must make sense on its own, as if nothing else survives.",
+         "Prefer the fact that matters most for understanding the concept."])
+    shape = ('a JSON object with a "facts" array whose elements each have a "fact" string'
+             if concept.multiple else 'a JSON object with one "fact" string')
+    numbered = "\n".join(f"{i}. {rule}" for i, rule in enumerate(rules, start=1))
+    return (
+        "You extract facts from an agent's conversation so the conversation can be compressed.\n\n"
+        "The conversation comes enclosed in <conversation_to_extract_facts> tags. Extract "
+        f'{scope} about "{concept.name}" ({concept.description}).\n\n'
+        f"Rules:\n{numbered}\n\nAnswer with {shape} and nothing else."
+    )
+
+
+def parse_facts(concept: Concept, answer: str) -> list[str]:
+    """Facts from the model's JSON answer; unparsable answers give none (Koog's sentinel)."""
+    match = re.search(r"\{.*\}", answer, re.DOTALL)
+    try:
+        data = json.loads(match.group(0) if match else answer)
+    except (json.JSONDecodeError, TypeError):
+        return []
+    if concept.multiple:
+        items = data.get("facts") if isinstance(data, dict) else None
+        facts = [i.get("fact") for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    else:
+        facts = [data.get("fact")] if isinstance(data, dict) else []
+    return [f.strip() for f in facts if isinstance(f, str) and f.strip() and f.strip() != NO_FACT]
+
+
+def facts_message(found: Sequence[tuple[Concept, list[str]]], tool_interactions: int) -> Message:
+    sections = "\n".join(
+        f"## KNOWN FACTS ABOUT `{c.name}` ({c.description})\n" + "\n".join(f"- {f}" for f in facts) + "\n"
+        for c, facts in found
+    )
+    text = (
+        "[CONTEXT RESTORATION]\n\n"
+        "Earlier parts of this conversation were compressed. These facts about the configured "
+        "concepts were kept.\n\n"
+        f"**Extracted facts:**\n<compressed_facts>\n{sections}</compressed_facts>\n\n"
+        f"**Current status:**\nAbout {tool_interactions} tool interactions happened before "
+        "compression. Only facts about the configured concepts survived; task state, pending "
+        "steps and the recent flow of the conversation may be missing."
+    )
+    m = assistant_message(text)
+    return Message(role="assistant", content=text, id=m.id, created_at=m.created_at,
+                   meta={"kind": "facts"})
+
+
+@dataclass(frozen=True)
+class FactRetrieval:
+    concepts: tuple[Concept, ...]
+    fallback: Strategy | None = None
+    name: str = "facts"
+
+    def compress(self, history: Sequence[Message], memory: Sequence[Message],
+                 llm: Summarizer) -> list[Message] | None:
+        wrapped = wrap_for_extraction(history)
+        prompts = [[system(extraction_instruction(c)), user(wrapped)] for c in self.concepts]
+        answers = llm.ask_all(prompts)
+        found = [(c, facts) for c, a in zip(self.concepts, answers, strict=True)
+                 if (facts := parse_facts(c, a))]
+        if not found:
+            return self.fallback.compress(history, memory, llm) if self.fallback else None
+        tools = sum(1 for m in history if m.role == "tool")
+        return compose(history, [facts_message(found, tools)], memory)
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """About four characters a token, plus a little per message; enough to compare."""
+    return sum(4 + (len(m.text) + sum(len(c.arguments) for c in m.tool_calls)) // 4 for m in messages)
+
+
+StrategyFactory = Callable[[], Strategy]

@@ -1,0 +1,21 @@
+"""/compress [STRATEGY] in the REPL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from koogcli.cli import render
+from koogcli.repl.slash import REGISTRY
+
+if TYPE_CHECKING:
+    from koogcli.repl.loop import ReplState
+
+
+@REGISTRY.add("compress", "/compress [STRATEGY]",
+              "summarise this session's history (undo: /rollback)")
+def _compress(state: ReplState, args: str) -> None:
+    from koogcli.services.compression import CompressRequest, compress
+
+    with render.ProgressBar("summarising") as bar:
+        result = compress(state.ctx, CompressRequest(state.session, args or None), bar.update)
+    state.ui.info(render.compress_line(result))
