@@ -12,16 +12,25 @@ def compress(
     ctx: typer.Context,
     session: str | None = typer.Option(None, "-s", "--session", help="Session name."),
     strategy: str | None = typer.Option(
-        None, "--strategy", help="whole, last-n, since, chunked, facts or per-system."),
+        None, "--strategy", help="whole, last-n, since, chunked, facts or per-system."
+    ),
     last: int | None = typer.Option(None, "--last", min=1, help="last-n: messages to summarise."),
     since: str | None = typer.Option(None, "--since", help="since: an ISO-8601 time."),
-    chunk_size: int | None = typer.Option(None, "--chunk-size", min=1, help="chunked: messages per chunk."),
+    chunk_size: int | None = typer.Option(
+        None, "--chunk-size", min=1, help="chunked: messages per chunk."
+    ),
     concept: list[str] = typer.Option(
-        [], "--concept", help="facts: NAME:DESCRIPTION[:single|multiple], repeatable."),
-    fallback: str | None = typer.Option(None, "--fallback", help="facts: strategy when none found."),
-    no_preserve_memory: bool = typer.Option(False, "--no-preserve-memory",
-                                            help="Let memory messages be summarised too."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the would-be history; write nothing."),
+        [], "--concept", help="facts: NAME:DESCRIPTION[:single|multiple], repeatable."
+    ),
+    fallback: str | None = typer.Option(
+        None, "--fallback", help="facts: strategy when none found."
+    ),
+    no_preserve_memory: bool = typer.Option(
+        False, "--no-preserve-memory", help="Let memory messages be summarised too."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the would-be history; write nothing."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
 ) -> None:
     """Replace a session's history with an LLM summary (undo: koog rollback --latest)."""
@@ -30,8 +39,16 @@ def compress(
 
     app_ctx = globals_of(ctx).build()
     request = CompressRequest(
-        app_ctx.session(session), strategy, last, since, chunk_size, tuple(concept), fallback,
-        False if no_preserve_memory else None, dry_run)
+        app_ctx.session(session),
+        strategy,
+        last,
+        since,
+        chunk_size,
+        tuple(concept),
+        fallback,
+        False if no_preserve_memory else None,
+        dry_run,
+    )
     with render.ProgressBar("summarising") as bar:
         result = run(app_ctx, request, bar.update)
     if as_json:

@@ -270,10 +270,15 @@ def compress_dict(result: Any) -> dict[str, Any]:
     from koogcli.core.compression import estimate_tokens
 
     data = {
-        "session": result.session, "strategy": result.strategy, "dry_run": result.dry_run,
-        "changed": result.changed, "messages_before": len(result.before),
-        "messages_after": len(result.after), "tokens_before": estimate_tokens(result.before),
-        "tokens_after": estimate_tokens(result.after), "requests": result.requests,
+        "session": result.session,
+        "strategy": result.strategy,
+        "dry_run": result.dry_run,
+        "changed": result.changed,
+        "messages_before": len(result.before),
+        "messages_after": len(result.after),
+        "tokens_before": estimate_tokens(result.before),
+        "tokens_after": estimate_tokens(result.after),
+        "requests": result.requests,
         "checkpoint": result.checkpoint,
     }
     if result.dry_run:
@@ -286,8 +291,10 @@ def compress_line(result: Any) -> str:
     if not result.changed:
         return f"{result.strategy}: nothing to keep was found; the history of {result.session} is unchanged"
     verb = "would compress" if result.dry_run else "compressed"
-    line = (f"{verb} {result.session}: {data['messages_before']} → {data['messages_after']} messages, "
-            f"~{data['tokens_before']} → ~{data['tokens_after']} tokens, {result.requests} request(s)")
+    line = (
+        f"{verb} {result.session}: {data['messages_before']} → {data['messages_after']} messages, "
+        f"~{data['tokens_before']} → ~{data['tokens_after']} tokens, {result.requests} request(s)"
+    )
     if result.checkpoint:
         line += f"; undo with `koog rollback -s {result.session} --latest`"
     return line

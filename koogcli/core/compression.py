@@ -56,8 +56,9 @@ class Strategy(Protocol):
     @property
     def name(self) -> str: ...
 
-    def compress(self, history: Sequence[Message], memory: Sequence[Message],
-                 llm: Summarizer) -> list[Message] | None: ...
+    def compress(
+        self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+    ) -> list[Message] | None: ...
 
 
 def is_tool_call(m: Message) -> bool:
@@ -91,8 +92,9 @@ def trailing_calls(history: Sequence[Message]) -> list[Message]:
     return history[len(drop_trailing_calls(history)) :] if history else []  # type: ignore[return-value]
 
 
-def compose(original: Sequence[Message], summaries: Sequence[Message],
-            memory: Sequence[Message]) -> list[Message]:
+def compose(
+    original: Sequence[Message], summaries: Sequence[Message], memory: Sequence[Message]
+) -> list[Message]:
     head = [m for m in original if m.role == "system"]
     first_user = next((m for m in original if m.role == "user"), None)
     if first_user is not None:
@@ -104,8 +106,13 @@ def compose(original: Sequence[Message], summaries: Sequence[Message],
 
 def summary_message(text: str) -> Message:
     m = assistant_message(text)
-    return Message(role="assistant", content=m.content, id=m.id, created_at=m.created_at,
-                   meta={"kind": "summary"})
+    return Message(
+        role="assistant",
+        content=m.content,
+        id=m.id,
+        created_at=m.created_at,
+        meta={"kind": "summary"},
+    )
 
 
 def summary_prompt(messages: Sequence[Message]) -> list[Message]:
@@ -116,8 +123,9 @@ def summary_prompt(messages: Sequence[Message]) -> list[Message]:
 class WholeHistory:
     name: str = "whole"
 
-    def compress(self, history: Sequence[Message], memory: Sequence[Message],
-                 llm: Summarizer) -> list[Message]:
+    def compress(
+        self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+    ) -> list[Message]:
         [text] = llm.ask_all([summary_prompt(history)])
         return compose(history, [summary_message(text)], memory)
 
@@ -127,8 +135,9 @@ class FromLastNMessages:
     n: int
     name: str = "last-n"
 
-    def compress(self, history: Sequence[Message], memory: Sequence[Message],
-                 llm: Summarizer) -> list[Message]:
+    def compress(
+        self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+    ) -> list[Message]:
         tail = set(map(id, history[-self.n :])) if self.n > 0 else set()
         kept = [m for m in history if m.role == "system" or id(m) in tail]
         [text] = llm.ask_all([summary_prompt(kept)])
@@ -140,8 +149,9 @@ class FromTimestamp:
     since: datetime
     name: str = "since"
 
-    def compress(self, history: Sequence[Message], memory: Sequence[Message],
-                 llm: Summarizer) -> list[Message]:
+    def compress(
+        self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+    ) -> list[Message]:
         kept = [m for m in history if m.role == "system" or _timestamp(m) >= self.since]
         [text] = llm.ask_all([summary_prompt(kept)])
         return compose(history, [summary_message(text)], memory)
@@ -152,8 +162,9 @@ class Chunked:
     size: int
     name: str = "chunked"
 
-    def compress(self, history: Sequence[Message], memory: Sequence[Message],
-                 llm: Summarizer) -> list[Message]:
+    def compress(
+        self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+    ) -> list[Message]:
         chunks = [history[i : i + self.size] for i in range(0, len(history), self.size)]
         texts = llm.ask_all([summary_prompt(chunk) for chunk in chunks])
         return compose(history, [summary_message(t) for t in texts], memory)
@@ -165,8 +176,9 @@ class WholeHistoryPerSystemMessage:
 
     name: str = "per-system"
 
-    def compress(self, history: Sequence[Message], memory: Sequence[Message],
-                 llm: Summarizer) -> list[Message]:
+    def compress(
+        self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+    ) -> list[Message]:
         blocks: list[list[Message]] = []
         seen_system = False
         for m in history:
@@ -201,44 +213,62 @@ class Concept:
         if sep and last.strip().lower() in ("single", "multiple"):
             description, kind = head, last.strip().lower()
         if not name.strip() or not description.strip():
-            raise UsageError(f"invalid concept {text!r}",
-                             hint="write NAME:DESCRIPTION[:single|multiple]")
+            raise UsageError(
+                f"invalid concept {text!r}", hint="write NAME:DESCRIPTION[:single|multiple]"
+            )
         return cls(name.strip(), description.strip(), kind == "multiple")
 
 
 def _escape(text: str) -> str:
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;").replace("'", "&apos;"))
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&apos;")
+    )
 
 
 def wrap_for_extraction(history: Sequence[Message]) -> str:
     lines = ["<conversation_to_extract_facts>"]
     for m in drop_trailing_calls(history):
         if m.role == "tool":
-            lines.append(f'<tool_result tool="{_escape(m.name or "")}">\n{_escape(m.text)}\n</tool_result>')
+            lines.append(
+                f'<tool_result tool="{_escape(m.name or "")}">\n{_escape(m.text)}\n</tool_result>'
+            )
             continue
         if m.text or not m.tool_calls:
             lines.append(f"<{m.role}>\n{_escape(m.text)}\n</{m.role}>")
         for call in m.tool_calls:
-            lines.append(f'<tool_call tool="{_escape(call.name)}">\n{_escape(call.arguments)}\n</tool_call>')
+            lines.append(
+                f'<tool_call tool="{_escape(call.name)}">\n{_escape(call.arguments)}\n</tool_call>'
+            )
     lines.append("</conversation_to_extract_facts>")
     return "\n".join(lines) + "\n"
 
 
 def extraction_instruction(concept: Concept) -> str:
-    scope = ("every essential fact" if concept.multiple else "the single most important fact")
+    scope = "every essential fact" if concept.multiple else "the single most important fact"
     rules = (
-        ["Keep outcomes and established information, not the actions taken.",
-         "From tool results keep what was discovered, not how.",
-         "Each fact must make sense on its own, as if nothing else survives.",
-         "Merge related details into one complete fact where you can."]
-        if concept.multiple else
-        ["Pick the most essential outcome or established piece of information.",
-         "From tool results keep only the most important discovery.",
-         "The fact must make sense on its own, as if nothing else survives.",
-         "Prefer the fact that matters most for understanding the concept."])
-    shape = ('a JSON object with a "facts" array whose elements each have a "fact" string'
-             if concept.multiple else 'a JSON object with one "fact" string')
+        [
+            "Keep outcomes and established information, not the actions taken.",
+            "From tool results keep what was discovered, not how.",
+            "Each fact must make sense on its own, as if nothing else survives.",
+            "Merge related details into one complete fact where you can.",
+        ]
+        if concept.multiple
+        else [
+            "Pick the most essential outcome or established piece of information.",
+            "From tool results keep only the most important discovery.",
+            "The fact must make sense on its own, as if nothing else survives.",
+            "Prefer the fact that matters most for understanding the concept.",
+        ]
+    )
+    shape = (
+        'a JSON object with a "facts" array whose elements each have a "fact" string'
+        if concept.multiple
+        else 'a JSON object with one "fact" string'
+    )
     numbered = "\n".join(f"{i}. {rule}" for i, rule in enumerate(rules, start=1))
     return (
         "You extract facts from an agent's conversation so the conversation can be compressed.\n\n"
@@ -257,7 +287,9 @@ def parse_facts(concept: Concept, answer: str) -> list[str]:
         return []
     if concept.multiple:
         items = data.get("facts") if isinstance(data, dict) else None
-        facts = [i.get("fact") for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        facts = (
+            [i.get("fact") for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+        )
     else:
         facts = [data.get("fact")] if isinstance(data, dict) else []
     return [f.strip() for f in facts if isinstance(f, str) and f.strip() and f.strip() != NO_FACT]
@@ -265,7 +297,9 @@ def parse_facts(concept: Concept, answer: str) -> list[str]:
 
 def facts_message(found: Sequence[tuple[Concept, list[str]]], tool_interactions: int) -> Message:
     sections = "\n".join(
-        f"## KNOWN FACTS ABOUT `{c.name}` ({c.description})\n" + "\n".join(f"- {f}" for f in facts) + "\n"
+        f"## KNOWN FACTS ABOUT `{c.name}` ({c.description})\n"
+        + "\n".join(f"- {f}" for f in facts)
+        + "\n"
         for c, facts in found
     )
     text = (
@@ -278,8 +312,9 @@ def facts_message(found: Sequence[tuple[Concept, list[str]]], tool_interactions:
         "steps and the recent flow of the conversation may be missing."
     )
     m = assistant_message(text)
-    return Message(role="assistant", content=text, id=m.id, created_at=m.created_at,
-                   meta={"kind": "facts"})
+    return Message(
+        role="assistant", content=text, id=m.id, created_at=m.created_at, meta={"kind": "facts"}
+    )
 
 
 @dataclass(frozen=True)
@@ -288,13 +323,17 @@ class FactRetrieval:
     fallback: Strategy | None = None
     name: str = "facts"
 
-    def compress(self, history: Sequence[Message], memory: Sequence[Message],
-                 llm: Summarizer) -> list[Message] | None:
+    def compress(
+        self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+    ) -> list[Message] | None:
         wrapped = wrap_for_extraction(history)
         prompts = [[system(extraction_instruction(c)), user(wrapped)] for c in self.concepts]
         answers = llm.ask_all(prompts)
-        found = [(c, facts) for c, a in zip(self.concepts, answers, strict=True)
-                 if (facts := parse_facts(c, a))]
+        found = [
+            (c, facts)
+            for c, a in zip(self.concepts, answers, strict=True)
+            if (facts := parse_facts(c, a))
+        ]
         if not found:
             return self.fallback.compress(history, memory, llm) if self.fallback else None
         tools = sum(1 for m in history if m.role == "tool")
@@ -303,7 +342,9 @@ class FactRetrieval:
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """About four characters a token, plus a little per message; enough to compare."""
-    return sum(4 + (len(m.text) + sum(len(c.arguments) for c in m.tool_calls)) // 4 for m in messages)
+    return sum(
+        4 + (len(m.text) + sum(len(c.arguments) for c in m.tool_calls)) // 4 for m in messages
+    )
 
 
 StrategyFactory = Callable[[], Strategy]

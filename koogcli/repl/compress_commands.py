@@ -11,8 +11,9 @@ if TYPE_CHECKING:
     from koogcli.repl.loop import ReplState
 
 
-@REGISTRY.add("compress", "/compress [STRATEGY]",
-              "summarise this session's history (undo: /rollback)")
+@REGISTRY.add(
+    "compress", "/compress [STRATEGY]", "summarise this session's history (undo: /rollback)"
+)
 def _compress(state: ReplState, args: str) -> None:
     from koogcli.services.compression import CompressRequest, compress
 

@@ -92,8 +92,9 @@ def build_strategy(settings: CompressionSettings, request: CompressRequest) -> c
     return _strategy(request.strategy or settings.strategy, settings, request, allow_fallback=True)
 
 
-def _strategy(name: str, settings: CompressionSettings, request: CompressRequest,
-              allow_fallback: bool) -> core.Strategy:
+def _strategy(
+    name: str, settings: CompressionSettings, request: CompressRequest, allow_fallback: bool
+) -> core.Strategy:
     if name == "whole":
         return core.WholeHistory()
     if name == "per-system":
@@ -105,7 +106,9 @@ def _strategy(name: str, settings: CompressionSettings, request: CompressRequest
     if name == "since":
         text = request.since or settings.since
         if not text:
-            raise UsageError("strategy 'since' needs a time", hint="pass --since 2026-11-29T10:00:00Z")
+            raise UsageError(
+                "strategy 'since' needs a time", hint="pass --since 2026-11-29T10:00:00Z"
+            )
         try:
             since = datetime.fromisoformat(text)
         except ValueError as exc:
@@ -114,8 +117,10 @@ def _strategy(name: str, settings: CompressionSettings, request: CompressRequest
     if name == "facts":
         concepts = tuple(core.Concept.parse(c) for c in (request.concepts or settings.concepts))
         if not concepts:
-            raise UsageError("strategy 'facts' needs concepts",
-                             hint="pass --concept NAME:DESCRIPTION[:single|multiple]")
+            raise UsageError(
+                "strategy 'facts' needs concepts",
+                hint="pass --concept NAME:DESCRIPTION[:single|multiple]",
+            )
         fallback_name = request.fallback if request.fallback is not None else settings.fallback
         fallback = None
         if fallback_name and allow_fallback:
@@ -123,20 +128,27 @@ def _strategy(name: str, settings: CompressionSettings, request: CompressRequest
                 raise UsageError("the fallback of 'facts' cannot be 'facts'")
             fallback = _strategy(fallback_name, settings, request, allow_fallback=False)
         return core.FactRetrieval(concepts, fallback)
-    raise UsageError(f"unknown strategy {name!r}",
-                     hint="use whole, last-n, since, chunked, facts or per-system")
+    raise UsageError(
+        f"unknown strategy {name!r}", hint="use whole, last-n, since, chunked, facts or per-system"
+    )
 
 
-def compress_prompt(ctx: AppContext, prompt: Sequence[Message], strategy: core.Strategy,
-                    preserve_memory: bool, progress: Progress | None = None
-                    ) -> tuple[list[Message] | None, int]:
+def compress_prompt(
+    ctx: AppContext,
+    prompt: Sequence[Message],
+    strategy: core.Strategy,
+    preserve_memory: bool,
+    progress: Progress | None = None,
+) -> tuple[list[Message] | None, int]:
     """The compressed prompt (None: unchanged) and the number of requests made."""
     summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, progress)
     memory = core.memory_messages(prompt, preserve_memory)
     return strategy.compress(list(prompt), memory, summarizer), summarizer.requests
 
 
-def compress(ctx: AppContext, request: CompressRequest, progress: Progress | None = None) -> CompressResult:
+def compress(
+    ctx: AppContext, request: CompressRequest, progress: Progress | None = None
+) -> CompressResult:
     from koogcli.services.turn import live_prompt
 
     settings = ctx.settings.compression
@@ -145,19 +157,40 @@ def compress(ctx: AppContext, request: CompressRequest, progress: Progress | Non
     if not stored.messages:
         raise UsageError(f"session {request.session.value} has no history to compress")
     prompt = ctx.memory.prepare(stored, live_prompt(ctx, None)).messages
-    preserve = settings.preserve_memory if request.preserve_memory is None else request.preserve_memory
+    preserve = (
+        settings.preserve_memory if request.preserve_memory is None else request.preserve_memory
+    )
     compressed, requests = compress_prompt(ctx, prompt, strategy, preserve, progress)
     after = ctx.pipeline(compressed) if compressed is not None else list(stored.messages)
-    result = CompressResult(request.session.value, strategy.name, list(stored.messages), after,
-                            requests, None, compressed is not None, request.dry_run)
+    result = CompressResult(
+        request.session.value,
+        strategy.name,
+        list(stored.messages),
+        after,
+        requests,
+        None,
+        compressed is not None,
+        request.dry_run,
+    )
     if request.dry_run or compressed is None:
         return result
-    undo = restore_point(ctx, request.session, "compress", messages=stored.messages,
-                         revision=stored.revision)
+    undo = restore_point(
+        ctx, request.session, "compress", messages=stored.messages, revision=stored.revision
+    )
     try:
         ctx.history.write(request.session, after, expected_revision=stored.revision)
     except ConflictError as exc:
-        raise StorageError(f"session {request.session.value} changed during compression; "
-                           "nothing was stored", hint="run `koog compress` again") from exc
-    return CompressResult(result.session, result.strategy, result.before, after, requests,
-                          undo.id if undo else None, True, False)
+        raise StorageError(
+            f"session {request.session.value} changed during compression; nothing was stored",
+            hint="run `koog compress` again",
+        ) from exc
+    return CompressResult(
+        result.session,
+        result.strategy,
+        result.before,
+        after,
+        requests,
+        undo.id if undo else None,
+        True,
+        False,
+    )

@@ -148,7 +148,9 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
     return _drive(turn)
 
 
-def _auto_compress(ctx: AppContext, loaded: LoadedPrompt, events: TurnEvents | None) -> LoadedPrompt:
+def _auto_compress(
+    ctx: AppContext, loaded: LoadedPrompt, events: TurnEvents | None
+) -> LoadedPrompt:
     """compression.auto_after_messages: compress a long history before the model sees it.
 
     The turn's restore point holds the uncompressed history, so one rollback undoes both.
@@ -159,13 +161,19 @@ def _auto_compress(ctx: AppContext, loaded: LoadedPrompt, events: TurnEvents | N
     count = sum(1 for m in loaded.messages if m.role != "system")
     if not settings.auto_after_messages or count <= settings.auto_after_messages:
         return loaded
-    strategy = compression.build_strategy(settings, compression.CompressRequest(SessionName("auto")))
-    compressed, _ = compression.compress_prompt(ctx, loaded.messages, strategy, settings.preserve_memory)
+    strategy = compression.build_strategy(
+        settings, compression.CompressRequest(SessionName("auto"))
+    )
+    compressed, _ = compression.compress_prompt(
+        ctx, loaded.messages, strategy, settings.preserve_memory
+    )
     if compressed is None:
         return loaded
     if events and events.on_note:
-        events.on_note(f"compressed the history ({strategy.name}): {len(loaded.messages)} → "
-                       f"{len(compressed)} messages")
+        events.on_note(
+            f"compressed the history ({strategy.name}): {len(loaded.messages)} → "
+            f"{len(compressed)} messages"
+        )
     return LoadedPrompt(compressed, loaded.revision)
 
 

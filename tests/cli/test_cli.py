@@ -166,7 +166,9 @@ def test_internal_errors_are_one_line_without_debug(
 
 
 def test_failed_compensation_exits_1_after_running_the_rest(
-    koog: Callable[..., Any], fake_model: FakeChatModel, write_config: Callable[[str], Path],
+    koog: Callable[..., Any],
+    fake_model: FakeChatModel,
+    write_config: Callable[[str], Path],
     isolated: Path,
 ) -> None:
     from koogcli.core.messages import ToolCall
@@ -178,10 +180,15 @@ def test_failed_compensation_exits_1_after_running_the_rest(
         "def unmake(name: str) -> str:\n"
         "    if name == 'bad':\n        raise RuntimeError('stuck')\n    return 'unmade ' + name\n"
     )
-    write_config('[[tools]]\ncallable = "cli_undo_tools:make"\nrollback = "cli_undo_tools:unmake"\n')
+    write_config(
+        '[[tools]]\ncallable = "cli_undo_tools:make"\nrollback = "cli_undo_tools:unmake"\n'
+    )
     checkpoint = koog("checkpoint", "create", "-s", "x").stdout.strip()
     fake_model.enqueue(
-        Completion("", (ToolCall("1", "make", '{"name": "good"}'), ToolCall("2", "make", '{"name": "bad"}'))),
+        Completion(
+            "",
+            (ToolCall("1", "make", '{"name": "good"}'), ToolCall("2", "make", '{"name": "bad"}')),
+        ),
         "made both",
     )
     chat(koog, "x", "make two")

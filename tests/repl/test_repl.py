@@ -263,3 +263,14 @@ def test_tool_calls_show_as_dim_lines(
     ui, _ = repl("go" + ENTER + CTRL_D)
     assert '→ shout({"text": "hey"})' in ui.infos and "← HEY" in ui.infos
     assert ui.replies == ["done"]
+
+
+def test_compress_command(repl: Callable[..., Any], fake_model: FakeChatModel) -> None:
+    fake_model.answer = lambda r: (
+        "the gist"
+        if r.messages[-1].text.startswith("Summarize")
+        else "echo: " + r.messages[-1].text
+    )
+    ui, ctx = repl("a" + ENTER + "b" + ENTER + "/compress" + ENTER + CTRL_D)
+    assert any(i.startswith("compressed r: 5 → 3 messages") for i in ui.infos)
+    assert [m.text for m in ctx.history.load(SessionName("r"))][-1] == "the gist"

@@ -16,7 +16,9 @@ def t(n: int) -> str:
     return f"2023-01-01T00:{n:02d}:00Z"
 
 
-def msg(role: str, text: str | None, n: int, calls: Sequence[ToolCall] = (), **kw: object) -> Message:
+def msg(
+    role: str, text: str | None, n: int, calls: Sequence[ToolCall] = (), **kw: object
+) -> Message:
     return Message(role=role, content=text, created_at=t(n), tool_calls=tuple(calls), **kw)  # type: ignore[arg-type]
 
 
@@ -58,13 +60,32 @@ def shape(messages: Sequence[Message] | None) -> list[str]:
 
 
 SEVEN = [S("S0", 0), U("U0", 1), A("A0", 2), S("S1", 3), U("U1", 4), A("A1", 5), S("S2", 6)]
-LONG = [S("S0", 0), U("User message 0", 1), A("A0", 2), TC(3, "a"), TR(4, "a"), TC(5, "b"), TR(6, "b"),
-        S("S1", 7), U("U1", 8), A("A1", 9), TC(10, "c"), TR(11, "c"), TC(12, "d"), TR(13, "d"),
-        A("A2", 14), S("S2", 15), A("A3", 16), TC(17, "e"), TR(18, "e")]
+LONG = [
+    S("S0", 0),
+    U("User message 0", 1),
+    A("A0", 2),
+    TC(3, "a"),
+    TR(4, "a"),
+    TC(5, "b"),
+    TR(6, "b"),
+    S("S1", 7),
+    U("U1", 8),
+    A("A1", 9),
+    TC(10, "c"),
+    TR(11, "c"),
+    TC(12, "d"),
+    TR(13, "d"),
+    A("A2", 14),
+    S("S2", 15),
+    A("A3", 16),
+    TC(17, "e"),
+    TR(18, "e"),
+]
 
 
-def run(strategy: c.Strategy, history: Sequence[Message], llm: Scripted | None = None
-        ) -> list[Message] | None:
+def run(
+    strategy: c.Strategy, history: Sequence[Message], llm: Scripted | None = None
+) -> list[Message] | None:
     return strategy.compress(history, c.memory_messages(history, True), llm or Scripted())
 
 
@@ -82,7 +103,11 @@ def test_case24_trailing_tool_call_is_reattached_and_not_summarised() -> None:
 
 
 def test_case25_only_the_first_user_message() -> None:
-    assert shape(run(c.WholeHistory(), [S("S", 0), U("U0", 1), U("U1", 2), A("A", 3)])) == ["S", "U0", "TLDR"]
+    assert shape(run(c.WholeHistory(), [S("S", 0), U("U0", 1), U("U1", 2), A("A", 3)])) == [
+        "S",
+        "U0",
+        "TLDR",
+    ]
 
 
 def test_case26_sorted_by_timestamp() -> None:
@@ -107,21 +132,36 @@ def test_case29_last_n() -> None:
 def test_case30_from_timestamp() -> None:
     llm = Scripted()
     since = datetime(2023, 1, 1, 0, 7, tzinfo=UTC)
-    assert shape(run(c.FromTimestamp(since), LONG, llm)) == ["S0", "User message 0", "S1", "S2", "TLDR"]
+    assert shape(run(c.FromTimestamp(since), LONG, llm)) == [
+        "S0",
+        "User message 0",
+        "S1",
+        "S2",
+        "TLDR",
+    ]
     assert shape(llm.prompts[0][:2]) == ["S0", "S1"]
 
 
 def test_case31_chunked() -> None:
     llm = Scripted()
     assert shape(run(c.Chunked(2), SEVEN, llm)) == ["S0", "U0", "S1", "S2"] + ["TLDR"] * 4
-    assert [shape(p[:-1]) for p in llm.prompts] == [["S0", "U0"], ["A0", "S1"], ["U1", "A1"], ["S2"]]
+    assert [shape(p[:-1]) for p in llm.prompts] == [
+        ["S0", "U0"],
+        ["A0", "S1"],
+        ["U1", "A1"],
+        ["S2"],
+    ]
     out = run(c.Chunked(3), LONG)
     assert shape(out).count("TLDR") == 7
 
 
 def test_case32_request_counts() -> None:
     pairs = [S("sys", 0)] + [m for i in range(15) for m in (U(f"q{i}", 1), A(f"a{i}", 2))]
-    for strategy, expected in [(c.Chunked(4), 8), (c.WholeHistory(), 1), (c.FromLastNMessages(4), 1)]:
+    for strategy, expected in [
+        (c.Chunked(4), 8),
+        (c.WholeHistory(), 1),
+        (c.FromLastNMessages(4), 1),
+    ]:
         llm = Scripted()
         out = run(strategy, pairs, llm)
         assert len(llm.prompts) == expected and shape(out).count("TLDR") == expected
@@ -154,8 +194,11 @@ def test_case34_single_fact() -> None:
 
 
 def test_case35_facts_keep_a_trailing_tool_call() -> None:
-    out = run(c.FactRetrieval((TOPIC,)), [S("S", 0), U("U", 1), A("A", 2), TC(3)],
-              Scripted('{"facts":[{"fact":"F"}]}'))
+    out = run(
+        c.FactRetrieval((TOPIC,)),
+        [S("S", 0), U("U", 1), A("A", 2), TC(3)],
+        Scripted('{"facts":[{"fact":"F"}]}'),
+    )
     assert out is not None and out[-1].tool_calls
 
 
@@ -190,8 +233,12 @@ def test_memory_messages_survive_only_when_preserved(preserve: bool, kept: bool)
 
 
 def test_concept_parsing() -> None:
-    assert c.Concept.parse("topic:what we discuss:multiple") == c.Concept("topic", "what we discuss", True)
-    assert c.Concept.parse("url:a link: with colon") == c.Concept("url", "a link: with colon", False)
+    assert c.Concept.parse("topic:what we discuss:multiple") == c.Concept(
+        "topic", "what we discuss", True
+    )
+    assert c.Concept.parse("url:a link: with colon") == c.Concept(
+        "url", "a link: with colon", False
+    )
     with pytest.raises(UsageError):
         c.Concept.parse("nodescription")
 

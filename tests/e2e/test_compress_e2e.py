@@ -1,0 +1,228 @@
+"""End-to-end compression on the real binary against the local test server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import snapshot
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., subprocess.CompletedProcess[str]]
+SUMMARY_START = "Summarize the conversation so far"
+
+
+def summarizing(body: dict[str, Any]) -> dict[str, Any]:
+    """Summaries name the first message they summarise; anything else is echoed."""
+    messages = body["messages"]
+    if messages[-1]["content"].startswith(SUMMARY_START):
+        return {"content": f"summary of: {messages[0]['content']}"}
+    return {"content": f"echo: {messages[-1]['content']}"}
+
+
+def history(run_koog: Run, session: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    shown = run_koog("history", "show", "-s", session, "--format", "json", env=env)
+    return json.loads(shown.stdout)
+
+
+def five_turns(run_koog: Run, session: str, env: dict[str, str] | None = None) -> None:
+    for i in range(5):
+        assert run_koog("chat", "-s", session, "-m", f"question {i}", env=env).returncode == 0
+
+
+def summary_requests(server: FakeOpenAIServer) -> list[list[dict[str, Any]]]:
+    return [
+        r["messages"]
+        for r in server.chat_requests
+        if r["messages"][-1]["content"].startswith(SUMMARY_START)
+    ]
+
+
+def test_whole_then_rollback_latest(run_koog: Run, server: FakeOpenAIServer) -> None:
+    server.responder = summarizing
+    five_turns(run_koog, "w")
+    before = history(run_koog, "w")
+    result = run_koog("compress", "-s", "w", "--strategy", "whole", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    after = history(run_koog, "w")
+    assert len(after) < len(before) and report["messages_after"] == len(after) == 3
+    assert after[0] == before[0] and after[0]["role"] == "system"
+    assert after[1] == before[1] and after[1]["content"] == "question 0"
+    assert after[2]["meta"] == {"kind": "summary"} and after[2]["content"].startswith("summary of")
+    assert report["requests"] == 1 and report["tokens_after"] < report["tokens_before"]
+    assert report["checkpoint"]
+    undo = run_koog("rollback", "-s", "w", "--latest", "--yes")
+    assert undo.returncode == 0, undo.stderr
+    assert history(run_koog, "w") == before
+
+
+def test_dry_run_writes_nothing(run_koog: Run, server: FakeOpenAIServer, data_dir: Path) -> None:
+    server.responder = summarizing
+    five_turns(run_koog, "d")
+    before = snapshot(data_dir)
+    result = run_koog("compress", "-s", "d", "--dry-run")
+    assert result.returncode == 0
+    assert "summary of" in result.stdout and "would compress d: 11 → 3 messages" in result.stderr
+    assert snapshot(data_dir) == before
+
+
+@pytest.fixture
+def no_system(tmp_path: Path) -> dict[str, str]:
+    config = tmp_path / "nosys.toml"
+    config.write_text('[llm]\nsystem_prompt = ""\n')
+    return {"KOOG_CONFIG": str(config)}
+
+
+def test_chunked_one_request_and_summary_per_chunk(
+    run_koog: Run, server: FakeOpenAIServer, no_system: dict[str, str]
+) -> None:
+    server.responder = summarizing
+    five_turns(run_koog, "c", no_system)
+    assert len(history(run_koog, "c", no_system)) == 10
+    result = run_koog(
+        "compress", "-s", "c", "--strategy", "chunked", "--chunk-size", "2", "--json", env=no_system
+    )
+    assert json.loads(result.stdout)["requests"] == 5
+    chunks = sorted(r[0]["content"] for r in summary_requests(server))
+    assert chunks == [f"question {i}" for i in range(5)]
+    after = history(run_koog, "c", no_system)
+    assert [m["content"] for m in after] == ["question 0"] + [
+        f"summary of: question {i}" for i in range(5)
+    ]
+    assert all(m["meta"] == {"kind": "summary"} for m in after[1:])
+
+
+def test_last_n_sends_only_the_tail(run_koog: Run, server: FakeOpenAIServer) -> None:
+    server.responder = summarizing
+    five_turns(run_koog, "n")
+    before = history(run_koog, "n")
+    assert run_koog("compress", "-s", "n", "--strategy", "last-n", "--last", "4").returncode == 0
+    [sent] = summary_requests(server)
+    assert [m["content"] for m in sent[:-1]] == [before[0]["content"]] + [
+        m["content"] for m in before[-4:]
+    ]
+
+
+def test_facts_one_request_per_concept_and_nothing_found_changes_nothing(
+    run_koog: Run, server: FakeOpenAIServer, data_dir: Path
+) -> None:
+    five_turns(run_koog, "f")
+    path = data_dir / "sessions" / "f.json"
+    before = path.read_bytes()
+    server.reset()
+    server.enqueue({"content": "I found nothing worth keeping"}, {"content": "not json"})
+    result = run_koog(
+        "compress",
+        "-s",
+        "f",
+        "--strategy",
+        "facts",
+        "--concept",
+        "topic:the subject",
+        "--concept",
+        "people:who takes part:multiple",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(server.chat_requests) == 2 and json.loads(result.stdout)["changed"] is False
+    prompts = sorted(r["messages"][0]["content"] for r in server.chat_requests)
+    assert '"people"' in prompts[0] and '"topic"' in prompts[1]
+    assert path.read_bytes() == before
+    server.responder = lambda body: (
+        {"content": '{"fact": "They discussed questions 0 to 4"}'}
+        if '"topic"' in body["messages"][0]["content"]
+        else {"content": "{}"}
+    )
+    assert (
+        run_koog(
+            "compress",
+            "-s",
+            "f",
+            "--strategy",
+            "facts",
+            "--concept",
+            "topic:the subject",
+            "--concept",
+            "people:who:multiple",
+        ).returncode
+        == 0
+    )
+    last = history(run_koog, "f")[-1]
+    assert (
+        last["meta"] == {"kind": "facts"} and "They discussed questions 0 to 4" in last["content"]
+    )
+
+
+def test_failed_chunk_aborts_everything(
+    run_koog: Run, server: FakeOpenAIServer, no_system: dict[str, str], data_dir: Path
+) -> None:
+    server.responder = summarizing
+    five_turns(run_koog, "x", no_system)
+    path = data_dir / "sessions" / "x.json"
+    before = path.read_bytes()
+    checkpoints_before = snapshot(data_dir / "checkpoints")
+
+    def third_fails(body: dict[str, Any]) -> dict[str, Any]:
+        if body["messages"][0]["content"] == "question 2":
+            return {"status": 500, "message": "chunk three exploded"}
+        return summarizing(body)
+
+    server.responder = third_fails
+    result = run_koog(
+        "compress", "-s", "x", "--strategy", "chunked", "--chunk-size", "2", env=no_system
+    )
+    assert result.returncode == 1
+    assert "chunk three exploded" in result.stderr and "Traceback" not in result.stderr
+    assert path.read_bytes() == before
+    assert snapshot(data_dir / "checkpoints") == checkpoints_before
+
+
+@pytest.mark.parametrize("flag, survives", [([], True), (["--no-preserve-memory"], False)])
+def test_memory_messages_survive_compression(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path, flag: list[str], survives: bool
+) -> None:
+    server.responder = summarizing
+    five_turns(run_koog, "m")
+    pinned = {
+        "id": "mem1",
+        "role": "user",
+        "created_at": "2026-11-29T12:00:00Z",
+        "content": "Here are the relevant facts from memory about [deploy](how we ship...):\n"
+        "- [deploy]: blue-green\n",
+    }
+    doc = tmp_path / "pin.json"
+    doc.write_text(json.dumps([pinned]))
+    assert run_koog("history", "import", "-s", "m", str(doc)).returncode == 0
+    assert run_koog("compress", "-s", "m", *flag).returncode == 0
+    ids = [m["id"] for m in history(run_koog, "m")]
+    assert ("mem1" in ids) is survives
+
+
+def test_auto_compression_before_the_model_request(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    server.responder = summarizing
+    config = tmp_path / "auto.toml"
+    config.write_text("[compression]\nauto_after_messages = 3\n")
+    env = {"KOOG_CONFIG": str(config)}
+    for i in range(2):
+        run_koog("chat", "-s", "a", "-m", f"q{i}", env=env)
+    third = run_koog("chat", "-s", "a", "-m", "q2", env=env)
+    assert "compressed the history (whole): 5 → 3 messages" in third.stderr
+    asked = server.chat_requests[-1]["messages"]
+    assert [m["content"][:10] for m in asked] == ["You are a ", "q0", "summary of", "q2"]
+    stored = history(run_koog, "a", env)
+    assert [m["content"][:10] for m in stored] == [
+        "You are a ",
+        "q0",
+        "summary of",
+        "q2",
+        "echo: q2",
+    ]
