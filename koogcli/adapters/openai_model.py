@@ -219,3 +219,26 @@ def _usage(raw: Any) -> Usage | None:
         int(getattr(raw, "completion_tokens", 0) or 0),
         int(getattr(raw, "total_tokens", 0) or 0),
     )
+
+
+class OpenAIEmbedder:
+    """Embeddings through the same endpoint's `/embeddings`, with the same error mapping."""
+
+    def __init__(self, chat: OpenAIChatModel, model: str) -> None:
+        self.chat = chat
+        self.model = model
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        try:
+            response = self.chat._client.embeddings.create(model=self.model, input=texts)
+        except Exception as exc:
+            raise self.chat._explain(exc, self.model) from exc
+        vectors = sorted(response.data, key=lambda d: d.index)
+        if len(vectors) != len(texts):
+            raise ModelError(
+                f"{self.chat.endpoint.base_url} returned {len(vectors)} embeddings "
+                f"for {len(texts)} texts"
+            )
+        return [list(v.embedding) for v in vectors]

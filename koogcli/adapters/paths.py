@@ -84,5 +84,9 @@ class DataDir:
         return self._inside("sessions")
 
     @property
+    def memory_file(self) -> Path:
+        return self._inside("memory.sqlite3")
+
+    @property
     def input_history_file(self) -> Path:
         return self._inside("input_history")

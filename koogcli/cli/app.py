@@ -91,13 +91,14 @@ def _global_options(
 
 
 def _register() -> None:
-    from koogcli.cli import chat, checkpoints, compress, config_cmd, history
+    from koogcli.cli import chat, checkpoints, compress, config_cmd, history, memory
 
     app.command("chat")(chat.chat)
     app.add_typer(history.app, name="history")
     app.command("compress")(compress.compress)
     app.add_typer(checkpoints.app, name="checkpoint")
     app.command("rollback")(checkpoints.rollback)
+    app.add_typer(memory.app, name="memory")
     app.add_typer(config_cmd.app, name="config")
 
 

@@ -298,3 +298,30 @@ def compress_line(result: Any) -> str:
     if result.checkpoint:
         line += f"; undo with `koog rollback -s {result.session} --latest`"
     return line
+
+
+def record_dict(record: Any, hit: Any = None) -> dict[str, Any]:
+    data = {
+        "id": record.id,
+        "namespace": record.namespace,
+        "content": record.content,
+        "metadata": record.metadata,
+        "created_at": record.created_at,
+    }
+    if hit is not None:
+        data["score"] = round(hit.score, 6)
+        data["metric"] = hit.metric
+    return data
+
+
+def hits_table(hits: Sequence[Any]) -> str:
+    rows = [(f"{h.score:.3f}", h.record.id[:12], _one_line(h.record.content, 90)) for h in hits]
+    return table(rows, ("SCORE", "ID", "CONTENT"))
+
+
+def records_table(records: Sequence[Any]) -> str:
+    rows = [
+        (r.id[:12], r.namespace, r.created_at[:19].replace("T", " "), _one_line(r.content, 70))
+        for r in records
+    ]
+    return table(rows, ("ID", "NAMESPACE", "CREATED", "CONTENT"))

@@ -145,10 +145,40 @@ class CompressionSettings(_Strict):
         return value
 
 
+NAMESPACE = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"
+
+
+class RetrievalSettings(_Strict):
+    enabled: bool = False
+    namespace: str = Field(default="default", pattern=NAMESPACE)
+    top_k: int = Field(default=5, ge=1, le=100)
+    threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    mode: Literal["similarity", "keyword"] = "similarity"
+    augmenter: Literal["system", "user"] = "system"
+    query: str = Field(default="last_user_message", pattern=r"^last_user_message(s:[1-9][0-9]*)?$")
+
+
+class IngestionSettings(_Strict):
+    enabled: bool = False
+    namespace: str = Field(default="default", pattern=NAMESPACE)
+    roles: list[RoleName] = ["user", "assistant"]
+
+
+class EmbeddingSettings(_Strict):
+    model: str = ""
+
+
+class LongTermMemorySettings(_Strict):
+    retrieval: RetrievalSettings = RetrievalSettings()
+    ingestion: IngestionSettings = IngestionSettings()
+    embeddings: EmbeddingSettings = EmbeddingSettings()
+
+
 class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
     chat_memory: ChatMemorySettings = ChatMemorySettings()
     compression: CompressionSettings = CompressionSettings()
     persistence: PersistenceSettings = PersistenceSettings()
+    long_term_memory: LongTermMemorySettings = LongTermMemorySettings()
     tools: list[ToolSpec] = []

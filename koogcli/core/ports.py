@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.names import SessionName
 
@@ -137,3 +138,49 @@ class CheckpointStore(Protocol):
     def drop(self, session: SessionName) -> None:
         """Remove every checkpoint of the session and the messages they refer to."""
         ...
+
+
+class Embedder(Protocol):
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class MemoryStore(Protocol):
+    """Long-term memory records by namespace (SPEC §1, KOOG_SEMANTICS §4)."""
+
+    def add(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: Sequence[Sequence[float]] | None = None,
+        model: str = "",
+    ) -> list[str]: ...
+
+    def put_vectors(self, model: str, pairs: Sequence[tuple[str, Sequence[float]]]) -> None: ...
+
+    def delete(self, record_id: str) -> bool: ...
+
+    def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]: ...
+
+    def records(self, namespace: str | None = None) -> list[MemoryRecord]: ...
+
+    def size(self, namespace: str) -> int: ...
+
+    def search_keyword(
+        self, query: str, namespace: str, limit: int, threshold: float = 0.0
+    ) -> list[SearchHit]: ...
+
+    def search_similarity(
+        self, query: str, namespace: str, limit: int, threshold: float = 0.0
+    ) -> list[SearchHit]: ...
+
+    def search_vectors(
+        self,
+        vector: Sequence[float],
+        namespace: str,
+        model: str,
+        limit: int,
+        threshold: float = 0.0,
+    ) -> list[SearchHit]: ...
+
+    def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]: ...
+
+    def vector_count(self, model: str) -> int: ...

@@ -21,6 +21,7 @@ from koogcli.repl import (  # noqa: F401  (register slash commands)
     checkpoint_commands,
     commands,
     compress_commands,
+    memory_commands,
 )
 from koogcli.repl import prompt as prompt_builder
 from koogcli.repl.slash import REGISTRY

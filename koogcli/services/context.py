@@ -20,18 +20,32 @@ from koogcli.adapters.file_transcript import FileTranscriptStore
 from koogcli.core import callables
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ChatModel, CheckpointStore, HistoryStore, ToolBox, TranscriptStore
+from koogcli.core.ports import (
+    ChatModel,
+    CheckpointStore,
+    Embedder,
+    HistoryStore,
+    MemoryStore,
+    ToolBox,
+    TranscriptStore,
+)
 
 if TYPE_CHECKING:
+    from koogcli.adapters.openai_model import OpenAIChatModel
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import PreprocessorSpec, Settings
     from koogcli.core.chat_memory import ChatMemory
     from koogcli.core.preprocessors import Pipeline
 
 ModelFactory = Callable[["AppContext"], ChatModel]
+EmbedderFactory = Callable[["AppContext"], Embedder]
 
 
 def openai_model_factory(ctx: AppContext) -> ChatModel:
+    return _openai_chat(ctx)
+
+
+def _openai_chat(ctx: AppContext) -> OpenAIChatModel:
     from koogcli.adapters.openai_model import OpenAIChatModel, resolve_endpoint
 
     llm = ctx.settings.llm
@@ -39,6 +53,12 @@ def openai_model_factory(ctx: AppContext) -> ChatModel:
         llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries
     )
     return OpenAIChatModel(endpoint)
+
+
+def openai_embedder_factory(ctx: AppContext) -> Embedder:
+    from koogcli.adapters.openai_model import OpenAIEmbedder
+
+    return OpenAIEmbedder(_openai_chat(ctx), ctx.settings.long_term_memory.embeddings.model)
 
 
 @dataclass
@@ -53,7 +73,9 @@ class AppContext:
     transcript: TranscriptStore
     checkpoints: CheckpointStore
     model_factory: ModelFactory = openai_model_factory
+    embedder_factory: EmbedderFactory = openai_embedder_factory
     _model: ChatModel | None = field(default=None, repr=False)
+    _embedder: Embedder | None = field(default=None, repr=False)
 
     @cached_property
     def config(self) -> LoadedConfig:
@@ -86,6 +108,18 @@ class AppContext:
             tools.append(build_tool(spec.callable, function, undo))
         return PythonToolBox(tools)
 
+    @cached_property
+    def memory_store(self) -> MemoryStore:
+        from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+
+        return SqliteMemoryStore(self.data.memory_file)
+
+    def embedder(self) -> Embedder:
+        """Embeddings; only asked for when `[long_term_memory.embeddings] model` is set."""
+        if self._embedder is None:
+            self._embedder = self.embedder_factory(self)
+        return self._embedder
+
     @property
     def memory(self) -> ChatMemory:
         from koogcli.core.chat_memory import ChatMemory
@@ -107,6 +141,7 @@ def build(
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, object] | None = None,
     model_factory: ModelFactory | None = None,
+    embedder_factory: EmbedderFactory | None = None,
 ) -> AppContext:
     env = dict(os.environ) if env is None else env
     config_file, explicit = paths.config_path(config_flag, env)
@@ -125,6 +160,7 @@ def build(
         transcript=FileTranscriptStore(data),
         checkpoints=FileCheckpointStore(data),
         model_factory=model_factory or openai_model_factory,
+        embedder_factory=embedder_factory or openai_embedder_factory,
     )
 
 

@@ -211,6 +211,7 @@ def resume_turn(
         events=events or TurnEvents(),
     )
     if step.step == "store":
+        _ingest(turn)
         _tombstone(turn, "completed")
         return _result(
             turn, ctx.history.read(session).revision, len(ctx.history.load(session)), step.step
@@ -261,8 +262,16 @@ def _drive(turn: _Turn, resumed_after: str | None = None) -> TurnResult:
         raise
     committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
     turn.checkpoint("store", turn.new[-1].text)
+    _ingest(turn)
     _tombstone(turn, "completed")
     return _result(turn, committed.revision, len(committed.messages), resumed_after)
+
+
+def _ingest(turn: _Turn) -> None:
+    """Store the messages this turn added in long-term memory (never earlier turns')."""
+    from koogcli.services import memory
+
+    memory.ingest_turn(turn.ctx, turn.session, turn.new)
 
 
 def _pending_calls(new: list[Message]) -> list[ToolCall]:
@@ -277,9 +286,11 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
 def _model_step(turn: _Turn) -> None:
     ctx = turn.ctx
     offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
+    from koogcli.services import memory
+
     request = ModelRequest(
         turn.model,
-        for_api([*turn.loaded.messages, *turn.new]),
+        memory.retrieve(ctx, for_api([*turn.loaded.messages, *turn.new])),
         turn.temperature,
         turn.stream,
         ctx.toolbox.specs() if offer_tools else (),

@@ -1,8 +1,8 @@
 """A local OpenAI-compatible server for tests and benchmarks (stdlib only, 127.0.0.1).
 
 Speaks the real wire format: `/v1/chat/completions` as JSON or as SSE (chunked transfer
-encoding, `data: ...` events, `[DONE]`), streamed tool-call deltas, usage chunks, and
-`/v1/models`. Replies come from a scripted queue; with the queue empty it answers
+encoding, `data: ...` events, `[DONE]`), streamed tool-call deltas, usage chunks,
+`/v1/embeddings` (deterministic bag-of-words vectors) and `/v1/models`. Replies come from a scripted queue; with the queue empty it answers
 "echo: <last user message>". Faults: HTTP status errors, a delay before answering, a
 delay between chunks, and a connection dropped mid-stream. Every request is logged.
 
@@ -24,7 +24,10 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import hashlib
 import json
+import math
+import re
 import threading
 import time
 import uuid
@@ -40,6 +43,7 @@ class FakeOpenAIServer:
         self.default_delay = 0.0
         # With the queue empty, a responder (request body -> script) decides, else echo.
         self.responder: Any = None
+        self.embedding_faults: collections.deque[int] = collections.deque()
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -70,6 +74,7 @@ class FakeOpenAIServer:
             self.queue.clear()
             self.requests.clear()
             self.responder = None
+            self.embedding_faults.clear()
 
     def next_response(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -87,6 +92,11 @@ class FakeOpenAIServer:
             "",
         )
         return {"content": f"echo: {last_user}"}
+
+    @property
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.requests if r.get("_path", "").endswith("/embeddings")]
 
     @property
     def chat_requests(self) -> list[dict[str, Any]]:
@@ -131,6 +141,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake.enqueue(*body)
             self._json(200, {"queued": len(body)})
             return
+        if self.path.endswith("/embeddings"):
+            self._embeddings(body)
+            return
         if not self.path.endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
@@ -150,6 +163,34 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(body, script)
         else:
             self._whole(body, script)
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        body["_path"] = self.path
+        with self.fake.lock:
+            self.fake.requests.append(body)
+            fault = self.fake.embedding_faults.popleft() if self.fake.embedding_faults else None
+        if fault is not None:
+            self._json(
+                int(fault),
+                {"error": {"message": f"scripted error {fault}", "type": "scripted"}},
+                {"retry-after-ms": "10"},
+            )
+            return
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        data = [
+            {"object": "embedding", "index": i, "embedding": embed(t)} for i, t in enumerate(texts)
+        ]
+        tokens = sum(len(t.split()) for t in texts)
+        self._json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "test-embed"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _whole(self, body: dict[str, Any], script: dict[str, Any]) -> None:
         content = script.get("content", "".join(script.get("chunks", [])))
@@ -214,6 +255,19 @@ class _Handler(BaseHTTPRequestHandler):
         payload = f"data: {data}\n\n".encode()
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
+
+
+EMBEDDING_SIZE = 64
+
+
+def embed(text: str) -> list[float]:
+    """A deterministic bag-of-words embedding: texts sharing words point the same way."""
+    vector = [0.0] * EMBEDDING_SIZE
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[digest[0] % EMBEDDING_SIZE] += 1.0 if digest[1] % 2 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
 
 
 def _events(script: dict[str, Any]) -> Any:

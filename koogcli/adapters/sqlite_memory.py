@@ -1,0 +1,377 @@
+"""SqliteMemoryStore: long-term memory records in `<data>/memory.sqlite3` (WAL, 0600).
+
+Search never scans records in Python:
+- keyword: an FTS5 trigram index over the lower-cased content finds substrings of three
+  or more characters; shorter queries use SQLite's own `instr` over that column. Results
+  keep insertion order (`seq`), matching Koog's rule exactly.
+- similarity: an inverted index (namespace, token) -> record, with each record's token
+  count, so SQLite computes |Q ∩ D| / (|Q| + |D| - |Q ∩ D|) for the records sharing a word.
+- embeddings: float32 vectors beside the records, one per record and model; cosine in
+  Python over the namespace's vectors.
+A file that is not a koog memory database is reported (exit 3) and never written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from array import array
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from koogcli.core.errors import (
+    CorruptDocumentError,
+    LockTimeoutError,
+    StorageError,
+    UnknownFormatError,
+)
+from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
+
+FORMAT, VERSION = "koog.memory", "1"
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_lower TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    source TEXT,
+    ntokens INTEGER NOT NULL,
+    UNIQUE (namespace, source)
+);
+CREATE INDEX records_by_namespace ON records (namespace, seq);
+CREATE TABLE tokens (
+    namespace TEXT NOT NULL, token TEXT NOT NULL, record INTEGER NOT NULL, ntokens INTEGER NOT NULL,
+    PRIMARY KEY (namespace, token, record)
+) WITHOUT ROWID;
+CREATE VIRTUAL TABLE records_fts USING fts5(content_lower, content='', tokenize='trigram');
+CREATE TABLE vectors (
+    record INTEGER NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (record, model)
+);
+"""
+_COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
+
+
+class SqliteMemoryStore:
+    def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._db: sqlite3.Connection | None = None
+
+    # -- connection ----------------------------------------------------------------
+
+    def _connect(self, create: bool) -> sqlite3.Connection | None:
+        if self._db is not None:
+            return self._db
+        if not self.path.exists():
+            if not create:
+                return None
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+        db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                with _transaction(db):
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.executemany(
+                        "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", VERSION)]
+                    )
+            else:
+                meta = (
+                    dict(db.execute("SELECT key, value FROM meta").fetchall())
+                    if "meta" in tables
+                    else {}
+                )
+                if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+                    db.close()
+                    raise UnknownFormatError(
+                        f"{self.path} is not a koog memory database of version {VERSION} "
+                        f"(format {meta.get('format')!r}, version {meta.get('version')!r})",
+                        hint="koog never rewrites it; move it aside to start a new one",
+                    )
+            db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise CorruptDocumentError(
+                f"{self.path} is not a readable SQLite database ({exc})",
+                hint="koog never rewrites it; move it aside to start a new one",
+            ) from exc
+        self._db = db
+        return db
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect(create=True)
+        assert db is not None
+        try:
+            with _transaction(db):
+                yield db
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LockTimeoutError(
+                    f"{self.path} stayed locked for {self.busy_timeout:g}s"
+                ) from exc
+            raise StorageError(f"{self.path}: {exc}") from exc
+
+    def _read(self) -> sqlite3.Connection | None:
+        return self._connect(create=False)
+
+    # -- writes --------------------------------------------------------------------
+
+    def add(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: Sequence[Sequence[float]] | None = None,
+        model: str = "",
+    ) -> list[str]:
+        """Insert records (and their vectors) in one transaction; skips known sources."""
+        added: list[str] = []
+        with self._write() as db:
+            for index, r in enumerate(records):
+                words = tokenize(r.content)
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO records (id, namespace, content, content_lower, metadata,"
+                    " created_at, source, ntokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        r.id,
+                        r.namespace,
+                        r.content,
+                        r.content.lower(),
+                        json.dumps(r.metadata),
+                        r.created_at,
+                        r.source,
+                        len(words),
+                    ),
+                )
+                if cursor.rowcount == 0:
+                    continue
+                seq = cursor.lastrowid
+                db.executemany(
+                    "INSERT INTO tokens VALUES (?, ?, ?, ?)",
+                    [(r.namespace, w, seq, len(words)) for w in words],
+                )
+                db.execute(
+                    "INSERT INTO records_fts (rowid, content_lower) VALUES (?, ?)",
+                    (seq, r.content.lower()),
+                )
+                if vectors is not None:
+                    db.execute(
+                        "INSERT INTO vectors VALUES (?, ?, ?)", (seq, model, _pack(vectors[index]))
+                    )
+                added.append(r.id)
+        return added
+
+    def put_vectors(self, model: str, pairs: Sequence[tuple[str, Sequence[float]]]) -> None:
+        with self._write() as db:
+            for record_id, vector in pairs:
+                db.execute(
+                    "INSERT OR REPLACE INTO vectors SELECT seq, ?, ? FROM records WHERE id = ?",
+                    (model, _pack(vector), record_id),
+                )
+
+    def delete(self, record_id: str) -> bool:
+        if self._read() is None:
+            return False
+        with self._write() as db:
+            row = db.execute(
+                "SELECT seq, namespace, content_lower FROM records WHERE id = ?", (record_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            seq, namespace, lowered = row
+            db.execute(
+                "DELETE FROM tokens WHERE namespace = ? AND record = ? AND token IN "
+                "(SELECT value FROM json_each(?))",
+                (namespace, seq, json.dumps(sorted(tokenize(lowered)))),
+            )
+            db.execute(
+                "INSERT INTO records_fts (records_fts, rowid, content_lower) VALUES "
+                "('delete', ?, ?)",
+                (seq, lowered),
+            )
+            db.execute("DELETE FROM vectors WHERE record = ?", (seq,))
+            db.execute("DELETE FROM records WHERE seq = ?", (seq,))
+        return True
+
+    # -- reads ---------------------------------------------------------------------
+
+    def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]:
+        db = self._read()
+        if db is None or not sources:
+            return set()
+        rows = db.execute(
+            "SELECT source FROM records WHERE namespace = ? AND source IN "
+            "(SELECT value FROM json_each(?))",
+            (namespace, json.dumps(list(sources))),
+        )
+        return {r[0] for r in rows}
+
+    def records(self, namespace: str | None = None) -> list[MemoryRecord]:
+        db = self._read()
+        if db is None:
+            return []
+        if namespace is None:
+            rows = db.execute(f"SELECT {_COLUMNS} FROM records ORDER BY seq")
+        else:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM records WHERE namespace = ? ORDER BY seq", (namespace,)
+            )
+        return [_record(r) for r in rows]
+
+    def size(self, namespace: str) -> int:
+        db = self._read()
+        if db is None:
+            return 0
+        return int(
+            db.execute("SELECT COUNT(*) FROM records WHERE namespace = ?", (namespace,)).fetchone()[
+                0
+            ]
+        )
+
+    def search_keyword(
+        self, query: str, namespace: str, limit: int, threshold: float = 0.0
+    ) -> list[SearchHit]:
+        db = self._read()
+        if db is None or threshold > 1.0:
+            return []
+        needle = query.lower()
+        if len(needle) >= 3:
+            phrase = '"' + needle.replace('"', '""') + '"'
+            rows = db.execute(
+                f"SELECT {', '.join('r.' + c for c in _COLUMNS.split(', '))} FROM records_fts f "
+                "JOIN records r ON r.seq = f.rowid WHERE records_fts MATCH ? AND r.namespace = ? "
+                "AND instr(r.content_lower, ?) > 0 ORDER BY r.seq LIMIT ?",
+                (phrase, namespace, needle, limit),
+            )
+        else:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM records WHERE namespace = ? AND instr(content_lower, ?) > 0 "
+                "ORDER BY seq LIMIT ?",
+                (namespace, needle, limit),
+            )
+        return [SearchHit(_record(r), 1.0, "keyword") for r in rows]
+
+    def search_similarity(
+        self, query: str, namespace: str, limit: int, threshold: float = 0.0
+    ) -> list[SearchHit]:
+        db = self._read()
+        words = sorted(tokenize(query))
+        if db is None or not words:
+            return []
+        scored = db.execute(
+            "SELECT record, CAST(COUNT(*) AS REAL) / (? + ntokens - COUNT(*)) AS score FROM tokens "
+            "WHERE namespace = ? AND token IN (SELECT value FROM json_each(?)) GROUP BY record "
+            "HAVING score > 0 AND score >= ? ORDER BY score DESC, record ASC LIMIT ?",
+            (len(words), namespace, json.dumps(words), threshold, limit),
+        ).fetchall()
+        return self._hits(db, scored, "jaccard")
+
+    def search_vectors(
+        self,
+        vector: Sequence[float],
+        namespace: str,
+        model: str,
+        limit: int,
+        threshold: float = 0.0,
+    ) -> list[SearchHit]:
+        db = self._read()
+        if db is None:
+            return []
+        rows = db.execute(
+            "SELECT v.record, v.vector FROM vectors v JOIN records r ON r.seq = v.record "
+            "WHERE r.namespace = ? AND v.model = ? ORDER BY v.record",
+            (namespace, model),
+        )
+        query = list(vector)
+        scored = [(seq, _cosine(query, _unpack(blob))) for seq, blob in rows]
+        kept = sorted((s for s in scored if s[1] >= threshold), key=lambda s: -s[1])[:limit]
+        return self._hits(db, kept, "cosine")
+
+    def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]:
+        db = self._read()
+        if db is None:
+            return []
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM records r WHERE namespace = ? AND NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.record = r.seq AND v.model = ?) ORDER BY seq",
+            (namespace, model),
+        )
+        return [_record(r) for r in rows]
+
+    def vector_count(self, model: str) -> int:
+        db = self._read()
+        if db is None:
+            return 0
+        return int(
+            db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)).fetchone()[0]
+        )
+
+    def _hits(
+        self, db: sqlite3.Connection, scored: Sequence[tuple[int, float]], metric: str
+    ) -> list[SearchHit]:
+        if not scored:
+            return []
+        seqs = json.dumps([s for s, _ in scored])
+        rows = {
+            r[0]: _record(r)
+            for r in db.execute(
+                f"SELECT {_COLUMNS} FROM records WHERE seq IN (SELECT value FROM json_each(?))",
+                (seqs,),
+            )
+        }
+        return [SearchHit(rows[s], score, metric) for s, score in scored if s in rows]  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _record(row: Sequence[object]) -> MemoryRecord:
+    _, rid, namespace, content, metadata, created_at, source = row
+    return MemoryRecord(
+        str(content),
+        str(namespace),
+        str(rid),
+        json.loads(str(metadata)),
+        str(created_at),
+        source if isinstance(source, str) else None,
+    )
+
+
+def _pack(vector: Sequence[float]) -> bytes:
+    return array("f", vector).tobytes()
+
+
+def _unpack(blob: bytes) -> list[float]:
+    values = array("f")
+    values.frombytes(blob)
+    return values.tolist()
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    if len(a) != len(b):
+        return 0.0
+    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
+    return dot / norm if norm else 0.0

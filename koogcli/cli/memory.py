@@ -1,0 +1,154 @@
+"""`koog memory add|search|list|delete|ingest|recall`."""
+
+from __future__ import annotations
+
+import typer
+
+from koogcli.cli import render
+from koogcli.cli.app import globals_of
+from koogcli.core.errors import UsageError
+
+app = typer.Typer(
+    help="Long-term memory: records searchable across sessions.", no_args_is_help=True
+)
+
+NAMESPACE = typer.Option(None, "--namespace", "-n", help="Namespace (default: default).")
+JSON = typer.Option(False, "--json", help="Print JSON.")
+
+
+def _meta(pairs: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--meta {pair!r} is not KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="What to remember."),
+    namespace: str | None = NAMESPACE,
+    meta: list[str] = typer.Option([], "--meta", help="KEY=VALUE metadata, repeatable."),
+    as_json: bool = JSON,
+) -> None:
+    """Remember a piece of text."""
+    from koogcli.services import memory
+
+    record = memory.add(globals_of(ctx).build(), text, namespace, _meta(meta))
+    if as_json:
+        render.json_out(render.record_dict(record))
+    else:
+        render.out(record.id)
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: str = typer.Argument(...),
+    namespace: str | None = NAMESPACE,
+    top_k: int = typer.Option(10, "--top-k", min=1, help="At most this many results."),
+    threshold: float = typer.Option(0.0, "--threshold", min=0.0, max=1.0, help="Minimum score."),
+    mode: str = typer.Option("similarity", "--mode", help="similarity or keyword."),
+    as_json: bool = JSON,
+) -> None:
+    """Search memory: word overlap (or embeddings) by default, substring with --mode keyword."""
+    from koogcli.services import memory
+
+    hits = memory.search(globals_of(ctx).build(), query, namespace, top_k, threshold, mode)
+    if as_json:
+        render.json_out([render.record_dict(h.record, h) for h in hits])
+    elif hits:
+        render.out(render.hits_table(hits))
+    else:
+        render.note("no memory matched")
+
+
+@app.command("list")
+def list_(ctx: typer.Context, namespace: str | None = NAMESPACE, as_json: bool = JSON) -> None:
+    """List records, oldest first (every namespace unless --namespace)."""
+    from koogcli.services import memory
+
+    records = memory.list_(globals_of(ctx).build(), namespace)
+    if as_json:
+        render.json_out([render.record_dict(r) for r in records])
+    elif records:
+        render.out(render.records_table(records))
+    else:
+        render.note("no memory records")
+
+
+@app.command()
+def delete(ctx: typer.Context, record_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Forget one record."""
+    from koogcli.services import memory
+
+    memory.delete(globals_of(ctx).build(), record_id)
+    render.note(f"deleted {record_id}")
+
+
+@app.command()
+def ingest(
+    ctx: typer.Context,
+    session: str | None = typer.Option(None, "-s", "--session", help="Session name."),
+    namespace: str | None = NAMESPACE,
+    role: list[str] = typer.Option(
+        [], "--role", help="user, assistant, system or tool; repeatable."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Store a session's messages as records (messages ingested before are skipped)."""
+    from koogcli.services import memory
+
+    bad = [r for r in role if r not in ("user", "assistant", "system", "tool")]
+    if bad:
+        raise UsageError(f"unknown --role {bad[0]!r}", hint="use user, assistant, system or tool")
+    app_ctx = globals_of(ctx).build()
+    name = app_ctx.session(session)
+    result = memory.ingest_session(app_ctx, name, namespace, role)
+    if as_json:
+        render.json_out(
+            {
+                "session": name.value,
+                "namespace": result.namespace,
+                "added": result.added,
+                "skipped": result.skipped,
+            }
+        )
+    else:
+        render.note(
+            f"ingested {result.added} messages of {name.value} into {result.namespace} "
+            f"({result.skipped} already there)"
+        )
+
+
+@app.command()
+def recall(
+    ctx: typer.Context,
+    query: str = typer.Argument(...),
+    session: str | None = typer.Option(None, "-s", "--session", help="Session name."),
+    namespace: str | None = NAMESPACE,
+    top_k: int = typer.Option(5, "--top-k", min=1, help="At most this many records."),
+    as_json: bool = JSON,
+) -> None:
+    """Pin matching records into a session as one memory message that compression keeps."""
+    from koogcli.services import memory
+
+    app_ctx = globals_of(ctx).build()
+    name = app_ctx.session(session)
+    result = memory.recall(app_ctx, name, query, namespace, top_k)
+    if as_json:
+        render.json_out(
+            {
+                "session": name.value,
+                "pinned": len(result.hits),
+                "message": result.message.to_dict() if result.message else None,
+                "checkpoint": result.checkpoint,
+            }
+        )
+    elif result.message is None:
+        render.note("no memory matched; nothing pinned")
+    else:
+        render.note(f"pinned {len(result.hits)} memories into {name.value}")

@@ -1,0 +1,26 @@
+"""/memory QUERY in the REPL."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from koogcli.cli import render
+from koogcli.core.errors import UsageError
+from koogcli.repl.slash import REGISTRY
+
+if TYPE_CHECKING:
+    from koogcli.repl.loop import ReplState
+
+
+@REGISTRY.add("memory", "/memory QUERY", "search long-term memory")
+def _memory(state: ReplState, args: str) -> None:
+    from koogcli.services import memory
+
+    if not args:
+        raise UsageError("usage: /memory QUERY")
+    settings = state.ctx.settings.long_term_memory.retrieval
+    hits = memory.search(state.ctx, args, settings.namespace, 10, 0.0, settings.mode)
+    if hits:
+        state.ui.show(render.hits_table(hits))
+    else:
+        state.ui.info("no memory matched")

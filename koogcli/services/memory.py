@@ -1,0 +1,172 @@
+"""Long-term memory actions: add, search, list, delete, ingest, recall, and the retrieval and
+ingestion steps of a turn. No printing, no exits."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from koogcli.core import memory as core
+from koogcli.core.errors import UsageError
+from koogcli.core.memory import MemoryRecord, SearchHit
+from koogcli.core.messages import Message
+from koogcli.core.names import SessionName
+from koogcli.services.checkpoints import restore_point
+from koogcli.services.context import AppContext
+
+_NAMESPACE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+
+
+def namespace_of(raw: str | None, default: str = "default") -> str:
+    name = default if raw is None else raw
+    if not _NAMESPACE.fullmatch(name):
+        raise UsageError(
+            f"invalid namespace {name!r}",
+            hint="use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
+        )
+    return name
+
+
+def _embedding_model(ctx: AppContext) -> str:
+    return ctx.settings.long_term_memory.embeddings.model
+
+
+def _store(ctx: AppContext, records: Sequence[MemoryRecord]) -> list[str]:
+    """Embed first (when configured), then write records and vectors in one transaction, so
+    a failing embeddings endpoint leaves nothing half-written."""
+    model = _embedding_model(ctx)
+    if not model or not records:
+        return ctx.memory_store.add(records)
+    vectors = ctx.embedder().embed([r.content for r in records])
+    return ctx.memory_store.add(records, vectors, model)
+
+
+def add(
+    ctx: AppContext,
+    text: str,
+    namespace: str | None = None,
+    metadata: Mapping[str, object] | None = None,
+) -> MemoryRecord:
+    if not text.strip():
+        raise UsageError("nothing to remember: the text is empty")
+    record = MemoryRecord(text, namespace_of(namespace), metadata=dict(metadata or {}))
+    _store(ctx, [record])
+    return record
+
+
+def search(
+    ctx: AppContext,
+    query: str,
+    namespace: str | None = None,
+    top_k: int = 10,
+    threshold: float = 0.0,
+    mode: str = "similarity",
+) -> list[SearchHit]:
+    ns = namespace_of(namespace)
+    if mode == "keyword":
+        return ctx.memory_store.search_keyword(query, ns, top_k, threshold)
+    if mode != "similarity":
+        raise UsageError(f"unknown search mode {mode!r}", hint="use similarity or keyword")
+    model = _embedding_model(ctx)
+    if not model:
+        return ctx.memory_store.search_similarity(query, ns, top_k, threshold)
+    if not query.strip() or ctx.memory_store.size(ns) == 0:
+        return []
+    missing = ctx.memory_store.without_vectors(ns, model)
+    if missing:  # records added before embeddings were configured: embed them once
+        vectors = ctx.embedder().embed([r.content for r in missing])
+        ctx.memory_store.put_vectors(
+            model, [(r.id, v) for r, v in zip(missing, vectors, strict=True)]
+        )
+    [vector] = ctx.embedder().embed([query])
+    return ctx.memory_store.search_vectors(vector, ns, model, top_k, threshold)
+
+
+def list_(ctx: AppContext, namespace: str | None = None) -> list[MemoryRecord]:
+    return ctx.memory_store.records(namespace_of(namespace) if namespace is not None else None)
+
+
+def delete(ctx: AppContext, record_id: str) -> None:
+    if not ctx.memory_store.delete(record_id):
+        raise UsageError(f"no memory record {record_id!r}", hint="`koog memory list` shows the ids")
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    namespace: str
+    added: int
+    skipped: int
+
+
+def ingest_messages(
+    ctx: AppContext,
+    session: SessionName,
+    messages: Sequence[Message],
+    namespace: str,
+    roles: Sequence[str],
+) -> IngestResult:
+    """Records for messages not ingested before (each message's source key is unique)."""
+    records = core.records_from_messages(messages, roles, namespace, session.value)
+    known = ctx.memory_store.known_sources(namespace, [r.source for r in records if r.source])
+    fresh = [r for r in records if r.source not in known]
+    added = _store(ctx, fresh)
+    return IngestResult(namespace, len(added), len(records) - len(added))
+
+
+def ingest_session(
+    ctx: AppContext, session: SessionName, namespace: str | None = None, roles: Sequence[str] = ()
+) -> IngestResult:
+    if not ctx.history.exists(session):
+        raise UsageError(
+            f"no session named {session.value!r}", hint="`koog history list` shows the sessions"
+        )
+    settings = ctx.settings.long_term_memory.ingestion
+    return ingest_messages(
+        ctx,
+        session,
+        ctx.history.load(session),
+        namespace_of(namespace, settings.namespace),
+        list(roles) or settings.roles,
+    )
+
+
+def ingest_turn(ctx: AppContext, session: SessionName, added: Sequence[Message]) -> None:
+    settings = ctx.settings.long_term_memory.ingestion
+    if settings.enabled:
+        ingest_messages(ctx, session, added, settings.namespace, settings.roles)
+
+
+def retrieve(ctx: AppContext, messages: Sequence[Message]) -> list[Message]:
+    """The request's messages, augmented with memory hits when retrieval is on."""
+    settings = ctx.settings.long_term_memory.retrieval
+    if not settings.enabled:
+        return list(messages)
+    query = core.query_from(messages, settings.query)
+    if query is None:
+        return list(messages)
+    hits = search(ctx, query, settings.namespace, settings.top_k, settings.threshold, settings.mode)
+    return core.augment(messages, hits, settings.augmenter)
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    hits: list[SearchHit]
+    message: Message | None
+    checkpoint: str | None
+
+
+def recall(
+    ctx: AppContext, session: SessionName, query: str, namespace: str | None = None, top_k: int = 5
+) -> RecallResult:
+    """Pin the hits into the session as one memory message (compression preserves it)."""
+    if not query.strip():
+        raise UsageError("nothing to recall: the query is empty")
+    hits = search(ctx, query, namespace, top_k)
+    if not hits:
+        return RecallResult([], None, None)
+    stored = ctx.history.read(session)
+    undo = restore_point(ctx, session, "recall", messages=stored.messages, revision=stored.revision)
+    pinned = core.recall_message(query, hits)
+    ctx.history.write(session, [*stored.messages, pinned], expected_revision=stored.revision)
+    return RecallResult(hits, pinned, undo.id if undo else None)

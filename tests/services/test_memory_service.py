@@ -1,0 +1,269 @@
+"""Long-term memory in turns: Koog's cases 52-60 (KOOG_SEMANTICS §5.2), adapted to koog's
+turns, plus recall and embeddings against the local server's /embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koogcli.core.errors import ModelError, UsageError
+from koogcli.core.messages import ToolCall
+from koogcli.core.names import SessionName
+from koogcli.core.ports import Completion
+from koogcli.services import memory
+from koogcli.services.turn import TurnRequest, run_turn
+from tests.fakes.chat_model import FakeChatModel
+from tests.fakes.openai_server import FakeOpenAIServer
+
+S = SessionName("m")
+KOTLIN = ["Kotlin was developed by JetBrains", "Kotlin coroutines simplify async programming"]
+
+
+def ask(ctx: Any, text: str, **kw: Any) -> Any:
+    return run_turn(ctx, TurnRequest(S, text, **kw))
+
+
+def retrieval(write_config: Callable[[str], Path], **keys: str) -> None:
+    extra = "".join(f"{k} = {v}\n" for k, v in keys.items())
+    write_config(f"[long_term_memory.retrieval]\nenabled = true\n{extra}")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_case52_the_model_sees_relevant_information(
+    write_config: Callable[[str], Path],
+    make_ctx: Callable[..., Any],
+    fake_model: FakeChatModel,
+    stream: bool,
+) -> None:
+    retrieval(write_config)
+    ctx = make_ctx()
+    for text in KOTLIN:
+        memory.add(ctx, text)
+    ask(ctx, "Tell me about Kotlin", stream=stream)
+    sent = fake_model.requests[0].messages
+    assert "Relevant information" in sent[0].text and KOTLIN[0] in sent[0].text
+    assert sent[0].role == "system" and sent[-1].text == "Tell me about Kotlin"
+    stored = ctx.data.session_file(S).read_text()
+    assert "Relevant information" not in stored  # the augmentation is never stored
+
+
+def test_case53_no_retrieval_no_augmentation(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    memory.add(ctx, KOTLIN[0])
+    ask(ctx, "Kotlin?")
+    assert all("Relevant information" not in m.text for m in fake_model.requests[0].messages)
+
+
+def test_case54_the_search_receives_the_user_input(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any]
+) -> None:
+    retrieval(write_config)
+    ctx = make_ctx()
+    seen: list[str] = []
+    original = ctx.memory_store.search_similarity
+    ctx.memory_store.search_similarity = lambda q, *a, **k: seen.append(q) or original(q, *a, **k)
+    ask(ctx, "weather")
+    assert seen == ["weather"]
+
+
+def test_user_augmenter_and_query_of_several_messages(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    retrieval(write_config, augmenter='"user"', query='"last_user_messages:2"')
+    ctx = make_ctx()
+    memory.add(ctx, "made by JetBrains")
+    ask(ctx, "who made it")
+    ask(ctx, "which company")
+    sent = fake_model.requests[1].messages
+    assert sent[-1].text.startswith("which company\n\nSome context")
+    assert (
+        "[1] made by JetBrains" in sent[-1].text and sent[0].text == "You are a helpful assistant."
+    )
+    assert sent[1].text == "who made it"
+
+
+def ingestion(write_config: Callable[[str], Path], roles: str = '["user", "assistant"]') -> None:
+    write_config(f"[long_term_memory.ingestion]\nenabled = true\nroles = {roles}\n")
+
+
+def test_case56_completed_turns_are_ingested(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ingestion(write_config)
+    ctx = make_ctx()
+    fake_model.enqueue("Assistant knows about Kotlin coroutines")
+    ask(ctx, "Tell me about coroutines")
+    assert memory.search(ctx, "Tell me about coroutines", mode="keyword")
+    assert memory.search(ctx, "Assistant knows", mode="keyword")
+
+
+@pytest.mark.parametrize(
+    "roles, stored", [('["assistant"]', ["the reply"]), ('["user"]', ["What is Kotlin?"])]
+)
+def test_case57_roles_choose_what_is_stored(
+    write_config: Callable[[str], Path],
+    make_ctx: Callable[..., Any],
+    fake_model: FakeChatModel,
+    roles: str,
+    stored: list[str],
+) -> None:
+    ingestion(write_config, roles)
+    ctx = make_ctx()
+    fake_model.enqueue("the reply")
+    ask(ctx, "What is Kotlin?")
+    assert [r.content for r in memory.list_(ctx)] == stored
+
+
+def test_case58_each_message_is_stored_once(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ingestion(write_config)
+    ctx = make_ctx()
+    fake_model.enqueue("First answer", "Second answer")
+    ask(ctx, "First question")
+    ask(ctx, "Follow-up question")
+    texts = [r.content for r in memory.list_(ctx)]
+    assert sorted(texts) == sorted(
+        ["First question", "First answer", "Follow-up question", "Second answer"]
+    )
+    for text in texts:
+        assert len(memory.search(ctx, text, mode="keyword")) == 1
+
+
+def test_case59_ingestion_happens_only_at_completion(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ingestion(write_config)
+    ctx = make_ctx()
+    sizes: list[int] = []
+
+    def look(request: Any, on_delta: Any) -> Completion:
+        sizes.append(ctx.memory_store.size("default"))
+        return Completion("answer")
+
+    fake_model.enqueue(look)
+    ask(ctx, "question")
+    assert sizes == [0] and ctx.memory_store.size("default") == 2
+
+
+def test_case60_tool_turns_store_only_the_chosen_roles(
+    write_config: Callable[[str], Path],
+    make_ctx: Callable[..., Any],
+    fake_model: FakeChatModel,
+    isolated: Path,
+) -> None:
+    (isolated / "mem_tools_mod.py").write_text(
+        'def weather(city: str) -> str:\n    """Weather."""\n    return "sunny in " + city\n'
+    )
+    tools = '[[tools]]\ncallable = "mem_tools_mod:weather"\n'
+    write_config('[long_term_memory.ingestion]\nenabled = true\nroles = ["tool"]\n' + tools)
+    ctx = make_ctx()
+    fake_model.enqueue(Completion("", (ToolCall("c1", "weather", '{"city": "Oslo"}'),)), "done")
+    ask(ctx, "use a tool")
+    assert [r.content for r in memory.list_(ctx)] == ["sunny in Oslo"]
+    write_config("[long_term_memory.ingestion]\nenabled = true\nroles = []\n")
+    ctx = make_ctx()
+    ask(ctx, "nothing stored")
+    assert len(memory.list_(ctx)) == 1
+
+
+def test_failed_turn_ingests_nothing(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ingestion(write_config)
+    ctx = make_ctx()
+    fake_model.enqueue(ModelError("down"))
+    with pytest.raises(ModelError):
+        ask(ctx, "lost question")
+    assert memory.list_(ctx) == []
+
+
+def test_ingest_session_twice_adds_nothing_new(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    for i in range(3):
+        ask(ctx, f"q{i}")
+    first = memory.ingest_session(ctx, S)
+    second = memory.ingest_session(ctx, S)
+    assert (first.added, second.added, second.skipped) == (6, 0, 6)
+    with pytest.raises(UsageError, match="no session named"):
+        memory.ingest_session(ctx, SessionName("nope"))
+
+
+def test_recall_pins_one_memory_message(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    ask(ctx, "hello")
+    memory.add(ctx, "the deploy uses blue-green")
+    result = memory.recall(ctx, S, "deploy blue-green")
+    history = ctx.history.load(S)
+    assert history[-1] == result.message and history[-1].meta == {"kind": "memory"}
+    assert history[-1].text.startswith("Here are the relevant facts from memory")
+    assert memory.recall(ctx, S, "nothing like it").message is None
+    assert len(ctx.history.load(S)) == len(history)
+
+
+def embeddings_ctx(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], server: FakeOpenAIServer
+) -> Any:
+    write_config('[long_term_memory.embeddings]\nmodel = "test-embed"\n')
+    return make_ctx(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k", KOOG_MAX_RETRIES="0")
+
+
+def test_embeddings_rank_by_cosine_and_store_each_vector_once(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], server: FakeOpenAIServer
+) -> None:
+    ctx = embeddings_ctx(write_config, make_ctx, server)
+    for text in ["apple banana cherry", "car truck", "banana apple"]:
+        memory.add(ctx, text)
+    hits = memory.search(ctx, "apple banana")
+    assert [h.record.content for h in hits][:2] == ["banana apple", "apple banana cherry"]
+    assert hits[0].metric == "cosine" and hits[0].score == pytest.approx(1.0)
+    memory.search(ctx, "car")
+    inputs = [r["input"] for r in server.embedding_requests]
+    assert inputs == [
+        ["apple banana cherry"],
+        ["car truck"],
+        ["banana apple"],
+        ["apple banana"],
+        ["car"],
+    ]
+    assert ctx.memory_store.vector_count("test-embed") == 3
+
+
+def test_records_from_before_embeddings_are_embedded_once(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], server: FakeOpenAIServer
+) -> None:
+    plain = make_ctx()
+    memory.add(plain, "old record")
+    ctx = embeddings_ctx(write_config, make_ctx, server)
+    memory.search(ctx, "old")
+    memory.search(ctx, "record")
+    inputs = [r["input"] for r in server.embedding_requests]
+    assert inputs == [["old record"], ["old"], ["record"]]
+
+
+def test_failing_embeddings_write_nothing(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], server: FakeOpenAIServer
+) -> None:
+    ctx = embeddings_ctx(write_config, make_ctx, server)
+    server.embedding_faults.append(500)
+    with pytest.raises(ModelError, match="HTTP 500"):
+        memory.add(ctx, "never stored")
+    assert memory.list_(ctx) == []
+
+
+def test_bad_input(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    with pytest.raises(UsageError, match="empty"):
+        memory.add(ctx, "   ")
+    with pytest.raises(UsageError, match="invalid namespace"):
+        memory.add(ctx, "x", "../etc")
+    with pytest.raises(UsageError, match="unknown search mode"):
+        memory.search(ctx, "x", mode="fuzzy")
+    with pytest.raises(UsageError, match="no memory record"):
+        memory.delete(ctx, "nope")
+    assert memory.search(ctx, "x", "unknown-namespace") == []

@@ -1,0 +1,203 @@
+"""Long-term memory: Koog's cases 46-51 and 55 (KOOG_SEMANTICS §5.2), and the SQLite store
+checked against the record-by-record reference on random data."""
+
+from __future__ import annotations
+
+import random
+import stat
+from pathlib import Path
+
+import pytest
+
+from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+from koogcli.core import memory as core
+from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
+from koogcli.core.memory import MemoryRecord, SearchHit
+from koogcli.core.messages import Message, system, user
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SqliteMemoryStore:
+    return SqliteMemoryStore(tmp_path / "memory.sqlite3")
+
+
+def contents(hits: list[SearchHit]) -> list[str]:
+    return [h.record.content for h in hits]
+
+
+def test_case46_ids_are_generated(store: SqliteMemoryStore) -> None:
+    ids = store.add([MemoryRecord("Test content 1"), MemoryRecord("Test content 2")])
+    assert store.size("default") == 2 and len(set(ids)) == 2 and all(ids)
+
+
+def test_case47_keyword_substring(store: SqliteMemoryStore) -> None:
+    store.add(
+        [
+            MemoryRecord(t)
+            for t in [
+                "Kotlin is a programming language",
+                "Java is also a programming language",
+                "Python is popular for data science",
+            ]
+        ]
+    )
+    assert len(store.search_keyword("programming", "default", 10)) == 2
+
+
+def test_case48_keyword_limit_and_case(store: SqliteMemoryStore) -> None:
+    store.add([MemoryRecord(f"Test {i}") for i in range(3)])
+    assert len(store.search_keyword("Test", "default", 2)) == 2
+    store.add([MemoryRecord("KOTLIN is great", "k"), MemoryRecord("kotlin is awesome", "k")])
+    assert len(store.search_keyword("Kotlin", "k", 10)) == 2
+
+
+def test_case49_jaccard(store: SqliteMemoryStore) -> None:
+    store.add([MemoryRecord("apple orange banana"), MemoryRecord("car truck motorcycle")])
+    hits = store.search_similarity("banana apple", "default", 10)
+    assert contents(hits) == ["apple orange banana"] and hits[0].score == pytest.approx(2 / 3)
+    assert store.search_similarity("banana apple", "default", 10, threshold=0.7) == []
+
+
+def test_case50_no_overlap_no_results(store: SqliteMemoryStore) -> None:
+    store.add(
+        [
+            MemoryRecord("Kotlin was developed by JetBrains"),
+            MemoryRecord("Kotlin coroutines simplify async programming"),
+        ]
+    )
+    assert store.search_similarity("Tell me about Python and Django", "default", 10) == []
+
+
+def test_case51_tokenisation_is_ascii_words() -> None:
+    assert core.tokenize("Hello, world! hello_there café") == {
+        "hello",
+        "world",
+        "hello_there",
+        "caf",
+    }
+
+
+def test_case55_system_augmenter() -> None:
+    hits = [
+        SearchHit(MemoryRecord("A"), 1.0, "keyword"),
+        SearchHit(MemoryRecord("B"), 1.0, "keyword"),
+    ]
+    out = core.augment([system("sys"), user("q")], hits, "system")
+    expected = core.SYSTEM_TEMPLATE.replace(
+        core.PLACEHOLDER, "Relevant information:\n[1] A\n\n[2] B"
+    )
+    assert out[0].text == "sys\n\n" + expected
+    assert out[1].text == "q"
+    no_system = [user("q")]
+    assert core.augment(no_system, hits, "system") == no_system
+    assert core.augment([system("s"), user("q")], [], "system")[0].text == "s"
+
+
+def test_user_augmenter_targets_the_last_user_message() -> None:
+    hits = [SearchHit(MemoryRecord("fact"), 1.0, "keyword")]
+    out = core.augment([user("first"), user("second")], hits, "user")
+    assert out[0].text == "first" and out[1].text.startswith("second\n\nSome context")
+    assert "[1] fact" in out[1].text
+
+
+def test_namespaces_are_isolated(store: SqliteMemoryStore) -> None:
+    store.add([MemoryRecord("secret plan", "a"), MemoryRecord("public plan", "b")])
+    assert contents(store.search_keyword("plan", "a", 10)) == ["secret plan"]
+    assert contents(store.search_similarity("plan", "b", 10)) == ["public plan"]
+    assert store.search_keyword("plan", "nowhere", 10) == []
+
+
+def test_store_agrees_with_the_reference_on_random_data(store: SqliteMemoryStore) -> None:
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(40)] + ["Kotlin", "kotlin", "café", "x_y", "Zz"]
+    records = [
+        MemoryRecord(" ".join(rng.choice(vocabulary) for _ in range(rng.randint(3, 12))))
+        for _ in range(300)
+    ]
+    store.add(records)
+    for _ in range(40):
+        query = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 4)))
+        threshold = rng.choice([0.0, 0.1, 0.25])
+        expected = core.naive_similarity(records, query, 7, threshold)
+        got = store.search_similarity(query, "default", 7, threshold)
+        assert [(h.record.id, round(h.score, 9)) for h in got] == [
+            (h.record.id, round(h.score, 9)) for h in expected
+        ]
+        needle = rng.choice(vocabulary)[: rng.randint(1, 4)]
+        assert [h.record.id for h in store.search_keyword(needle, "default", 9)] == [
+            h.record.id for h in core.naive_keyword(records, needle, 9)
+        ]
+
+
+def test_sources_deduplicate(store: SqliteMemoryStore) -> None:
+    first = store.add([MemoryRecord("x", source="s/1"), MemoryRecord("y", source="s/2")])
+    again = store.add([MemoryRecord("x", source="s/1"), MemoryRecord("z", source="s/3")])
+    assert len(first) == 2 and len(again) == 1 and store.size("default") == 3
+    assert store.known_sources("default", ["s/1", "s/9"]) == {"s/1"}
+
+
+def test_delete_removes_from_every_index(store: SqliteMemoryStore) -> None:
+    [gone, kept] = store.add([MemoryRecord("alpha beta"), MemoryRecord("alpha gamma")])
+    assert store.delete(gone) and not store.delete(gone)
+    assert contents(store.search_similarity("alpha beta", "default", 10)) == ["alpha gamma"]
+    assert contents(store.search_keyword("alpha", "default", 10)) == ["alpha gamma"]
+
+
+def test_vectors_rank_by_cosine(store: SqliteMemoryStore) -> None:
+    store.add([MemoryRecord("east"), MemoryRecord("north")], [[1.0, 0.0], [0.0, 1.0]], "m")
+    hits = store.search_vectors([0.9, 0.1], "default", "m", 10)
+    assert contents(hits) == ["east", "north"] and hits[0].metric == "cosine"
+    assert store.vector_count("m") == 2 and store.without_vectors("default", "m") == []
+
+
+def test_database_is_private_and_reads_do_not_create_it(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite3"
+    reader = SqliteMemoryStore(path)
+    assert reader.search_keyword("x", "default", 5) == [] and not path.exists()
+    SqliteMemoryStore(path).add([MemoryRecord("x")])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_corrupt_database_is_exit_3_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite3"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    for action in (
+        lambda s: s.search_keyword("x", "default", 5),
+        lambda s: s.add([MemoryRecord("x")]),
+    ):
+        with pytest.raises(CorruptDocumentError) as info:
+            action(SqliteMemoryStore(path))
+        assert str(path) in info.value.message and info.value.exit_code == 3
+    assert path.read_bytes() == b"this is not sqlite at all" * 100
+
+
+def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "m.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE other (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(UnknownFormatError):
+        SqliteMemoryStore(path).records()
+
+
+def test_query_extraction_and_ingestion_records() -> None:
+    msgs = [user("one"), Message(role="assistant", content="reply"), user("two")]
+    assert core.query_from(msgs, "last_user_message") == "two"
+    assert core.query_from(msgs, "last_user_messages:2") == "one\ntwo"
+    assert core.query_from([system("s")], "last_user_message") is None
+    records = core.records_from_messages(msgs, ["assistant"], "ns", "sess")
+    assert [r.content for r in records] == ["reply"]
+    assert (
+        records[0].metadata["messageRole"] == "Assistant"
+        and records[0].source == f"sess/{msgs[1].id}"
+    )
+    assert core.records_from_messages(msgs, [], "ns", "sess") == []
+
+
+def test_recall_message_carries_the_marker() -> None:
+    pinned = core.recall_message("deploys", [SearchHit(MemoryRecord("blue-green"), 1.0, "keyword")])
+    assert pinned.text.startswith("Here are the relevant facts from memory")
+    assert pinned.meta == {"kind": "memory"} and "- blue-green" in pinned.text
