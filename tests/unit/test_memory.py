@@ -137,7 +137,7 @@ def test_sources_deduplicate(store: SqliteMemoryStore) -> None:
 
 
 def test_delete_removes_from_every_index(store: SqliteMemoryStore) -> None:
-    [gone, kept] = store.add([MemoryRecord("alpha beta"), MemoryRecord("alpha gamma")])
+    [gone, _] = store.add([MemoryRecord("alpha beta"), MemoryRecord("alpha gamma")])
     assert store.delete(gone) and not store.delete(gone)
     assert contents(store.search_similarity("alpha beta", "default", 10)) == ["alpha gamma"]
     assert contents(store.search_keyword("alpha", "default", 10)) == ["alpha gamma"]
