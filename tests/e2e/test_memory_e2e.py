@@ -1,0 +1,135 @@
+"""End-to-end long-term memory on the real binary against the local test server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def add(run_koog: Run, text: str, *args: str, env: dict[str, str] | None = None) -> str:
+    result = run_koog("memory", "add", text, *args, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def search(run_koog: Run, *args: str, env: dict[str, str] | None = None) -> list[dict[str, object]]:
+    result = run_koog("memory", "search", *args, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_keyword_and_similarity_search(run_koog: Run) -> None:
+    add(run_koog, "Kotlin is a programming language", "--namespace", "langs", "--meta", "src=doc")
+    add(run_koog, "JAVA is also a PROGRAMMING language", "--namespace", "langs")
+    add(run_koog, "programming elsewhere", "--namespace", "other")
+    found = search(run_koog, "Programming", "--mode", "keyword", "--namespace", "langs")
+    assert [r["content"] for r in found] == ["Kotlin is a programming language",
+                                             "JAVA is also a PROGRAMMING language"]
+    assert found[0]["metadata"] == {"src": "doc"} and found[0]["score"] == 1.0
+    ranked = search(run_koog, "kotlin programming language", "--namespace", "langs")
+    assert [r["content"] for r in ranked][0] == "Kotlin is a programming language"
+    assert ranked[0]["score"] == pytest.approx(3 / 5) and ranked[1]["score"] == pytest.approx(2 / 7)
+    assert len(search(run_koog, "kotlin programming language", "--namespace", "langs", "--top-k", "1")) == 1
+    assert len(search(run_koog, "kotlin programming language", "--namespace", "langs",
+                      "--threshold", "0.5")) == 1
+    assert search(run_koog, "programming", "--namespace", "nowhere") == []
+    table = run_koog("memory", "search", "kotlin", "--namespace", "langs").stdout
+    assert table.splitlines()[0].split() == ["SCORE", "ID", "CONTENT"]
+
+
+@pytest.mark.parametrize("augmenter, role", [("system", "system"), ("user", "user")])
+def test_retrieval_reaches_the_model(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path,
+                                     augmenter: str, role: str) -> None:
+    config = tmp_path / "rag.toml"
+    config.write_text(f'[long_term_memory.retrieval]\nenabled = true\naugmenter = "{augmenter}"\n')
+    env = {"KOOG_CONFIG": str(config)}
+    add(run_koog, "The office wifi password is hunter2", env=env)
+    server.enqueue({"content": "It is hunter2."})
+    assert run_koog("chat", "-s", "r", "-m", "what is the wifi password", env=env).returncode == 0
+    sent = server.chat_requests[-1]["messages"]
+    target = [m for m in sent if m["role"] == role][-1 if role == "user" else 0]
+    assert "Relevant information:\n[1] The office wifi password is hunter2" in target["content"]
+    stored = run_koog("history", "show", "-s", "r", "--format", "json", env=env).stdout
+    assert "Relevant information" not in stored
+
+
+def test_ingestion_of_completed_turns_only(run_koog: Run, server: FakeOpenAIServer,
+                                           tmp_path: Path) -> None:
+    config = tmp_path / "ingest.toml"
+    config.write_text("[long_term_memory.ingestion]\nenabled = true\n")
+    env = {"KOOG_CONFIG": str(config)}
+    assert run_koog("chat", "-s", "i", "-m", "my favourite colour is teal", env=env).returncode == 0
+    server.enqueue({"status": 500})
+    assert run_koog("chat", "-s", "i", "-m", "my least favourite is beige", env=env).returncode == 1
+    assert [r["content"] for r in search(run_koog, "favourite", "--mode", "keyword", env=env)] == [
+        "my favourite colour is teal", "echo: my favourite colour is teal"]
+    for i in range(10):
+        run_koog("chat", "-s", "i", "-m", f"turn number {i}", env=env)
+    contents = [r["content"] for r in json.loads(run_koog("memory", "list", "--json").stdout)]
+    assert len(contents) == len(set(contents)) == 22
+    again = run_koog("memory", "ingest", "-s", "i", "--json")
+    assert json.loads(again.stdout)["added"] == 0
+
+
+def test_ingest_twice_adds_no_duplicates(run_koog: Run) -> None:
+    for i in range(3):
+        run_koog("chat", "-s", "g", "-m", f"note {i}")
+    first = json.loads(run_koog("memory", "ingest", "-s", "g", "--json").stdout)
+    second = json.loads(run_koog("memory", "ingest", "-s", "g", "--json").stdout)
+    assert (first["added"], second["added"]) == (6, 0)
+    only_users = json.loads(run_koog("memory", "ingest", "-s", "g", "--namespace", "u", "--role",
+                                     "user", "--json").stdout)
+    assert only_users["added"] == 3
+
+
+def test_embeddings_mode(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path) -> None:
+    config = tmp_path / "embed.toml"
+    config.write_text('[long_term_memory.embeddings]\nmodel = "test-embed"\n')
+    env = {"KOOG_CONFIG": str(config)}
+    for text in ["apple banana cherry", "car truck bus", "banana apple"]:
+        add(run_koog, text, env=env)
+    hits = search(run_koog, "apple banana", env=env)
+    assert [h["content"] for h in hits][:2] == ["banana apple", "apple banana cherry"]
+    assert hits[0]["metric"] == "cosine" and hits[0]["score"] == pytest.approx(1.0, abs=1e-6)
+    search(run_koog, "bus", env=env)
+    embedded = [r["input"] for r in server.embedding_requests]
+    assert embedded == [["apple banana cherry"], ["car truck bus"], ["banana apple"],
+                        ["apple banana"], ["bus"]]
+    server.embedding_faults.append(503)
+    failed = run_koog("memory", "add", "never kept", env=env)
+    assert failed.returncode == 1 and "HTTP 503" in failed.stderr
+    assert all(r["content"] != "never kept" for r in json.loads(run_koog("memory", "list", "--json").stdout))
+
+
+def test_recall_then_compress_keeps_the_pin(run_koog: Run, server: FakeOpenAIServer) -> None:
+    run_koog("chat", "-s", "p", "-m", "hello")
+    add(run_koog, "deploys are blue-green")
+    pinned = run_koog("memory", "recall", "deploys blue-green", "-s", "p", "--json")
+    message = json.loads(pinned.stdout)["message"]
+    assert message["meta"] == {"kind": "memory"}
+    run_koog("chat", "-s", "p", "-m", "more")
+    assert run_koog("compress", "-s", "p").returncode == 0
+    after = json.loads(run_koog("history", "show", "-s", "p", "--format", "json").stdout)
+    assert message["id"] in [m["id"] for m in after]
+
+
+def test_corrupt_database_and_bad_input(run_koog: Run, data_dir: Path) -> None:
+    add(run_koog, "something")
+    db = data_dir / "memory.sqlite3"
+    for extra in ("-wal", "-shm"):
+        Path(str(db) + extra).unlink(missing_ok=True)
+    db.write_bytes(b"garbage" * 1000)
+    result = run_koog("memory", "search", "x")
+    assert result.returncode == 3 and str(db) in result.stderr
+    assert db.read_bytes() == b"garbage" * 1000
+    empty = run_koog("memory", "add", "")
+    assert empty.returncode == 2 and "empty" in empty.stderr
