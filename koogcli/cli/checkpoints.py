@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli import render
+from koogcli.cli import render, views
 from koogcli.cli.app import globals_of
 from koogcli.core.errors import CompensationError
 
@@ -29,7 +29,7 @@ def create(
     app_ctx = globals_of(ctx).build()
     made = checkpoints.create(app_ctx, app_ctx.session(session), label)
     if as_json:
-        render.json_out(render.checkpoint_dict(made))
+        render.json_out(views.checkpoint_dict(made))
     else:
         render.out(made.id)
 
@@ -47,9 +47,9 @@ def list_(
     app_ctx = globals_of(ctx).build()
     found = checkpoints.list_(app_ctx, app_ctx.session(session), all_)
     if as_json:
-        render.json_out([render.checkpoint_dict(c) for c in found])
+        render.json_out([views.checkpoint_dict(c) for c in found])
     elif found:
-        render.out(render.checkpoint_rows(found))
+        render.out(views.checkpoint_rows(found))
     else:
         render.note("no checkpoints yet")
 
@@ -67,9 +67,9 @@ def show(
     app_ctx = globals_of(ctx).build()
     found = checkpoints.show(app_ctx, checkpoint_id, app_ctx.session(session) if session else None)
     if as_json:
-        render.json_out(render.checkpoint_dict(found, with_messages=found.readable))
+        render.json_out(views.checkpoint_dict(found, with_messages=found.readable))
         return
-    render.out(render.checkpoint_rows([found]))
+    render.out(views.checkpoint_rows([found]))
     if found.messages:
         render.out("\n" + render.format_messages(found.messages, "text"))
 
@@ -130,7 +130,7 @@ def rollback(
             }
         )
     else:
-        for line in render.rollback_lines(result):
+        for line in views.rollback_lines(result):
             render.note(line)
     if result.failed:
         raise CompensationError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli import render
+from koogcli.cli import render, views
 from koogcli.cli.app import globals_of
 
 
@@ -52,8 +52,8 @@ def compress(
     with render.ProgressBar("summarising") as bar:
         result = run(app_ctx, request, bar.update)
     if as_json:
-        render.json_out(render.compress_dict(result))
+        render.json_out(views.compress_dict(result))
         return
     if dry_run:
         render.out(render.format_messages(result.after, "text"))
-    render.note(render.compress_line(result))
+    render.note(views.compress_line(result))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli import render
+from koogcli.cli import render, views
 from koogcli.cli.app import globals_of
 from koogcli.core.errors import UsageError
 
@@ -39,7 +39,7 @@ def add(
 
     record = memory.add(globals_of(ctx).build(), text, namespace, _meta(meta))
     if as_json:
-        render.json_out(render.record_dict(record))
+        render.json_out(views.record_dict(record))
     else:
         render.out(record.id)
 
@@ -59,9 +59,9 @@ def search(
 
     hits = memory.search(globals_of(ctx).build(), query, namespace, top_k, threshold, mode)
     if as_json:
-        render.json_out([render.record_dict(h.record, h) for h in hits])
+        render.json_out([views.record_dict(h.record, h) for h in hits])
     elif hits:
-        render.out(render.hits_table(hits))
+        render.out(views.hits_table(hits))
     else:
         render.note("no memory matched")
 
@@ -73,9 +73,9 @@ def list_(ctx: typer.Context, namespace: str | None = NAMESPACE, as_json: bool =
 
     records = memory.list_(globals_of(ctx).build(), namespace)
     if as_json:
-        render.json_out([render.record_dict(r) for r in records])
+        render.json_out([views.record_dict(r) for r in records])
     elif records:
-        render.out(render.records_table(records))
+        render.out(views.records_table(records))
     else:
         render.note("no memory records")
 

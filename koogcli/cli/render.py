@@ -94,17 +94,17 @@ def _message_block(m: Message, markdown: bool) -> str:
     return f"[{label}] {indented}"
 
 
-def _one_line(text: str, limit: int = 120) -> str:
+def one_line(text: str, limit: int = 120) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def tool_call_line(call: ToolCall) -> str:
-    return f"→ {call.name}({_one_line(call.arguments, 100)})"
+    return f"→ {call.name}({one_line(call.arguments, 100)})"
 
 
 def tool_result_line(outcome: ToolOutcome) -> str:
-    return f"{'✗' if outcome.error else '←'} {_one_line(outcome.text)}"
+    return f"{'✗' if outcome.error else '←'} {one_line(outcome.text)}"
 
 
 def table(rows: Iterable[Sequence[str]], headers: Sequence[str]) -> str:
@@ -177,66 +177,6 @@ def confirm_destructive(question: str, yes: bool) -> None:
         raise UsageError("cancelled; nothing changed")
 
 
-def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
-    rows = []
-    for c in checkpoints:
-        if not c.readable:
-            what = "unreadable" if c.format_version < 0 else f"format v{c.format_version}"
-            rows.append((c.id, c.created_at[:19].replace("T", " "), what, "", c.label or ""))
-            continue
-        kind = c.kind if c.kind != "restore" else ("manual" if c.manual else f"before {c.reason}")
-        if c.kind == "step":
-            kind = f"step {c.step}"
-        elif c.kind == "tombstone":
-            kind = f"turn {c.reason}"
-        count = str(c.message_count) if c.kind != "tombstone" else ""
-        rows.append((c.id, c.created_at[:19].replace("T", " "), kind, count, c.label or ""))
-    return table(rows, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL"))
-
-
-def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
-    data = {
-        "id": c.id,
-        "session": c.session,
-        "seq": c.seq,
-        "kind": c.kind,
-        "reason": c.reason,
-        "label": c.label,
-        "manual": c.manual,
-        "created_at": c.created_at,
-        "format_version": c.format_version,
-        "readable": c.readable,
-        "turn_id": c.turn_id,
-        "step": c.step,
-        "messages": c.message_count,
-    }
-    if with_messages:
-        data["output"] = c.output
-        data["details"] = c.details
-        data["messages"] = [m.to_dict() for m in c.messages]
-    return data
-
-
-def rollback_lines(result: Any) -> list[str]:
-    lines = [
-        f"restored {result.session} to checkpoint {result.restored.id} "
-        f"({result.messages_before} → {result.messages_after} messages)"
-    ]
-    for comp in result.compensations:
-        call = comp.call
-        if comp.outcome is None:
-            lines.append(f"  no compensating tool for {call.name}({_one_line(call.arguments, 80)})")
-        else:
-            mark = "✗" if comp.outcome.error else "✓"
-            lines.append(
-                f"  {mark} undo {call.name}({_one_line(call.arguments, 80)}): "
-                f"{_one_line(comp.outcome.text, 100)}"
-            )
-    if result.undo_point:
-        lines.append(f"undo this rollback with `koog rollback -s {result.session} --latest`")
-    return lines
-
-
 class ProgressBar:
     """A rich progress bar on a terminal's stderr; silent anywhere else."""
 
@@ -264,64 +204,3 @@ class ProgressBar:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
-
-
-def compress_dict(result: Any) -> dict[str, Any]:
-    from koogcli.core.compression import estimate_tokens
-
-    data = {
-        "session": result.session,
-        "strategy": result.strategy,
-        "dry_run": result.dry_run,
-        "changed": result.changed,
-        "messages_before": len(result.before),
-        "messages_after": len(result.after),
-        "tokens_before": estimate_tokens(result.before),
-        "tokens_after": estimate_tokens(result.after),
-        "requests": result.requests,
-        "checkpoint": result.checkpoint,
-    }
-    if result.dry_run:
-        data["history"] = [m.to_dict() for m in result.after]
-    return data
-
-
-def compress_line(result: Any) -> str:
-    data = compress_dict(result)
-    if not result.changed:
-        return f"{result.strategy}: nothing to keep was found; the history of {result.session} is unchanged"
-    verb = "would compress" if result.dry_run else "compressed"
-    line = (
-        f"{verb} {result.session}: {data['messages_before']} → {data['messages_after']} messages, "
-        f"~{data['tokens_before']} → ~{data['tokens_after']} tokens, {result.requests} request(s)"
-    )
-    if result.checkpoint:
-        line += f"; undo with `koog rollback -s {result.session} --latest`"
-    return line
-
-
-def record_dict(record: Any, hit: Any = None) -> dict[str, Any]:
-    data = {
-        "id": record.id,
-        "namespace": record.namespace,
-        "content": record.content,
-        "metadata": record.metadata,
-        "created_at": record.created_at,
-    }
-    if hit is not None:
-        data["score"] = round(hit.score, 6)
-        data["metric"] = hit.metric
-    return data
-
-
-def hits_table(hits: Sequence[Any]) -> str:
-    rows = [(f"{h.score:.3f}", h.record.id[:12], _one_line(h.record.content, 90)) for h in hits]
-    return table(rows, ("SCORE", "ID", "CONTENT"))
-
-
-def records_table(records: Sequence[Any]) -> str:
-    rows = [
-        (r.id[:12], r.namespace, r.created_at[:19].replace("T", " "), _one_line(r.content, 70))
-        for r in records
-    ]
-    return table(rows, ("ID", "NAMESPACE", "CREATED", "CONTENT"))

@@ -126,8 +126,15 @@ class WholeHistory:
     def compress(
         self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
     ) -> list[Message]:
-        [text] = llm.ask_all([summary_prompt(history)])
-        return compose(history, [summary_message(text)], memory)
+        return summarize_part(history, history, memory, llm)
+
+
+def summarize_part(
+    history: Sequence[Message], part: Sequence[Message], memory: Sequence[Message], llm: Summarizer
+) -> list[Message]:
+    """One summary of `part`, composed into the whole history."""
+    [text] = llm.ask_all([summary_prompt(part)])
+    return compose(history, [summary_message(text)], memory)
 
 
 @dataclass(frozen=True)
@@ -140,8 +147,7 @@ class FromLastNMessages:
     ) -> list[Message]:
         tail = set(map(id, history[-self.n :])) if self.n > 0 else set()
         kept = [m for m in history if m.role == "system" or id(m) in tail]
-        [text] = llm.ask_all([summary_prompt(kept)])
-        return compose(history, [summary_message(text)], memory)
+        return summarize_part(history, kept, memory, llm)
 
 
 @dataclass(frozen=True)
@@ -153,8 +159,7 @@ class FromTimestamp:
         self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
     ) -> list[Message]:
         kept = [m for m in history if m.role == "system" or _timestamp(m) >= self.since]
-        [text] = llm.ask_all([summary_prompt(kept)])
-        return compose(history, [summary_message(text)], memory)
+        return summarize_part(history, kept, memory, llm)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koogcli.cli import render
+from koogcli.cli import views
 from koogcli.repl.slash import REGISTRY
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def _checkpoints(state: ReplState, args: str) -> None:
 
     found = checkpoints.list_(state.ctx, state.session)
     if found:
-        state.ui.show(render.checkpoint_rows(found))
+        state.ui.show(views.checkpoint_rows(found))
     else:
         state.ui.info("no checkpoints yet")
 
@@ -43,7 +43,7 @@ def _rollback(state: ReplState, args: str) -> None:
         state.ui.info("nothing changed")
         return
     result = checkpoints.rollback(state.ctx, state.session, target, compensate=bool(args))
-    for line in render.rollback_lines(result):
+    for line in views.rollback_lines(result):
         state.ui.info(line)
     for failed in result.failed:
         state.ui.info(f"compensating {failed.call.name} failed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koogcli.cli import render
+from koogcli.cli import render, views
 from koogcli.repl.slash import REGISTRY
 
 if TYPE_CHECKING:
@@ -19,4 +19,4 @@ def _compress(state: ReplState, args: str) -> None:
 
     with render.ProgressBar("summarising") as bar:
         result = compress(state.ctx, CompressRequest(state.session, args or None), bar.update)
-    state.ui.info(render.compress_line(result))
+    state.ui.info(views.compress_line(result))

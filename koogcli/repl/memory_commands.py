@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koogcli.cli import render
+from koogcli.cli import views
 from koogcli.core.errors import UsageError
 from koogcli.repl.slash import REGISTRY
 
@@ -21,6 +21,6 @@ def _memory(state: ReplState, args: str) -> None:
     settings = state.ctx.settings.long_term_memory.retrieval
     hits = memory.search(state.ctx, args, settings.namespace, 10, 0.0, settings.mode)
     if hits:
-        state.ui.show(render.hits_table(hits))
+        state.ui.show(views.hits_table(hits))
     else:
         state.ui.info("no memory matched")
