@@ -32,23 +32,40 @@ def test_keyword_and_similarity_search(run_koog: Run) -> None:
     add(run_koog, "JAVA is also a PROGRAMMING language", "--namespace", "langs")
     add(run_koog, "programming elsewhere", "--namespace", "other")
     found = search(run_koog, "Programming", "--mode", "keyword", "--namespace", "langs")
-    assert [r["content"] for r in found] == ["Kotlin is a programming language",
-                                             "JAVA is also a PROGRAMMING language"]
+    assert [r["content"] for r in found] == [
+        "Kotlin is a programming language",
+        "JAVA is also a PROGRAMMING language",
+    ]
     assert found[0]["metadata"] == {"src": "doc"} and found[0]["score"] == 1.0
     ranked = search(run_koog, "kotlin programming language", "--namespace", "langs")
     assert [r["content"] for r in ranked][0] == "Kotlin is a programming language"
     assert ranked[0]["score"] == pytest.approx(3 / 5) and ranked[1]["score"] == pytest.approx(2 / 7)
-    assert len(search(run_koog, "kotlin programming language", "--namespace", "langs", "--top-k", "1")) == 1
-    assert len(search(run_koog, "kotlin programming language", "--namespace", "langs",
-                      "--threshold", "0.5")) == 1
+    assert (
+        len(search(run_koog, "kotlin programming language", "--namespace", "langs", "--top-k", "1"))
+        == 1
+    )
+    assert (
+        len(
+            search(
+                run_koog,
+                "kotlin programming language",
+                "--namespace",
+                "langs",
+                "--threshold",
+                "0.5",
+            )
+        )
+        == 1
+    )
     assert search(run_koog, "programming", "--namespace", "nowhere") == []
     table = run_koog("memory", "search", "kotlin", "--namespace", "langs").stdout
     assert table.splitlines()[0].split() == ["SCORE", "ID", "CONTENT"]
 
 
 @pytest.mark.parametrize("augmenter, role", [("system", "system"), ("user", "user")])
-def test_retrieval_reaches_the_model(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path,
-                                     augmenter: str, role: str) -> None:
+def test_retrieval_reaches_the_model(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path, augmenter: str, role: str
+) -> None:
     config = tmp_path / "rag.toml"
     config.write_text(f'[long_term_memory.retrieval]\nenabled = true\naugmenter = "{augmenter}"\n')
     env = {"KOOG_CONFIG": str(config)}
@@ -62,8 +79,9 @@ def test_retrieval_reaches_the_model(run_koog: Run, server: FakeOpenAIServer, tm
     assert "Relevant information" not in stored
 
 
-def test_ingestion_of_completed_turns_only(run_koog: Run, server: FakeOpenAIServer,
-                                           tmp_path: Path) -> None:
+def test_ingestion_of_completed_turns_only(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     config = tmp_path / "ingest.toml"
     config.write_text("[long_term_memory.ingestion]\nenabled = true\n")
     env = {"KOOG_CONFIG": str(config)}
@@ -71,7 +89,9 @@ def test_ingestion_of_completed_turns_only(run_koog: Run, server: FakeOpenAIServ
     server.enqueue({"status": 500})
     assert run_koog("chat", "-s", "i", "-m", "my least favourite is beige", env=env).returncode == 1
     assert [r["content"] for r in search(run_koog, "favourite", "--mode", "keyword", env=env)] == [
-        "my favourite colour is teal", "echo: my favourite colour is teal"]
+        "my favourite colour is teal",
+        "echo: my favourite colour is teal",
+    ]
     for i in range(10):
         run_koog("chat", "-s", "i", "-m", f"turn number {i}", env=env)
     contents = [r["content"] for r in json.loads(run_koog("memory", "list", "--json").stdout)]
@@ -86,8 +106,11 @@ def test_ingest_twice_adds_no_duplicates(run_koog: Run) -> None:
     first = json.loads(run_koog("memory", "ingest", "-s", "g", "--json").stdout)
     second = json.loads(run_koog("memory", "ingest", "-s", "g", "--json").stdout)
     assert (first["added"], second["added"]) == (6, 0)
-    only_users = json.loads(run_koog("memory", "ingest", "-s", "g", "--namespace", "u", "--role",
-                                     "user", "--json").stdout)
+    only_users = json.loads(
+        run_koog(
+            "memory", "ingest", "-s", "g", "--namespace", "u", "--role", "user", "--json"
+        ).stdout
+    )
     assert only_users["added"] == 3
 
 
@@ -102,12 +125,20 @@ def test_embeddings_mode(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
     assert hits[0]["metric"] == "cosine" and hits[0]["score"] == pytest.approx(1.0, abs=1e-6)
     search(run_koog, "bus", env=env)
     embedded = [r["input"] for r in server.embedding_requests]
-    assert embedded == [["apple banana cherry"], ["car truck bus"], ["banana apple"],
-                        ["apple banana"], ["bus"]]
+    assert embedded == [
+        ["apple banana cherry"],
+        ["car truck bus"],
+        ["banana apple"],
+        ["apple banana"],
+        ["bus"],
+    ]
     server.embedding_faults.append(503)
     failed = run_koog("memory", "add", "never kept", env=env)
     assert failed.returncode == 1 and "HTTP 503" in failed.stderr
-    assert all(r["content"] != "never kept" for r in json.loads(run_koog("memory", "list", "--json").stdout))
+    assert all(
+        r["content"] != "never kept"
+        for r in json.loads(run_koog("memory", "list", "--json").stdout)
+    )
 
 
 def test_recall_then_compress_keeps_the_pin(run_koog: Run, server: FakeOpenAIServer) -> None:

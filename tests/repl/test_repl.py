@@ -274,3 +274,15 @@ def test_compress_command(repl: Callable[..., Any], fake_model: FakeChatModel) -
     ui, ctx = repl("a" + ENTER + "b" + ENTER + "/compress" + ENTER + CTRL_D)
     assert any(i.startswith("compressed r: 5 → 3 messages") for i in ui.infos)
     assert [m.text for m in ctx.history.load(SessionName("r"))][-1] == "the gist"
+
+
+def test_memory_command(repl: Callable[..., Any], make_ctx: Callable[..., Any]) -> None:
+    from koogcli.services import memory
+
+    memory.add(make_ctx(), "the staging server is called nimbus")
+    ui, _ = repl(
+        "/memory staging server" + ENTER + "/memory zebra" + ENTER + "/memory" + ENTER + CTRL_D
+    )
+    assert "the staging server is called nimbus" in ui.shown[0] and "SCORE" in ui.shown[0]
+    assert "no memory matched" in ui.infos
+    assert ui.errors == ["usage: /memory QUERY"]
