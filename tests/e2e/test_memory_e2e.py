@@ -38,7 +38,10 @@ def test_keyword_and_similarity_search(run_koog: Run) -> None:
     ]
     assert found[0]["metadata"] == {"src": "doc"} and found[0]["score"] == 1.0
     ranked = search(run_koog, "kotlin programming language", "--namespace", "langs")
-    assert [r["content"] for r in ranked][0] == "Kotlin is a programming language"
+    assert [r["content"] for r in ranked] == [
+        "Kotlin is a programming language",
+        "JAVA is also a PROGRAMMING language",
+    ]
     assert ranked[0]["score"] == pytest.approx(3 / 5) and ranked[1]["score"] == pytest.approx(2 / 7)
     assert (
         len(search(run_koog, "kotlin programming language", "--namespace", "langs", "--top-k", "1"))
