@@ -77,9 +77,11 @@ def _version(value: bool) -> None:
 @app.callback()
 def _global_options(
     ctx: typer.Context,
-    config: str | None = typer.Option(None, "--config", help="Config file (env KOOG_CONFIG)."),
+    config: str | None = typer.Option(
+        None, "--config", metavar="PATH", help="Config file (env KOOG_CONFIG)."
+    ),
     data_dir: str | None = typer.Option(
-        None, "--data-dir", help="Data folder (env KOOG_DATA_DIR)."
+        None, "--data-dir", metavar="PATH", help="Data folder (env KOOG_DATA_DIR)."
     ),
     version: bool = typer.Option(
         False, "--version", is_eager=True, callback=_version, help="Show the version and exit."

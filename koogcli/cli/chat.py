@@ -31,10 +31,16 @@ def compose_message(message: str | None, piped: str | None) -> str:
 
 def chat(
     ctx: typer.Context,
-    session: str | None = typer.Option(None, "-s", "--session", help="Session name."),
-    message: str | None = typer.Option(None, "-m", "--message", help="Send one message and exit."),
-    model: str | None = typer.Option(None, "--model", help="Model for this run."),
-    system: str | None = typer.Option(None, "--system", help="System prompt for this run."),
+    session: str | None = typer.Option(
+        None, "-s", "--session", metavar="NAME", help="Session name."
+    ),
+    message: str | None = typer.Option(
+        None, "-m", "--message", metavar="TEXT", help="Send one message and exit."
+    ),
+    model: str | None = typer.Option(None, "--model", metavar="MODEL", help="Model for this run."),
+    system: str | None = typer.Option(
+        None, "--system", metavar="TEXT", help="System prompt for this run."
+    ),
     no_stream: bool = typer.Option(False, "--no-stream", help="Wait for the whole reply."),
     resume: bool | None = typer.Option(
         None,

@@ -11,7 +11,7 @@ from koogcli.core.errors import CompensationError
 app = typer.Typer(help="Restore points and step checkpoints of a session.", no_args_is_help=True)
 
 SESSION = typer.Option(
-    None, "-s", "--session", help="Session name (default: chat.default_session)."
+    None, "-s", "--session", metavar="NAME", help="Session name (default: chat.default_session)."
 )
 JSON = typer.Option(False, "--json", help="Print JSON.")
 
@@ -20,7 +20,7 @@ JSON = typer.Option(False, "--json", help="Print JSON.")
 def create(
     ctx: typer.Context,
     session: str | None = SESSION,
-    label: str | None = typer.Option(None, "--label", help="A name to find it by."),
+    label: str | None = typer.Option(None, "--label", metavar="TEXT", help="A name to find it by."),
     as_json: bool = JSON,
 ) -> None:
     """Take a restore point of the session's history now."""

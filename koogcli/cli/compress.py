@@ -10,20 +10,32 @@ from koogcli.cli.app import globals_of
 
 def compress(
     ctx: typer.Context,
-    session: str | None = typer.Option(None, "-s", "--session", help="Session name."),
-    strategy: str | None = typer.Option(
-        None, "--strategy", help="whole, last-n, since, chunked, facts or per-system."
+    session: str | None = typer.Option(
+        None, "-s", "--session", metavar="NAME", help="Session name."
     ),
-    last: int | None = typer.Option(None, "--last", min=1, help="last-n: messages to summarise."),
-    since: str | None = typer.Option(None, "--since", help="since: an ISO-8601 time."),
+    strategy: str | None = typer.Option(
+        None,
+        "--strategy",
+        metavar="STRATEGY",
+        help="whole, last-n, since, chunked, facts or per-system.",
+    ),
+    last: int | None = typer.Option(
+        None, "--last", min=1, metavar="N", help="last-n: messages to summarise."
+    ),
+    since: str | None = typer.Option(
+        None, "--since", metavar="ISO-8601", help="since: an ISO-8601 time."
+    ),
     chunk_size: int | None = typer.Option(
-        None, "--chunk-size", min=1, help="chunked: messages per chunk."
+        None, "--chunk-size", min=1, metavar="N", help="chunked: messages per chunk."
     ),
     concept: list[str] = typer.Option(
-        [], "--concept", help="facts: NAME:DESCRIPTION[:single|multiple], repeatable."
+        [],
+        "--concept",
+        metavar="NAME:DESCRIPTION[:KIND]",
+        help="facts: NAME:DESCRIPTION[:single|multiple], repeatable.",
     ),
     fallback: str | None = typer.Option(
-        None, "--fallback", help="facts: strategy when none found."
+        None, "--fallback", metavar="STRATEGY", help="facts: strategy when none found."
     ),
     no_preserve_memory: bool = typer.Option(
         False, "--no-preserve-memory", help="Let memory messages be summarised too."

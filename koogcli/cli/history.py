@@ -15,7 +15,7 @@ from koogcli.core.errors import UsageError
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
 SESSION = typer.Option(
-    None, "-s", "--session", help="Session name (default: chat.default_session)."
+    None, "-s", "--session", metavar="NAME", help="Session name (default: chat.default_session)."
 )
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
@@ -49,8 +49,12 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
 def show(
     ctx: typer.Context,
     session: str | None = SESSION,
-    last: int | None = typer.Option(None, "--last", min=0, help="Only the last N messages."),
-    fmt: str = typer.Option("text", "--format", help="text, markdown, json or jsonl."),
+    last: int | None = typer.Option(
+        None, "--last", min=0, metavar="N", help="Only the last N messages."
+    ),
+    fmt: str = typer.Option(
+        "text", "--format", metavar="FORMAT", help="text, markdown, json or jsonl."
+    ),
     transcript: bool = typer.Option(False, "--transcript", help="Every message ever exchanged."),
 ) -> None:
     """Show a session's stored history (or its full transcript)."""
@@ -92,7 +96,9 @@ def delete(ctx: typer.Context, session: str | None = SESSION, yes: bool = YES) -
 def export(
     ctx: typer.Context,
     session: str | None = SESSION,
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE, not stdout."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", metavar="FILE", help="Write to FILE, not stdout."
+    ),
 ) -> None:
     """Export a session's history as a JSON document."""
     from koogcli.services import history

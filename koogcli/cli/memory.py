@@ -12,7 +12,9 @@ app = typer.Typer(
     help="Long-term memory: records searchable across sessions.", no_args_is_help=True
 )
 
-NAMESPACE = typer.Option(None, "--namespace", "-n", help="Namespace (default: default).")
+NAMESPACE = typer.Option(
+    None, "--namespace", "-n", metavar="NS", help="Namespace (default: default)."
+)
 JSON = typer.Option(False, "--json", help="Print JSON.")
 
 
@@ -31,7 +33,9 @@ def add(
     ctx: typer.Context,
     text: str = typer.Argument(..., help="What to remember."),
     namespace: str | None = NAMESPACE,
-    meta: list[str] = typer.Option([], "--meta", help="KEY=VALUE metadata, repeatable."),
+    meta: list[str] = typer.Option(
+        [], "--meta", metavar="KEY=VALUE", help="KEY=VALUE metadata, repeatable."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Remember a piece of text."""
@@ -49,9 +53,11 @@ def search(
     ctx: typer.Context,
     query: str = typer.Argument(...),
     namespace: str | None = NAMESPACE,
-    top_k: int = typer.Option(10, "--top-k", min=1, help="At most this many results."),
-    threshold: float = typer.Option(0.0, "--threshold", min=0.0, max=1.0, help="Minimum score."),
-    mode: str = typer.Option("similarity", "--mode", help="similarity or keyword."),
+    top_k: int = typer.Option(10, "--top-k", min=1, metavar="K", help="At most this many results."),
+    threshold: float = typer.Option(
+        0.0, "--threshold", min=0.0, max=1.0, metavar="T", help="Minimum score."
+    ),
+    mode: str = typer.Option("similarity", "--mode", metavar="MODE", help="similarity or keyword."),
     as_json: bool = JSON,
 ) -> None:
     """Search memory: word overlap (or embeddings) by default, substring with --mode keyword."""
@@ -92,10 +98,12 @@ def delete(ctx: typer.Context, record_id: str = typer.Argument(..., metavar="ID"
 @app.command()
 def ingest(
     ctx: typer.Context,
-    session: str | None = typer.Option(None, "-s", "--session", help="Session name."),
+    session: str | None = typer.Option(
+        None, "-s", "--session", metavar="NAME", help="Session name."
+    ),
     namespace: str | None = NAMESPACE,
     role: list[str] = typer.Option(
-        [], "--role", help="user, assistant, system or tool; repeatable."
+        [], "--role", metavar="ROLE", help="user, assistant, system or tool; repeatable."
     ),
     as_json: bool = JSON,
 ) -> None:
@@ -128,9 +136,11 @@ def ingest(
 def recall(
     ctx: typer.Context,
     query: str = typer.Argument(...),
-    session: str | None = typer.Option(None, "-s", "--session", help="Session name."),
+    session: str | None = typer.Option(
+        None, "-s", "--session", metavar="NAME", help="Session name."
+    ),
     namespace: str | None = NAMESPACE,
-    top_k: int = typer.Option(5, "--top-k", min=1, help="At most this many records."),
+    top_k: int = typer.Option(5, "--top-k", min=1, metavar="K", help="At most this many records."),
     as_json: bool = JSON,
 ) -> None:
     """Pin matching records into a session as one memory message that compression keeps."""
