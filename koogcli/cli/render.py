@@ -11,11 +11,13 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from koogcli.core.errors import EndpointNotConfiguredError, KoogError
-from koogcli.core.messages import Message, ToolCall
-from koogcli.core.ports import ToolOutcome
+
+if TYPE_CHECKING:  # kept out of start-up: `koog --help` needs none of them
+    from koogcli.core.messages import Message, ToolCall
+    from koogcli.core.ports import ToolOutcome
 
 
 def is_tty(stream: TextIO) -> bool:

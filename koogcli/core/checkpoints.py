@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-import secrets
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -25,7 +25,7 @@ Kind = Literal["restore", "step", "tombstone"]
 
 
 def new_checkpoint_id() -> str:
-    return secrets.token_hex(4)
+    return os.urandom(4).hex()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.names import SessionName
+
+if TYPE_CHECKING:
+    from koogcli.core.checkpoints import Checkpoint
+    from koogcli.core.memory import MemoryRecord, SearchHit
+    from koogcli.core.names import SessionName
 
 
 @dataclass(frozen=True, slots=True)
