@@ -8,9 +8,11 @@ text sent back to the model. A compensating `rollback` callable takes the same a
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
@@ -135,6 +137,8 @@ class PythonToolBox:
             return ToolOutcome(f"Error: invalid arguments for {tool.name}: {problems}", True)
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         try:
-            return ToolOutcome(_render(function(**kwargs)))
+            # A tool that prints must not corrupt a pipeline's stdout, which holds the reply.
+            with contextlib.redirect_stdout(sys.stderr):
+                return ToolOutcome(_render(function(**kwargs)))
         except Exception as exc:  # a tool's failure is reported to the model, not raised
             return ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Literal
 
+import pytest
+
 from koogcli.adapters.python_tools import PythonToolBox, build_tool
 
 
@@ -70,3 +72,15 @@ def test_errors_come_back_as_text() -> None:
     assert unknown.error and "no tool named 'nope'" in unknown.text
     assert box.rollback("explode", "{}").error
     assert not box.has_rollback("explode") and box.has_rollback("create_user")
+
+
+def test_tool_output_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    def chatty(x: str) -> str:
+        """Prints while working."""
+        print("working on", x)
+        return "done"
+
+    box = PythonToolBox([build_tool("m:chatty", chatty)])
+    assert box.call("chatty", '{"x": "it"}').text == "done"
+    captured = capsys.readouterr()
+    assert captured.out == "" and "working on it" in captured.err
