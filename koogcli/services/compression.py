@@ -37,6 +37,12 @@ class CompressRequest:
     preserve_memory: bool | None = None
     dry_run: bool = False
 
+    @property
+    def choice(self) -> StrategyChoice:
+        return StrategyChoice(
+            self.strategy, self.last_n, self.since, self.chunk_size, self.concepts, self.fallback
+        )
+
 
 @dataclass(frozen=True)
 class CompressResult:
@@ -88,12 +94,26 @@ class ModelSummarizer:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def build_strategy(settings: CompressionSettings, request: CompressRequest) -> core.Strategy:
-    return _strategy(request.strategy or settings.strategy, settings, request, allow_fallback=True)
+@dataclass(frozen=True)
+class StrategyChoice:
+    """Flags that override `[compression]` for one run; None (or empty) keeps the config."""
+
+    strategy: str | None = None
+    last_n: int | None = None
+    since: str | None = None
+    chunk_size: int | None = None
+    concepts: tuple[str, ...] = ()
+    fallback: str | None = None
+
+
+def build_strategy(
+    settings: CompressionSettings, choice: StrategyChoice = StrategyChoice()
+) -> core.Strategy:
+    return _strategy(choice.strategy or settings.strategy, settings, choice, allow_fallback=True)
 
 
 def _strategy(
-    name: str, settings: CompressionSettings, request: CompressRequest, allow_fallback: bool
+    name: str, settings: CompressionSettings, request: StrategyChoice, allow_fallback: bool
 ) -> core.Strategy:
     if name == "whole":
         return core.WholeHistory()
@@ -152,7 +172,7 @@ def compress(
     from koogcli.services.turn import live_prompt
 
     settings = ctx.settings.compression
-    strategy = build_strategy(settings, request)
+    strategy = build_strategy(settings, request.choice)
     stored = ctx.history.read(request.session)
     if not stored.messages:
         raise UsageError(f"session {request.session.value} has no history to compress")

@@ -89,9 +89,7 @@ def _auto_compress(
     count = sum(1 for m in loaded.messages if m.role != "system")
     if not settings.auto_after_messages or count <= settings.auto_after_messages:
         return loaded
-    strategy = compression.build_strategy(
-        settings, compression.CompressRequest(SessionName("auto"))
-    )
+    strategy = compression.build_strategy(settings)
     compressed, _ = compression.compress_prompt(
         ctx, loaded.messages, strategy, settings.preserve_memory
     )
@@ -138,12 +136,11 @@ def resume_turn(
         _field(d, "rounds", int),
         events=events or TurnEvents(),
     )
-    if step.step == "store":
+    if step.step == "store":  # the history was stored; only ingestion and the tombstone remain
         ingest(turn)
         tombstone(turn, "completed")
-        return result(
-            turn, ctx.history.read(session).revision, len(ctx.history.load(session)), step.step
-        )
+        stored = ctx.history.read(session)
+        return result(turn, stored.revision, len(stored.messages), step.step)
     return drive(turn, resumed_after=step.step)
 
 
