@@ -65,7 +65,8 @@ def _tag(checkpoint: Checkpoint) -> str:
 class _Objects:
     """The in-process view of one session's objects file, refreshed from where it left off."""
 
-    def __init__(self) -> None:
+    def __init__(self, inode: int = 0) -> None:
+        self.inode = inode
         self.offset = 0
         self.by_digest: dict[str, int] = {}
         self.by_seq: dict[int, dict[str, object]] = {}
@@ -251,13 +252,18 @@ class FileCheckpointStore:
         return self.folder(session) / "objects.jsonl"
 
     def _refresh(self, session: SessionName) -> _Objects:
-        objects = self._objects.setdefault(session.value, _Objects())
         path = self._objects_file(session)
+        objects = self._objects.setdefault(session.value, _Objects())
         try:
             with path.open("rb") as handle:
+                info = os.fstat(handle.fileno())
+                if info.st_ino != objects.inode or info.st_size < objects.offset:
+                    # Another process dropped the session since: start over from this file.
+                    objects = self._objects[session.value] = _Objects(info.st_ino)
                 handle.seek(objects.offset)
                 chunk = handle.read()
         except FileNotFoundError:
+            objects = self._objects[session.value] = _Objects()
             return objects
         except OSError as exc:
             raise StorageError(f"cannot read {path}: {exc.strerror}") from exc

@@ -179,3 +179,12 @@ def test_resolve_id_by_prefix() -> None:
     found = [make(), make()]
     assert core.resolve_id(found, found[0].id) == [found[0]]
     assert core.resolve_id(found, found[1].id[:6]) == [found[1]]
+
+
+def test_a_long_lived_store_notices_another_process_dropping_the_session(
+    store: FileCheckpointStore,
+) -> None:
+    store.save(make(messages=(user("old"),)))
+    FileCheckpointStore(store.data).drop(S)  # another process: `koog history delete`
+    saved = store.save(make(messages=(user("new"),)))
+    assert [m.text for m in FileCheckpointStore(store.data).get(S, saved.id).messages] == ["new"]
