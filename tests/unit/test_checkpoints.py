@@ -184,7 +184,11 @@ def test_resolve_id_by_prefix() -> None:
 def test_a_long_lived_store_notices_another_process_dropping_the_session(
     store: FileCheckpointStore,
 ) -> None:
-    store.save(make(messages=(user("old"),)))
+    old = user("old")
+    store.save(make(messages=(old,)))
     FileCheckpointStore(store.data).drop(S)  # another process: `koog history delete`
-    saved = store.save(make(messages=(user("new"),)))
-    assert [m.text for m in FileCheckpointStore(store.data).get(S, saved.id).messages] == ["new"]
+    saved = store.save(make(messages=(old, user("new"))))
+    assert [m.text for m in FileCheckpointStore(store.data).get(S, saved.id).messages] == [
+        "old",
+        "new",
+    ]
