@@ -57,6 +57,7 @@ def chat(
         flags["chat.stream"] = False
     app_ctx = globals_of(ctx).build(flags)
     name = app_ctx.session(session)
+    app_ctx.require_endpoint()
     if resume:
         if message is not None:
             raise UsageError("--resume finishes the interrupted turn; send -m in the next command")

@@ -126,6 +126,16 @@ class AppContext:
 
         return ChatMemory(self.history, self.pipeline)
 
+    def require_endpoint(self) -> None:
+        """Fail early (first-run guide, exit 2) when no endpoint is configured at all."""
+        if self.model_factory is openai_model_factory:
+            from koogcli.adapters.openai_model import resolve_endpoint
+
+            llm = self.settings.llm
+            resolve_endpoint(
+                llm.base_url, llm.api_key_env, self.env, llm.timeout_seconds, llm.max_retries
+            )
+
     def model(self) -> ChatModel:
         if self._model is None:
             self._model = self.model_factory(self)

@@ -61,3 +61,12 @@ def test_repl_in_a_terminal(
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_repl_without_an_endpoint_shows_the_first_run_guide(koog_env: dict[str, str]) -> None:
+    env = {k: v for k, v in koog_env.items() if not k.startswith("OPENAI_")}
+    child = pexpect.spawn(KOOG_BIN, ["chat"], env=env, encoding="utf-8", timeout=15)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2
+    assert "no model endpoint configured" in (child.before or "")
