@@ -19,7 +19,7 @@ import common  # noqa: F401  (puts the repository on sys.path)
 def timed(data: Path, base_url: str, concurrency: int, chunk_size: int) -> tuple[float, int]:
     from koogcli.core.names import SessionName
     from koogcli.services import context
-    from koogcli.services.compression import CompressRequest, compress
+    from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 
     config = data / f"c{concurrency}.toml"
     config.write_text(
@@ -34,7 +34,9 @@ def timed(data: Path, base_url: str, concurrency: int, chunk_size: int) -> tuple
         "KOOG_MAX_RETRIES": "0",
     }
     ctx = context.build(env=env)
-    request = CompressRequest(SessionName("c"), "chunked", chunk_size=chunk_size, dry_run=True)
+    request = CompressRequest(
+        SessionName("c"), StrategyChoice("chunked", chunk_size=chunk_size), dry_run=True
+    )
     start = time.perf_counter()
     result = compress(ctx, request)
     return time.perf_counter() - start, result.requests

@@ -42,12 +42,20 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(42)
     syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "zen", "pa", "do", "ri", "ku"]
-    vocabulary = sorted({"".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(30_000)})
+    vocabulary = sorted(
+        {"".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(30_000)}
+    )
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
-    records = [MemoryRecord(words(rng, vocabulary, weights, rng.randint(10, 30)))
-               for _ in range(args.records)]
-    similarity_queries = [words(rng, vocabulary, weights, rng.randint(3, 6)) for _ in range(args.queries)]
-    keyword_queries = [rng.choice(records).content.split()[rng.randint(0, 5)] for _ in range(args.queries)]
+    records = [
+        MemoryRecord(words(rng, vocabulary, weights, rng.randint(10, 30)))
+        for _ in range(args.records)
+    ]
+    similarity_queries = [
+        words(rng, vocabulary, weights, rng.randint(3, 6)) for _ in range(args.queries)
+    ]
+    keyword_queries = [
+        rng.choice(records).content.split()[rng.randint(0, 5)] for _ in range(args.queries)
+    ]
 
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteMemoryStore(Path(tmp) / "memory.sqlite3")
@@ -56,17 +64,25 @@ def main() -> None:
             store.add(records[i : i + 1000])
         insert = time.perf_counter() - start
         size = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
-        print(f"insert: {len(records)} records in {insert:.1f} s ({len(records) / insert:,.0f} records/s), "
-              f"{size:.0f} MiB on disk")
-        sim, sim_found = median_ms(lambda q: store.search_similarity(q, "default", 5), similarity_queries)
+        print(
+            f"insert: {len(records)} records in {insert:.1f} s ({len(records) / insert:,.0f} records/s), "
+            f"{size:.0f} MiB on disk"
+        )
+        sim, sim_found = median_ms(
+            lambda q: store.search_similarity(q, "default", 5), similarity_queries
+        )
         kw, kw_found = median_ms(lambda q: store.search_keyword(q, "default", 5), keyword_queries)
         print(f"similarity top-5: median {sim:6.1f} ms ({sim_found} hits)   goal <= 50 ms")
         print(f"keyword    top-5: median {kw:6.1f} ms ({kw_found} hits)   goal <= 20 ms")
         few = max(5, args.queries // 10)
-        naive_sim, _ = median_ms(lambda q: naive_similarity(records, q, 5), similarity_queries[:few])
+        naive_sim, _ = median_ms(
+            lambda q: naive_similarity(records, q, 5), similarity_queries[:few]
+        )
         naive_kw, _ = median_ms(lambda q: naive_keyword(records, q, 5), keyword_queries[:few])
-        print(f"naive full scan (in Python, {few} queries): similarity {naive_sim:7.1f} ms, "
-              f"keyword {naive_kw:6.1f} ms")
+        print(
+            f"naive full scan (in Python, {few} queries): similarity {naive_sim:7.1f} ms, "
+            f"keyword {naive_kw:6.1f} ms"
+        )
         store.close()
 
 

@@ -46,20 +46,13 @@ def compress(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
 ) -> None:
     """Replace a session's history with an LLM summary (undo: koog rollback --latest)."""
-    from koogcli.services.compression import CompressRequest
+    from koogcli.services.compression import CompressRequest, StrategyChoice
     from koogcli.services.compression import compress as run
 
     app_ctx = globals_of(ctx).build()
+    choice = StrategyChoice(strategy, last, since, chunk_size, tuple(concept), fallback)
     request = CompressRequest(
-        app_ctx.session(session),
-        strategy,
-        last,
-        since,
-        chunk_size,
-        tuple(concept),
-        fallback,
-        False if no_preserve_memory else None,
-        dry_run,
+        app_ctx.session(session), choice, False if no_preserve_memory else None, dry_run
     )
     with render.ProgressBar("summarising") as bar:
         result = run(app_ctx, request, bar.update)

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     "compress", "/compress [STRATEGY]", "summarise this session's history (undo: /rollback)"
 )
 def _compress(state: ReplState, args: str) -> None:
-    from koogcli.services.compression import CompressRequest, compress
+    from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 
     with render.ProgressBar("summarising") as bar:
-        result = compress(state.ctx, CompressRequest(state.session, args or None), bar.update)
+        result = compress(
+            state.ctx, CompressRequest(state.session, StrategyChoice(args or None)), bar.update
+        )
     state.ui.info(views.compress_line(result))

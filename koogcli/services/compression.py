@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from koogcli.config.schema import CompressionSettings
@@ -26,22 +26,23 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
-class CompressRequest:
-    session: SessionName
+class StrategyChoice:
+    """Flags that override `[compression]` for one run; None (or empty) keeps the config."""
+
     strategy: str | None = None
     last_n: int | None = None
     since: str | None = None
     chunk_size: int | None = None
     concepts: tuple[str, ...] = ()
     fallback: str | None = None
+
+
+@dataclass(frozen=True)
+class CompressRequest:
+    session: SessionName
+    choice: StrategyChoice = field(default_factory=lambda: StrategyChoice())
     preserve_memory: bool | None = None
     dry_run: bool = False
-
-    @property
-    def choice(self) -> StrategyChoice:
-        return StrategyChoice(
-            self.strategy, self.last_n, self.since, self.chunk_size, self.concepts, self.fallback
-        )
 
 
 @dataclass(frozen=True)
@@ -92,18 +93,6 @@ class ModelSummarizer:
             return [f.result() for f in futures]
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-@dataclass(frozen=True)
-class StrategyChoice:
-    """Flags that override `[compression]` for one run; None (or empty) keeps the config."""
-
-    strategy: str | None = None
-    last_n: int | None = None
-    since: str | None = None
-    chunk_size: int | None = None
-    concepts: tuple[str, ...] = ()
-    fallback: str | None = None
 
 
 def build_strategy(

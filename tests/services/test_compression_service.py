@@ -13,7 +13,7 @@ import pytest
 from koogcli.core.errors import ModelError, UsageError
 from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion, ModelRequest
-from koogcli.services.compression import CompressRequest, compress
+from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel
 
@@ -57,7 +57,7 @@ def seeded(make_ctx: Callable[..., Any], model: SlowSummaries, config: str = "")
 def test_chunks_run_concurrently_and_keep_their_order(make_ctx: Callable[..., Any]) -> None:
     model = SlowSummaries()
     ctx = seeded(make_ctx, model)
-    result = compress(ctx, CompressRequest(S, "chunked", chunk_size=2))
+    result = compress(ctx, CompressRequest(S, StrategyChoice("chunked", chunk_size=2)))
     summaries = [m.text for m in result.after if m.meta.get("kind") == "summary"]
     assert summaries == [f"summary of {t}" for t in ["sys", *[f"echo: q{i}" for i in range(8)]]]
     assert model.peak > 1 and model.peak <= 4
@@ -71,7 +71,7 @@ def test_failure_aborts_and_stores_nothing(make_ctx: Callable[..., Any]) -> None
     restore_points = len(ctx.checkpoints.headers(S))
     model.fail_on = "echo: q3"
     with pytest.raises(ModelError):
-        compress(ctx, CompressRequest(S, "chunked", chunk_size=2))
+        compress(ctx, CompressRequest(S, StrategyChoice("chunked", chunk_size=2)))
     assert ctx.data.session_file(S).read_bytes() == before
     assert len(ctx.checkpoints.headers(S)) == restore_points
 
@@ -79,7 +79,11 @@ def test_failure_aborts_and_stores_nothing(make_ctx: Callable[..., Any]) -> None
 def test_progress_is_reported(make_ctx: Callable[..., Any]) -> None:
     ctx = seeded(make_ctx, SlowSummaries())
     seen: list[tuple[int, int]] = []
-    compress(ctx, CompressRequest(S, "chunked", chunk_size=4), lambda d, t: seen.append((d, t)))
+    compress(
+        ctx,
+        CompressRequest(S, StrategyChoice("chunked", chunk_size=4)),
+        lambda d, t: seen.append((d, t)),
+    )
     assert seen[0] == (0, 5) and seen[-1] == (5, 5)
 
 
@@ -98,7 +102,7 @@ def test_bad_requests_are_usage_errors(
 ) -> None:
     ctx = seeded(make_ctx, SlowSummaries())
     with pytest.raises(UsageError, match=message):
-        compress(ctx, CompressRequest(S, **request_kw))
+        compress(ctx, CompressRequest(S, StrategyChoice(**request_kw)))
 
 
 def test_empty_session_cannot_be_compressed(make_ctx: Callable[..., Any]) -> None:
