@@ -131,22 +131,32 @@ def ingest_session(
     )
 
 
-def ingest_turn(ctx: AppContext, session: SessionName, added: Sequence[Message]) -> None:
+def ingest_turn(
+    ctx: AppContext, session: SessionName, added: Sequence[Message]
+) -> IngestResult | None:
+    """The ingest step of a turn; None when ingestion is off."""
     settings = ctx.settings.long_term_memory.ingestion
-    if settings.enabled:
-        ingest_messages(ctx, session, added, settings.namespace, settings.roles)
+    if not settings.enabled:
+        return None
+    return ingest_messages(ctx, session, added, settings.namespace, settings.roles)
 
 
-def retrieve(ctx: AppContext, messages: Sequence[Message]) -> list[Message]:
-    """The request's messages, augmented with memory hits when retrieval is on."""
+@dataclass(frozen=True)
+class Retrieval:
+    messages: list[Message]  # the request's messages, augmented when anything was found
+    hits: list[SearchHit]
+
+
+def retrieve(ctx: AppContext, messages: Sequence[Message]) -> Retrieval | None:
+    """The retrieve step before a model request; None when retrieval is off."""
     settings = ctx.settings.long_term_memory.retrieval
     if not settings.enabled:
-        return list(messages)
+        return None
     query = core.query_from(messages, settings.query)
     if query is None:
-        return list(messages)
+        return Retrieval(list(messages), [])
     hits = search(ctx, query, settings.namespace, settings.top_k, settings.threshold, settings.mode)
-    return core.augment(messages, hits, settings.augmenter)
+    return Retrieval(core.augment(messages, hits, settings.augmenter), hits)
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,9 @@ def resume_turn(
         _field(d, "rounds", int),
         events=events or TurnEvents(),
     )
-    if step.step == "store":  # the history was stored; only ingestion and the tombstone remain
-        ingest(turn)
+    if step.step in ("store", "ingest"):  # the history was stored already
+        if step.step == "store":
+            ingest(turn)
         tombstone(turn, "completed")
         stored = ctx.history.read(session)
         return result(turn, stored.revision, len(stored.messages), step.step)

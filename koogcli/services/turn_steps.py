@@ -137,10 +137,12 @@ def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
 
 
 def ingest(turn: TurnState) -> None:
-    """Store the messages this turn added in long-term memory (never earlier turns')."""
+    """The ingest step: the messages this turn added become records (never earlier turns')."""
     from koogcli.services import memory
 
-    memory.ingest_turn(turn.ctx, turn.session, turn.new)
+    done = memory.ingest_turn(turn.ctx, turn.session, turn.new)
+    if done is not None:
+        turn.checkpoint("ingest", f"{done.added} records added to {done.namespace}")
 
 
 def _pending_calls(new: list[Message]) -> list[ToolCall]:
@@ -157,9 +159,14 @@ def _model_step(turn: TurnState) -> None:
     offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
     from koogcli.services import memory
 
+    prompt = for_api([*turn.loaded.messages, *turn.new])
+    retrieval = memory.retrieve(ctx, prompt)
+    if retrieval is not None:  # the retrieve step; its augmentation is for this request only
+        prompt = retrieval.messages
+        turn.checkpoint(f"retrieve:{turn.rounds + 1}", f"{len(retrieval.hits)} records")
     request = ModelRequest(
         turn.model,
-        memory.retrieve(ctx, for_api([*turn.loaded.messages, *turn.new])),
+        prompt,
         turn.temperature,
         turn.stream,
         ctx.toolbox.specs() if offer_tools else (),

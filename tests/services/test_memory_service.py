@@ -267,3 +267,30 @@ def test_bad_input(make_ctx: Callable[..., Any]) -> None:
     with pytest.raises(UsageError, match="no memory record"):
         memory.delete(ctx, "nope")
     assert memory.search(ctx, "x", "unknown-namespace") == []
+
+
+def test_retrieve_and_ingest_are_checkpointed_steps(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any]
+) -> None:
+    from koogcli.services.turn import resume_turn
+
+    write_config(
+        "[long_term_memory.retrieval]\nenabled = true\n"
+        "[long_term_memory.ingestion]\nenabled = true\n"
+    )
+    ctx = make_ctx()
+    ask(ctx, "remember the blue door")
+    marks = [c for c in ctx.checkpoints.headers(S) if c.kind != "restore"]
+    assert [c.step or c.kind for c in marks] == [
+        "load",
+        "retrieve:1",
+        "model:1",
+        "store",
+        "ingest",
+        "tombstone",
+    ]
+    assert marks[1].output == "0 records" and marks[4].output == "2 records added to default"
+    ctx.checkpoints.delete(S, marks[-1].id)  # as if killed after ingesting
+    assert resume_turn(ctx, S) is not None
+    assert len(memory.list_(ctx)) == 2  # nothing ingested twice
+    assert ctx.checkpoints.headers(S)[-1].kind == "tombstone"
