@@ -48,5 +48,8 @@ class FileTranscriptStore:
                 ) from exc
         return parse_messages(records, str(path))
 
+    def exists(self, session: SessionName) -> bool:
+        return self.data.transcript_file(session).exists()
+
     def delete(self, session: SessionName) -> bool:
         return atomic.remove(self.data.transcript_file(session))

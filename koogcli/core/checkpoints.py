@@ -50,10 +50,6 @@ class Checkpoint:
     def readable(self) -> bool:
         return self.format_version == CHECKPOINT_FORMAT_VERSION
 
-    @property
-    def is_restore_point(self) -> bool:
-        return self.kind == "restore"
-
 
 def latest(checkpoints: Sequence[Checkpoint]) -> Checkpoint | None:
     """Highest seq wins; created_at breaks ties (Koog's recommended port rule)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -89,7 +89,7 @@ def drop_trailing_calls(history: Sequence[Message]) -> list[Message]:
 
 
 def trailing_calls(history: Sequence[Message]) -> list[Message]:
-    return history[len(drop_trailing_calls(history)) :] if history else []  # type: ignore[return-value]
+    return list(history[len(drop_trailing_calls(history)) :])
 
 
 def compose(
@@ -350,6 +350,3 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return sum(
         4 + (len(m.text) + sum(len(c.arguments) for c in m.tool_calls)) // 4 for m in messages
     )
-
-
-StrategyFactory = Callable[[], Strategy]

@@ -9,13 +9,12 @@ documents happens in the adapters before `from_dict` is reached.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
-ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
 
 def utc_now() -> str:
@@ -140,7 +139,3 @@ def for_api(messages: Sequence[Message]) -> list[Message]:
             m = replace(m, tool_calls=kept)
         out.append(m)
     return out
-
-
-def map_contents(messages: Sequence[Message], fn: Callable[[str], str]) -> list[Message]:
-    return [m if m.content is None else m.with_content(fn(m.content)) for m in messages]

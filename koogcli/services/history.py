@@ -18,7 +18,7 @@ def list_sessions(ctx: AppContext) -> list[SessionInfo]:
 
 
 def _require(ctx: AppContext, session: SessionName) -> None:
-    if not ctx.history.exists(session) and not ctx.transcript.read(session):
+    if not ctx.history.exists(session) and not ctx.transcript.exists(session):
         raise SessionNotFoundError(
             f"no session named {session.value!r}", hint="`koog history list` shows the sessions"
         )
