@@ -10,6 +10,8 @@ Layout and invariants:
   missing object and no torn document. The seq in the name orders them without parsing.
 - A document with an unknown format version is listed (so the user sees it) but `get`
   refuses it; an unparsable one is listed as unreadable. Neither is ever rewritten.
+- `compensations.json` journals every compensation a rollback planned, with its status,
+  rewritten atomically on each change (it is small: one entry per compensated call).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from pathlib import Path
 from koogcli.adapters import atomic
 from koogcli.adapters.documents import parse_messages
 from koogcli.adapters.paths import DataDir
-from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint
+from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, CompensationEntry
 from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
-from koogcli.core.messages import Message
+from koogcli.core.messages import Message, ToolCall
 from koogcli.core.names import SessionName
 
 FORMAT = "koog.checkpoint"
+JOURNAL_FORMAT = "koog.compensations"
+_STATUSES = ("pending", "running", "done", "failed", "refused")
 # <seq>-<id>-<tag>.json; the tag (r: automatic restore point, m: manual, s: step,
 # t: tombstone) lets pruning decide from the folder listing without parsing documents.
 _NAME = re.compile(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$")
@@ -171,13 +175,54 @@ class FileCheckpointStore:
     def drop(self, session: SessionName) -> None:
         folder = self.folder(session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            for path in [*self._files(session), self._objects_file(session)]:
+            paths = [*self._files(session), self._objects_file(session), self._journal(session)]
+            for path in paths:
                 atomic.remove(path)
             self._objects.pop(session.value, None)
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
 
+    def compensations(self, session: SessionName) -> list[CompensationEntry]:
+        path = self._journal(session)
+        if not path.exists():
+            return []
+        raw = atomic.read_json(path)
+        try:
+            if not isinstance(raw, dict) or raw.get("format") != JOURNAL_FORMAT:
+                raise ValueError("not a koog compensation journal")
+            if raw.get("version") != 1:
+                raise ValueError(f"unknown version {raw.get('version')!r}")
+            return [_entry(item) for item in raw["entries"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptDocumentError(
+                f"{path} is not a readable compensation journal: {exc}", hint=atomic.CORRUPT_HINT
+            ) from exc
+
+    def record_compensations(
+        self, session: SessionName, entries: Sequence[CompensationEntry]
+    ) -> None:
+        """Add or update entries (by call id and rollback point), durably, before returning."""
+        with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
+            current = self.compensations(session)
+            index = {(e.call.id, e.rollback_point): i for i, e in enumerate(current)}
+            for entry in entries:
+                key = (entry.call.id, entry.rollback_point)
+                if key in index:
+                    current[index[key]] = entry
+                else:
+                    index[key] = len(current)
+                    current.append(entry)
+            doc = {
+                "format": JOURNAL_FORMAT,
+                "version": 1,
+                "entries": [e.to_dict() for e in current],
+            }
+            atomic.write_text(self._journal(session), json.dumps(doc, ensure_ascii=False) + "\n")
+
     # -- internals -------------------------------------------------------------------
+
+    def _journal(self, session: SessionName) -> Path:
+        return self.folder(session) / "compensations.json"
 
     def _files(self, session: SessionName) -> list[Path]:
         folder = self.folder(session)
@@ -301,6 +346,25 @@ class FileCheckpointStore:
             atomic.append_text(path, prefix + "\n".join(lines) + "\n")
             self._refresh(session)
         return seqs
+
+
+def _entry(item: object) -> CompensationEntry:
+    if not isinstance(item, dict):
+        raise TypeError("an entry is not an object")
+    call, status = item["call"], item["status"]
+    if status not in _STATUSES or not isinstance(call, dict):
+        raise ValueError(f"bad entry status {status!r}")
+    function = call["function"]
+    name, arguments = function["name"], function["arguments"]
+    point = item.get("rollback_point")
+    if not isinstance(name, str) or not isinstance(arguments, str):
+        raise TypeError("a call's name and arguments must be strings")
+    return CompensationEntry(
+        ToolCall(call.get("id") if isinstance(call.get("id"), str) else None, name, arguments),
+        status,
+        point if isinstance(point, str) else None,
+        str(item.get("at", "")),
+    )
 
 
 def _ends_with_newline(path: Path) -> bool:

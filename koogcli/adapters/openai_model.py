@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
@@ -27,6 +27,15 @@ class Endpoint:
     api_key_env: str
     timeout: float
     max_retries: int
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """Request fields from config; unset ones are never sent (servers differ in what they take)."""
+
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    extra_body: Mapping[str, object] = field(default_factory=dict)
 
 
 def resolve_endpoint(
@@ -54,10 +63,13 @@ def message_to_wire(m: Message) -> dict[str, Any]:
 
 
 class OpenAIChatModel:
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, options: RequestOptions | None = None) -> None:
         import openai
 
         self.endpoint = endpoint
+        self.options = options or RequestOptions()
+        # Set once the server rejected `stream_options`; one model serves a whole process.
+        self.stream_options = True
         self._client = openai.OpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key,
@@ -71,13 +83,15 @@ class OpenAIChatModel:
         # The messages are already in wire shape. Passing them as `extra_body` (which the
         # client merges over the typed fields) skips the client's per-field transform, which
         # costs over a second on a 10,000-message history.
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "messages": [],
-            "extra_body": {"messages": [message_to_wire(m) for m in request.messages]},
-        }
+        body: dict[str, Any] = dict(self.options.extra_body)
+        body["messages"] = [message_to_wire(m) for m in request.messages]
+        kwargs: dict[str, Any] = {"model": request.model, "messages": [], "extra_body": body}
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
+        if self.options.max_tokens is not None:
+            kwargs["max_tokens"] = self.options.max_tokens
+        if self.options.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.options.reasoning_effort
         if request.tools:
             kwargs["tools"] = list(request.tools)
         try:
@@ -90,7 +104,9 @@ class OpenAIChatModel:
             raise self._explain(exc, request.model) from exc
 
     def _whole(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None) -> Completion:
-        response = self._client.chat.completions.create(**kwargs)
+        return self._from_completion(self._client.chat.completions.create(**kwargs), on_delta)
+
+    def _from_completion(self, response: Any, on_delta: Callable[[str], None] | None) -> Completion:
         if not response.choices:
             raise ModelError(f"{self.endpoint.base_url} returned no choices")
         choice = response.choices[0]
@@ -104,10 +120,34 @@ class OpenAIChatModel:
             on_delta(text)
         return Completion(text, calls, _usage(response.usage), choice.finish_reason)
 
+    def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        """Ask for a usage chunk; a server that rejects `stream_options` is asked once more
+        without it, and never again in this process."""
+        import openai
+
+        if not self.stream_options:
+            return self._client.chat.completions.create(**kwargs, stream=True)
+        try:
+            return self._client.chat.completions.create(
+                **kwargs, stream=True, stream_options={"include_usage": True}
+            )
+        except openai.APIStatusError as exc:
+            said = f"{exc.message} {_detail(exc)}"
+            if exc.status_code not in (400, 422) or "stream_options" not in said:
+                raise
+            stream = self._client.chat.completions.create(**kwargs, stream=True)
+            self.stream_options = False
+            return stream
+
     def _stream(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None) -> Completion:
-        stream = self._client.chat.completions.create(
-            **kwargs, stream=True, stream_options={"include_usage": True}
-        )
+        stream = self._open_stream(kwargs)
+        if "json" in stream.response.headers.get("content-type", ""):
+            # The server ignored `stream: true` and answered with one JSON completion.
+            from openai.types.chat import ChatCompletion
+
+            with stream:
+                raw = json.loads(stream.response.read())
+            return self._from_completion(ChatCompletion.model_validate(raw), on_delta)
         parts: list[str] = []
         calls: dict[int, dict[str, str | None]] = {}
         usage: Usage | None = None
@@ -141,13 +181,20 @@ class OpenAIChatModel:
             ToolCall(s["id"], s["name"] or "", s["arguments"] or "{}")
             for _, s in sorted(calls.items())
         )
+        if not parts and not tool_calls and finish is None:
+            raise ModelError(
+                f"the stream from {self.endpoint.base_url} ended without a reply "
+                "(no text, no tool call, no finish reason)",
+                hint="retry; nothing of this turn was stored",
+            )
         return Completion("".join(parts), tool_calls, usage, finish)
 
     def _explain(self, exc: Exception, model: str) -> ModelError:
         import openai
 
         url = self.endpoint.base_url
-        retries = f"after {self.endpoint.max_retries} retries"
+        n = self.endpoint.max_retries
+        retries = f" after {n} retries" if n else ""
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
             return ModelError(
                 f"{url} rejected the API key (HTTP {exc.status_code})",
@@ -160,15 +207,17 @@ class OpenAIChatModel:
             )
         if isinstance(exc, openai.RateLimitError):
             return ModelError(
-                f"{url} is rate limiting requests (HTTP 429) {retries}",
+                f"{url} is rate limiting requests (HTTP 429){retries}",
                 hint="wait and retry, or raise llm.max_retries",
             )
         if isinstance(exc, openai.APIStatusError):
             detail = _detail(exc)
-            return ModelError(f"{url} answered HTTP {exc.status_code}{detail} {retries}")
+            # The client retries only these statuses; others are not called retried.
+            retried = retries if exc.status_code in (408, 409) or exc.status_code >= 500 else ""
+            return ModelError(f"{url} answered HTTP {exc.status_code}{detail}{retried}")
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(
-                f"{url} did not answer within {self.endpoint.timeout:g}s {retries}",
+                f"{url} did not answer within {self.endpoint.timeout:g}s{retries}",
                 hint="raise llm.timeout_seconds or check the server",
             )
         if isinstance(exc, openai.APIConnectionError):

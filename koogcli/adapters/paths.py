@@ -76,6 +76,9 @@ class DataDir:
         suffix = "" if purpose == "history" else f".{purpose}"
         return self._inside("locks", f"{session.value}{suffix}.lock")
 
+    def pending_ingest_file(self, session: SessionName) -> Path:
+        return self._inside("memory-pending", f"{session.value}.json")
+
     def checkpoint_dir(self, session: SessionName) -> Path:
         return self._inside("checkpoints", session.value)
 

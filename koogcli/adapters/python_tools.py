@@ -30,6 +30,7 @@ class Tool:
     arguments: type[BaseModel]
     description: str
     rollback: Callable[..., object] | None = None
+    ask: bool = False
 
     def spec(self) -> dict[str, object]:
         schema = _strip_titles(self.arguments.model_json_schema())
@@ -40,7 +41,11 @@ class Tool:
 
 
 def build_tool(
-    spec: str, function: Callable[..., object], rollback: Callable[..., object] | None = None
+    spec: str,
+    function: Callable[..., object],
+    rollback: Callable[..., object] | None = None,
+    *,
+    ask: bool = False,
 ) -> Tool:
     name = getattr(function, "__name__", "tool")
     doc = inspect.getdoc(function) or ""
@@ -58,7 +63,7 @@ def build_tool(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=params_doc.get(param.name)))
     model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
-    return Tool(name, function, model, summary or f"Call {name}.", rollback)
+    return Tool(name, function, model, summary or f"Call {name}.", rollback, ask)
 
 
 def _parse_doc(doc: str) -> tuple[str, dict[str, str]]:
@@ -108,6 +113,10 @@ class PythonToolBox:
 
     def names(self) -> list[str]:
         return list(self.tools)
+
+    def asks(self, name: str) -> bool:
+        tool = self.tools.get(name)
+        return tool is not None and tool.ask
 
     def has_rollback(self, name: str) -> bool:
         tool = self.tools.get(name)

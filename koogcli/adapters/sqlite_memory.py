@@ -307,6 +307,16 @@ class SqliteMemoryStore:
         )
         return [_record(r) for r in rows]
 
+    def vector_dimension(self, model: str) -> int | None:
+        """The dimension of the vectors stored for `model`; None when there are none."""
+        db = self._read()
+        if db is None:
+            return None
+        row = db.execute(
+            "SELECT length(vector) FROM vectors WHERE model = ? LIMIT 1", (model,)
+        ).fetchone()
+        return None if row is None else int(row[0]) // array("f").itemsize
+
     def vector_count(self, model: str) -> int:
         db = self._read()
         if db is None:

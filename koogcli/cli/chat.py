@@ -42,6 +42,9 @@ def chat(
         None, "--system", metavar="TEXT", help="System prompt for this run."
     ),
     no_stream: bool = typer.Option(False, "--no-stream", help="Wait for the whole reply."),
+    ask_tools: bool = typer.Option(
+        False, "--ask-tools", help="Ask before every tool call (refused without a terminal)."
+    ),
     resume: bool | None = typer.Option(
         None,
         "--resume/--no-resume",
@@ -55,6 +58,8 @@ def chat(
     flags: dict[str, object] = {"llm.model": model, "llm.system_prompt": system}
     if no_stream:
         flags["chat.stream"] = False
+    if ask_tools:
+        flags["tool_settings.ask"] = True
     app_ctx = globals_of(ctx).build(flags)
     name = app_ctx.session(session)
     app_ctx.require_endpoint()
@@ -109,6 +114,8 @@ def show(
         on_tool_call=lambda call: render.note(render.tool_call_line(call)),
         on_tool_result=lambda call, outcome: render.note(render.tool_result_line(outcome)),
         on_note=render.note,
+        on_warning=render.warning,
+        approve=render.tool_approver(),
     )
     try:
         result = run(events)

@@ -99,6 +99,9 @@ def rollback(
     compensate: bool = typer.Option(
         False, "--compensate", help="With --latest: undo tool calls too."
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Restore even a history whose tool effects a rollback undid."
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
     as_json: bool = JSON,
 ) -> None:
@@ -108,13 +111,26 @@ def rollback(
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
     target = checkpoints.choose(app_ctx, name, checkpoint_id, latest)
-    render.confirm_destructive(f"roll session {name.value!r} back to checkpoint {target.id}", yes)
-    result = checkpoints.rollback(app_ctx, name, target, compensate=compensate or not latest)
+    render.confirm_destructive(
+        f"roll session {name.value!r} back to checkpoint {target.id}, undoing "
+        f"{checkpoints.describe(target)}",
+        yes,
+    )
+    result = checkpoints.rollback(
+        app_ctx,
+        name,
+        target,
+        compensate=compensate or not latest,
+        force=force,
+        approve=render.tool_approver(),
+    )
     if as_json:
         render.json_out(
             {
                 "session": result.session,
                 "restored": result.restored.id,
+                "undoes": result.undoes,
+                "note": result.note.text if result.note else None,
                 "undo": result.undo_point,
                 "messages_before": result.messages_before,
                 "messages_after": result.messages_after,

@@ -48,6 +48,10 @@ def note(text: str) -> None:
     out(text, sys.stderr)
 
 
+def warning(text: str) -> None:
+    out(f"koog: warning: {text}", sys.stderr)
+
+
 def error(err: KoogError) -> None:
     if isinstance(err, EndpointNotConfiguredError):
         out(FIRST_RUN_GUIDE, sys.stderr)
@@ -177,6 +181,26 @@ def confirm_destructive(question: str, yes: bool) -> None:
 
     if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
         raise UsageError("cancelled; nothing changed")
+
+
+def ask_tool(call: ToolCall, stream: TextIO | None = None) -> str:
+    """Show a tool call and read y / n / a (always this tool, this session) from stdin."""
+    stream = stream or sys.stdin
+    out(f"tool call: {tool_call_line(call).removeprefix('→ ').strip()}", sys.stderr)
+    while True:
+        sys.stderr.write("run it? [y]es / [n]o / [a]lways for this tool: ")
+        sys.stderr.flush()
+        line = stream.readline()
+        if not line:
+            return "n"
+        answer = line.strip().lower()[:1]
+        if answer in ("y", "n", "a"):
+            return answer
+
+
+def tool_approver() -> Any:
+    """An approval callback when stdin is a terminal; None elsewhere (calls are refused)."""
+    return ask_tool if is_tty(sys.stdin) else None
 
 
 class ProgressBar:

@@ -54,8 +54,11 @@ def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
 def rollback_lines(result: Any) -> list[str]:
     lines = [
         f"restored {result.session} to checkpoint {result.restored.id} "
-        f"({result.messages_before} → {result.messages_after} messages)"
+        f"({result.messages_before} → {result.messages_after} messages), "
+        f"undoing {result.undoes}"
     ]
+    if result.note is not None:
+        lines.append(f"  added a note: {one_line(result.note.text, 200)}")
     for comp in result.compensations:
         call = comp.call
         if comp.outcome is None:

@@ -34,9 +34,14 @@ class LLMSettings(_Strict):
     base_url: str = ""
     api_key_env: str = Field(default="OPENAI_API_KEY", min_length=1)
     system_prompt: str = "You are a helpful assistant."
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    timeout_seconds: float = Field(default=60.0, gt=0.0)
+    # Unset values are left out of requests: OpenAI's reasoning models reject temperature.
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    reasoning_effort: str | None = Field(default=None, min_length=1)
+    timeout_seconds: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
     max_retries: int = Field(default=2, ge=0, le=20)
+    # Provider-specific request fields, sent verbatim (top_k, min_p, seed, ...).
+    extra_body: dict[str, object] = {}
 
 
 class ChatSettings(_Strict):
@@ -103,6 +108,12 @@ class PersistenceSettings(_Strict):
 class ToolSpec(_Strict):
     callable: str = Field(pattern=_CALLABLE)
     rollback: str | None = Field(default=None, pattern=_CALLABLE)
+    # Ask before each call (and compensation); [tool_settings] ask asks for every tool.
+    ask: bool = False
+
+
+class ToolSettings(_Strict):
+    ask: bool = False
 
 
 StrategyName = Literal["whole", "last-n", "since", "chunked", "facts", "per-system"]
@@ -169,6 +180,8 @@ class EmbeddingSettings(_Strict):
 
 
 class LongTermMemorySettings(_Strict):
+    # warn: go on without memory (Koog's log-and-continue); fail: the command fails.
+    on_error: Literal["warn", "fail"] = "warn"
     retrieval: RetrievalSettings = RetrievalSettings()
     ingestion: IngestionSettings = IngestionSettings()
     embeddings: EmbeddingSettings = EmbeddingSettings()
@@ -181,4 +194,5 @@ class Settings(_Strict):
     compression: CompressionSettings = CompressionSettings()
     persistence: PersistenceSettings = PersistenceSettings()
     long_term_memory: LongTermMemorySettings = LongTermMemorySettings()
+    tool_settings: ToolSettings = ToolSettings()
     tools: list[ToolSpec] = []

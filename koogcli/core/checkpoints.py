@@ -9,12 +9,16 @@
 - `format_version` is the document schema; unknown versions are listed but never used.
 - Rollback compensation (§5.6): only when the checkpoint's messages are an element-wise
   prefix of the current history, the tool calls made after it are undone newest first.
+- A turn is interrupted only when the process that ran it is gone (§5.10): step
+  checkpoints name their owner, and a live owner's turn is never offered for resume.
+- Every compensation a rollback plans is journalled (§5.11): a history holding a call whose
+  effect was undone is never restored silently.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -56,15 +60,57 @@ def latest(checkpoints: Sequence[Checkpoint]) -> Checkpoint | None:
     return max(checkpoints, key=lambda c: (c.seq, c.created_at), default=None)
 
 
-def interrupted_turn(checkpoints: Sequence[Checkpoint]) -> Checkpoint | None:
-    """The latest step checkpoint, if no tombstone for its turn came after it."""
-    turn_marks = [c for c in checkpoints if c.kind in ("step", "tombstone")]
-    last = latest(turn_marks)
-    return last if last is not None and last.kind == "step" else None
+def interrupted_turn(
+    checkpoints: Sequence[Checkpoint], alive: Callable[[Checkpoint], bool] = lambda c: False
+) -> Checkpoint | None:
+    """The latest step checkpoint of a turn whose process is gone, unless that turn was
+    closed (tombstoned) or a later turn was. Steps of live turns are passed over."""
+    marks = [c for c in checkpoints if c.kind == "tombstone" or (c.kind == "step" and not alive(c))]
+    closed = {c.turn_id for c in marks if c.kind == "tombstone"}
+    last = latest(marks)
+    if last is None or last.kind != "step" or last.turn_id in closed:
+        return None
+    return last
+
+
+Status = Literal["pending", "running", "done", "failed", "refused"]
+# Compensations whose effect may have happened: the world no longer holds the call's effect.
+UNDONE: frozenset[str] = frozenset({"running", "done"})
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationEntry:
+    """One planned compensation of a rollback and how far it got."""
+
+    call: ToolCall
+    status: Status
+    rollback_point: str | None  # the restore point the rollback took of the state before it
+    at: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "call": self.call.to_dict(),
+            "status": self.status,
+            "rollback_point": self.rollback_point,
+            "at": self.at,
+        }
+
+
+def undone_calls(
+    messages: Sequence[Message], journal: Sequence[CompensationEntry]
+) -> list[ToolCall]:
+    """The tool calls in `messages` whose effects a rollback has (or may have) undone."""
+    undone = {e.call.id for e in journal if e.status in UNDONE and e.call.id}
+    return [c for m in messages for c in m.tool_calls if c.id in undone]
 
 
 def latest_restore_point(checkpoints: Sequence[Checkpoint]) -> Checkpoint | None:
     return latest([c for c in checkpoints if c.kind == "restore"])
+
+
+def restore_points_newest_first(checkpoints: Sequence[Checkpoint]) -> list[Checkpoint]:
+    found = [c for c in checkpoints if c.kind == "restore" and c.readable]
+    return sorted(found, key=lambda c: (c.seq, c.created_at), reverse=True)
 
 
 def is_prefix(prefix: Sequence[Message], messages: Sequence[Message]) -> bool:
@@ -86,3 +132,30 @@ def resolve_id(checkpoints: Sequence[Checkpoint], wanted: str) -> list[Checkpoin
     exact = [c for c in checkpoints if c.id == wanted]
     labelled = [c for c in checkpoints if c.label == wanted]
     return exact or labelled or [c for c in checkpoints if c.id.startswith(wanted)]
+
+
+def arguments_text(arguments: str) -> str:
+    """A call's arguments for people: `{"name": "bob"}` reads as `bob`."""
+    import json
+
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return arguments
+    if isinstance(parsed, dict):
+        values = [v if isinstance(v, str) else json.dumps(v) for v in parsed.values()]
+        return ", ".join(values)
+    return arguments
+
+
+def undone_note(calls: Sequence[ToolCall]) -> Message:
+    """The note a forced restore adds: the history must not claim effects that are gone."""
+    listed = "; ".join(f"{c.name}({arguments_text(c.arguments)})" for c in calls)
+    return Message(
+        role="user",
+        content=(
+            "Note from koog: the history was rolled back to a point before a rollback that "
+            f"undid these tool calls, so their effects no longer exist: {listed}."
+        ),
+        meta={"kind": "note", "undone_calls": [c.id for c in calls]},
+    )

@@ -100,6 +100,9 @@ def compose(
     if first_user is not None:
         head.append(first_user)
     head += memory
+    # Notes record tool effects a rollback undid (§5.11): the history must keep saying so.
+    kept = {m.id for m in head}
+    head += [m for m in original if m.meta.get("kind") == "note" and m.id not in kept]
     head.sort(key=_timestamp)  # stable: a leading user message stays ahead of a later system one
     return [*head, *summaries, *trailing_calls(original)]
 

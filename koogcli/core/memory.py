@@ -13,6 +13,7 @@ first system message (nothing when there is none) or to the last user message.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from koogcli.core.errors import ModelError
 from koogcli.core.messages import Message, utc_now
 
 MEMORY_MARKER = "Here are the relevant facts from memory"
@@ -46,6 +48,9 @@ class MemoryRecord:
     metadata: dict[str, object] = field(default_factory=dict)
     created_at: str = field(default_factory=utc_now)
     source: str | None = None  # e.g. "session/message-id": ingesting it twice adds nothing
+
+    def with_content(self, content: str) -> MemoryRecord:
+        return self if content == self.content else replace(self, content=content)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,3 +158,35 @@ def recall_message(query: str, hits: Sequence[SearchHit]) -> Message:
     lines = [f"{MEMORY_MARKER} about [{query}]:"]
     lines += [f"- {h.record.content}" for h in hits]
     return Message(role="user", content="\n".join(lines) + "\n", meta={"kind": "memory"})
+
+
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def check_vectors(
+    vectors: Sequence[Sequence[float]], model: str, count: int, dimension: int | None
+) -> None:
+    """Refuse vectors that would be stored wrong or make search silently find nothing: a
+    non-finite value (or one too large for float32), or a dimension other than the one
+    the records of `model` already have."""
+    if len(vectors) != count:
+        raise ModelError(
+            f"embeddings model {model!r} returned {len(vectors)} vectors for {count} texts"
+        )
+    for vector in vectors:
+        if not vector:
+            raise ModelError(f"embeddings model {model!r} returned an empty vector")
+        bad = next((v for v in vector if not math.isfinite(v) or abs(v) > FLOAT32_MAX), None)
+        if bad is not None:
+            raise ModelError(
+                f"embeddings model {model!r} returned a vector with the value {bad!r}; "
+                "nothing was written",
+                hint="check the embeddings server; vectors must hold finite numbers",
+            )
+        expected = dimension if dimension is not None else len(vectors[0])
+        if len(vector) != expected:
+            raise ModelError(
+                f"embeddings model {model!r} returned a {len(vector)}-dimensional vector; "
+                f"the stored records have {expected} dimensions; nothing was written",
+                hint="keep [long_term_memory.embeddings] model the same, or use a new model name",
+            )

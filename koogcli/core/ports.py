@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from koogcli.core.messages import Message, ToolCall
 
 if TYPE_CHECKING:
-    from koogcli.core.checkpoints import Checkpoint
+    from koogcli.core.checkpoints import Checkpoint, CompensationEntry
     from koogcli.core.memory import MemoryRecord, SearchHit
     from koogcli.core.names import SessionName
 
@@ -115,6 +115,10 @@ class ToolBox(Protocol):
 
     def call(self, name: str, arguments: str) -> ToolOutcome: ...
 
+    def asks(self, name: str) -> bool:
+        """Whether the user must approve each call (and compensation) of this tool."""
+        ...
+
     def has_rollback(self, name: str) -> bool: ...
 
     def rollback(self, name: str, arguments: str) -> ToolOutcome: ...
@@ -142,6 +146,26 @@ class CheckpointStore(Protocol):
     def drop(self, session: SessionName) -> None:
         """Remove every checkpoint of the session and the messages they refer to."""
         ...
+
+    def compensations(self, session: SessionName) -> list[CompensationEntry]:
+        """The journal of compensations rollbacks planned, oldest first."""
+        ...
+
+    def record_compensations(
+        self, session: SessionName, entries: Sequence[CompensationEntry]
+    ) -> None:
+        """Add or update journal entries durably (keyed by call id and rollback point)."""
+        ...
+
+
+class PendingIngestion(Protocol):
+    """Messages of stored turns whose ingestion failed, kept until it succeeds (§5.12)."""
+
+    def load(self, session: SessionName) -> list[Message]: ...
+
+    def save(self, session: SessionName, messages: Sequence[Message]) -> None: ...
+
+    def clear(self, session: SessionName) -> None: ...
 
 
 class Embedder(Protocol):
@@ -188,3 +212,5 @@ class MemoryStore(Protocol):
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]: ...
 
     def vector_count(self, model: str) -> int: ...
+
+    def vector_dimension(self, model: str) -> int | None: ...

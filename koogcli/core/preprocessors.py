@@ -128,3 +128,19 @@ class Pipeline:
         for step in self.steps:
             acc = step(acc)
         return acc
+
+    def redact(self, messages: Sequence[Message]) -> list[Message]:
+        """Only the redact steps, in order: what koog writes anywhere (transcript,
+        checkpoints, memory records) carries no redacted pattern, while the request of the
+        turn in progress is sent as typed (Koog's order)."""
+        acc = list(messages)
+        for step in self.steps:
+            if isinstance(step, RedactPreprocessor):
+                acc = step(acc)
+        return acc
+
+    def redacts(self, text: str) -> str:
+        for step in self.steps:
+            if isinstance(step, RedactPreprocessor):
+                text = step.pattern.sub(step.replacement, text)
+        return text

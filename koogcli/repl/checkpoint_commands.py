@@ -39,10 +39,15 @@ def _rollback(state: ReplState, args: str) -> None:
     from koogcli.services import checkpoints
 
     target = checkpoints.choose(state.ctx, state.session, args or None, latest=not args)
-    if not state.ask(f"roll {state.session.value} back to checkpoint {target.id}?"):
+    undoing = checkpoints.describe(target)
+    if not state.ask(
+        f"roll {state.session.value} back to checkpoint {target.id}, undoing {undoing}?"
+    ):
         state.ui.info("nothing changed")
         return
-    result = checkpoints.rollback(state.ctx, state.session, target, compensate=bool(args))
+    result = checkpoints.rollback(
+        state.ctx, state.session, target, compensate=bool(args), approve=state.approve
+    )
     for line in views.rollback_lines(result):
         state.ui.info(line)
     for failed in result.failed:

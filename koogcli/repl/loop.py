@@ -28,6 +28,7 @@ from koogcli.repl.slash import REGISTRY
 from koogcli.services.context import AppContext
 
 if TYPE_CHECKING:
+    from koogcli.core.messages import ToolCall
     from koogcli.services.turn import TurnEvents, TurnResult
 
 
@@ -55,6 +56,9 @@ class ReplUI:
     def info(self, text: str) -> None:
         render.note(text)
 
+    def warning(self, text: str) -> None:
+        render.warning(text)
+
     def error(self, err: KoogError) -> None:
         render.error(err)
 
@@ -67,6 +71,8 @@ class ReplState:
     model: str | None = None
     running: bool = True
     ask: Callable[[str], bool] = lambda question: False
+    # y / n / a for a tool call that needs approval; "n" when there is nobody to ask.
+    approve: Callable[[ToolCall], str] = lambda call: "n"
 
 
 def run(
@@ -81,9 +87,14 @@ def run(
 ) -> None:
     state = ReplState(ctx, session, ui or ReplUI(markdown=ctx.settings.chat.markdown))
     prompt = prompt_builder.build(
-        REGISTRY.names(), ctx.data.input_history_file if history_file else None, input, output
+        REGISTRY.names(),
+        ctx.data.input_history_file if history_file else None,
+        input,
+        output,
+        redact=ctx.pipeline.redacts,
     )
     state.ask = lambda question: _ask(prompt, question)
+    state.approve = lambda call: _approve(prompt, state.ui, call)
     state.ui.info(
         f"koog · session {session.value} · model {ctx.settings.llm.model} · /help, Ctrl-D to leave"
     )
@@ -113,6 +124,19 @@ def _ask(prompt: PromptSession[str], question: str) -> bool:
     except (EOFError, KeyboardInterrupt):
         return False
     return answer.strip().lower() in ("y", "yes")
+
+
+def _approve(prompt: PromptSession[str], ui: ReplUI, call: ToolCall) -> str:
+    """Ask about one tool call; the answer is never sent as a message."""
+    ui.info(f"tool call: {render.tool_call_line(call).removeprefix('→ ')}")
+    while True:
+        try:
+            answer = prompt.prompt("run it? [y]es / [n]o / [a]lways for this tool: ")
+        except (EOFError, KeyboardInterrupt):
+            return "n"
+        choice = answer.strip().lower()[:1]
+        if choice in ("y", "n", "a"):
+            return choice
 
 
 def _offer_resume(state: ReplState) -> None:
@@ -153,6 +177,8 @@ def show_turn(state: ReplState, run: Callable[[TurnEvents], TurnResult | None]) 
         on_tool_call=lambda call: state.ui.info(render.tool_call_line(call)),
         on_tool_result=lambda call, outcome: state.ui.info(render.tool_result_line(outcome)),
         on_note=state.ui.info,
+        on_warning=state.ui.warning,
+        approve=state.approve,  # type: ignore[arg-type]
     )
     try:
         result = run(events)

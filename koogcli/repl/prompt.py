@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,25 @@ class SlashCompleter(Completer):
                 yield Completion("/" + name, start_position=-len(text))
 
 
-def input_history(path: Path | None) -> History:
+class RedactedFileHistory(FileHistory):
+    """The input history file gets what the redact preprocessors leave, like every file koog
+    writes; this session's Up-arrow and Ctrl-R still see the input as typed."""
+
+    def __init__(self, filename: str, redact: Callable[[str], str]) -> None:
+        super().__init__(filename)
+        self.redact = redact
+
+    def store_string(self, string: str) -> None:
+        super().store_string(self.redact(string))
+
+
+def input_history(path: Path | None, redact: Callable[[str], str] = lambda text: text) -> History:
     """Persistent input history (Ctrl-R searches it), created private to the user."""
     if path is None:
         return InMemoryHistory()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    return FileHistory(str(path))
+    return RedactedFileHistory(str(path), redact)
 
 
 def build(
@@ -42,9 +54,10 @@ def build(
     history_file: Path | None,
     input: Any = None,
     output: Any = None,
+    redact: Callable[[str], str] = lambda text: text,
 ) -> PromptSession[str]:
     return PromptSession(
-        history=input_history(history_file),
+        history=input_history(history_file, redact),
         completer=SlashCompleter(commands),
         complete_while_typing=True,
         key_bindings=bindings(),

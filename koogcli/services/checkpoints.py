@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from koogcli.core import checkpoints as core
@@ -111,30 +111,70 @@ class RollbackResult:
     messages_before: int
     messages_after: int
     compensations: list[Compensation] = field(default_factory=list)
+    undoes: str = ""  # which change this rollback undid, in words
+    note: Message | None = None  # recorded with --force: effects undone since
 
     @property
     def failed(self) -> list[Compensation]:
         return [c for c in self.compensations if c.outcome is not None and c.outcome.error]
 
 
+Approve = Callable[[ToolCall], str]
+
+
 def choose(ctx: AppContext, session: SessionName, wanted: str | None, latest: bool) -> Checkpoint:
+    """The checkpoint named, or with `latest` the newest restore point whose history differs
+    from the current one: the last change that changed something (§5.11)."""
     _require_enabled(ctx)
     if latest == (wanted is not None):
         raise UsageError("name a checkpoint ID or pass --latest (one of them)")
     if wanted is not None:
         return find(ctx, wanted, session)
-    found = core.latest_restore_point(ctx.checkpoints.headers(session))
-    if found is None:
-        raise UsageError(f"session {session.value} has no restore point yet")
-    return found
+    current = ctx.history.read(session).messages
+    for header in core.restore_points_newest_first(ctx.checkpoints.headers(session)):
+        full = ctx.checkpoints.get(session, header.id)
+        if list(full.messages) != current:
+            return full
+    raise UsageError(f"session {session.value} has no earlier state to roll back to")
+
+
+def describe(target: Checkpoint) -> str:
+    """The change that restoring `target` undoes, for people."""
+    when = _local(target.created_at)
+    if target.manual:
+        return f"the changes since checkpoint {target.label or target.id} ({when})"
+    if target.reason == "turn":
+        number = sum(1 for m in target.messages if m.role == "user") + 1
+        return f"turn {number} ({when})"
+    if target.reason == "rollback":
+        return f"the rollback of {when}"
+    names = {"compress": "compression", "clear": "clear", "import": "import"}
+    return f"the {names.get(target.reason, target.reason)} of {when}"
+
+
+def _local(stamp: str) -> str:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
 
 
 def rollback(
-    ctx: AppContext, session: SessionName, target: Checkpoint, compensate: bool
+    ctx: AppContext,
+    session: SessionName,
+    target: Checkpoint,
+    compensate: bool,
+    *,
+    force: bool = False,
+    approve: Approve | None = None,
 ) -> RollbackResult:
     """Restore the history to `target`; with `compensate`, undo later tool calls newest first.
 
-    A restore point of the current state is taken first, so the rollback can be undone.
+    A restore point of the current state is taken first, so the rollback can be undone. The
+    compensations are journalled before the history changes; a history holding calls whose
+    effects a rollback undid is restored only with `force`, and then says so in a note.
     """
     if target.session != session.value:
         raise UsageError(
@@ -147,31 +187,89 @@ def rollback(
         )
     full = ctx.checkpoints.get(session, target.id)  # refuses unknown format versions (exit 3)
     current = ctx.history.read(session)
+    journal = ctx.checkpoints.compensations(session)
+    undone = core.undone_calls(full.messages, journal)
+    if undone and not force:
+        raise UsageError(
+            f"checkpoint {full.id} holds tool calls whose effects a later rollback undid: "
+            + ", ".join(call_text(c) for c in undone),
+            hint="restoring it would make the history contradict the world; "
+            "--force restores it with a note saying those effects were undone",
+        )
+    restored = list(full.messages)
+    note = core.undone_note(undone) if undone else None
+    if note is not None:
+        restored.append(note)
+    undone_ids = {c.id for c in core.undone_calls(current.messages, journal)}
+    plan = core.compensation_plan(full.messages, current.messages) if compensate else []
+    plan = [c for c in plan if c.id not in undone_ids]  # each effect is undone once
     undo = restore_point(
         ctx, session, "rollback", messages=current.messages, revision=current.revision
     )
-    plan = core.compensation_plan(full.messages, current.messages) if compensate else []
+    point = undo.id if undo else None
+    compensable = [c for c in plan if ctx.toolbox.has_rollback(c.name)]
+    _journal(ctx, session, compensable, "pending", point)
     try:
-        ctx.history.write(session, list(full.messages), expected_revision=current.revision)
+        ctx.history.write(session, restored, expected_revision=current.revision)
     except KoogError as exc:
+        _journal(ctx, session, compensable, "failed", point)
         raise StorageError(
             f"session {session.value} changed during the rollback; nothing restored",
             hint="run the rollback again",
         ) from exc
     results = [
-        Compensation(
-            call,
-            ctx.toolbox.rollback(call.name, call.arguments)
-            if ctx.toolbox.has_rollback(call.name)
-            else None,
-        )
+        Compensation(call, _compensate(ctx, session, call, point, approve))
+        if call in compensable
+        else Compensation(call, None)
         for call in plan
     ]
     return RollbackResult(
         session.value,
         full,
-        undo.id if undo else None,
+        point,
         len(current.messages),
-        len(full.messages),
+        len(restored),
         results,
+        describe(full),
+        note,
     )
+
+
+def call_text(call: ToolCall) -> str:
+    return f"{call.name}({core.arguments_text(call.arguments)})"
+
+
+def _journal(
+    ctx: AppContext,
+    session: SessionName,
+    calls: Sequence[ToolCall],
+    status: core.Status,
+    point: str | None,
+) -> None:
+    if calls and ctx.settings.persistence.enabled:
+        ctx.checkpoints.record_compensations(
+            session, [core.CompensationEntry(c, status, point, utc_now()) for c in calls]
+        )
+
+
+def _compensate(
+    ctx: AppContext,
+    session: SessionName,
+    call: ToolCall,
+    point: str | None,
+    approve: Approve | None,
+) -> ToolOutcome:
+    """One compensation: asked for when its tool asks, journalled before and after it runs."""
+    key = (session.value, call.name)
+    if ctx.toolbox.asks(call.name) and key not in ctx.approved_tools:
+        answer = approve(call) if approve else None
+        if answer == "a":
+            ctx.approved_tools.add(key)
+        elif answer != "y":
+            _journal(ctx, session, [call], "refused", point)
+            why = "declined" if approve else "could not be asked (no terminal)"
+            return ToolOutcome(f"not run: the user {why}", True)
+    _journal(ctx, session, [call], "running", point)
+    outcome = ctx.toolbox.rollback(call.name, call.arguments)
+    _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
+    return outcome

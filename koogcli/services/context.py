@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from koogcli.adapters import paths
+from koogcli.adapters import paths, processes
 from koogcli.adapters.file_checkpoints import FileCheckpointStore
 from koogcli.adapters.file_history import FileHistoryStore
 from koogcli.adapters.file_transcript import FileTranscriptStore
@@ -26,6 +26,7 @@ from koogcli.core.ports import (
     Embedder,
     HistoryStore,
     MemoryStore,
+    PendingIngestion,
     ToolBox,
     TranscriptStore,
 )
@@ -46,13 +47,15 @@ def openai_model_factory(ctx: AppContext) -> ChatModel:
 
 
 def _openai_chat(ctx: AppContext) -> OpenAIChatModel:
-    from koogcli.adapters.openai_model import OpenAIChatModel, resolve_endpoint
+    from koogcli.adapters.openai_model import OpenAIChatModel, RequestOptions, resolve_endpoint
 
     llm = ctx.settings.llm
     endpoint = resolve_endpoint(
         llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries
     )
-    return OpenAIChatModel(endpoint)
+    return OpenAIChatModel(
+        endpoint, RequestOptions(llm.max_tokens, llm.reasoning_effort, dict(llm.extra_body))
+    )
 
 
 def openai_embedder_factory(ctx: AppContext) -> Embedder:
@@ -76,6 +79,8 @@ class AppContext:
     embedder_factory: EmbedderFactory = openai_embedder_factory
     _model: ChatModel | None = field(default=None, repr=False)
     _embedder: Embedder | None = field(default=None, repr=False)
+    # (session, tool) pairs the user answered "always" for (tool approval).
+    approved_tools: set[tuple[str, str]] = field(default_factory=set)
 
     @cached_property
     def config(self) -> LoadedConfig:
@@ -105,8 +110,24 @@ class AppContext:
                 if spec.rollback
                 else None
             )
-            tools.append(build_tool(spec.callable, function, undo))
+            ask = spec.ask or self.settings.tool_settings.ask
+            tools.append(build_tool(spec.callable, function, undo, ask=ask))
         return PythonToolBox(tools)
+
+    @cached_property
+    def pending_ingestion(self) -> PendingIngestion:
+        from koogcli.adapters.file_pending import FilePendingIngestion
+
+        return FilePendingIngestion(self.data)
+
+    @staticmethod
+    def turn_owner() -> dict[str, object]:
+        """This process, as recorded in a turn's step checkpoints."""
+        return processes.current_owner()
+
+    @staticmethod
+    def owner_alive(owner: object) -> bool:
+        return processes.owner_alive(owner if isinstance(owner, dict) else None)
 
     @cached_property
     def memory_store(self) -> MemoryStore:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from koogcli.core import memory as core
-from koogcli.core.errors import UsageError
+from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
@@ -32,13 +32,23 @@ def _embedding_model(ctx: AppContext) -> str:
     return ctx.settings.long_term_memory.embeddings.model
 
 
+def _embed(ctx: AppContext, texts: list[str]) -> list[list[float]]:
+    """Vectors checked before anything is written (finite, the stored dimension)."""
+    model = _embedding_model(ctx)
+    vectors = ctx.embedder().embed(texts)
+    core.check_vectors(vectors, model, len(texts), ctx.memory_store.vector_dimension(model))
+    return vectors
+
+
 def _store(ctx: AppContext, records: Sequence[MemoryRecord]) -> list[str]:
     """Embed first (when configured), then write records and vectors in one transaction, so
-    a failing embeddings endpoint leaves nothing half-written."""
+    a failing embeddings endpoint leaves nothing half-written. What is written passes the
+    redact preprocessors, like everything koog writes."""
+    records = [r.with_content(ctx.pipeline.redacts(r.content)) for r in records]
     model = _embedding_model(ctx)
     if not model or not records:
         return ctx.memory_store.add(records)
-    vectors = ctx.embedder().embed([r.content for r in records])
+    vectors = _embed(ctx, [r.content for r in records])
     return ctx.memory_store.add(records, vectors, model)
 
 
@@ -75,11 +85,11 @@ def search(
         return []
     missing = ctx.memory_store.without_vectors(ns, model)
     if missing:  # records added before embeddings were configured: embed them once
-        vectors = ctx.embedder().embed([r.content for r in missing])
+        vectors = _embed(ctx, [r.content for r in missing])
         ctx.memory_store.put_vectors(
             model, [(r.id, v) for r, v in zip(missing, vectors, strict=True)]
         )
-    [vector] = ctx.embedder().embed([query])
+    [vector] = _embed(ctx, [query])
     return ctx.memory_store.search_vectors(vector, ns, model, top_k, threshold)
 
 
@@ -122,23 +132,41 @@ def ingest_session(
             f"no session named {session.value!r}", hint="`koog history list` shows the sessions"
         )
     settings = ctx.settings.long_term_memory.ingestion
-    return ingest_messages(
+    pending = ctx.pending_ingestion.load(session)
+    present = {m.id for m in pending}
+    messages = [*pending, *(m for m in ctx.history.load(session) if m.id not in present)]
+    done = ingest_messages(
         ctx,
         session,
-        ctx.history.load(session),
+        messages,
         namespace_of(namespace, settings.namespace),
         list(roles) or settings.roles,
     )
+    if pending:
+        ctx.pending_ingestion.clear(session)
+    return done
 
 
 def ingest_turn(
     ctx: AppContext, session: SessionName, added: Sequence[Message]
 ) -> IngestResult | None:
-    """The ingest step of a turn; None when ingestion is off."""
+    """The ingest step of a turn; None when ingestion is off. Messages an earlier failure
+    left pending go first; on failure this turn's join them (§5.12), and source keys make
+    every message a record at most once."""
     settings = ctx.settings.long_term_memory.ingestion
     if not settings.enabled:
         return None
-    return ingest_messages(ctx, session, added, settings.namespace, settings.roles)
+    pending = ctx.pending_ingestion.load(session)
+    known = {m.id for m in pending}
+    messages = [*pending, *(m for m in added if m.id not in known)]
+    try:
+        done = ingest_messages(ctx, session, messages, settings.namespace, settings.roles)
+    except KoogError:
+        ctx.pending_ingestion.save(session, messages)
+        raise
+    if pending:
+        ctx.pending_ingestion.clear(session)
+    return done
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from koogcli.core import checkpoints as core
-from koogcli.core.chat_memory import LoadedPrompt
+from koogcli.core.chat_memory import LoadedPrompt, merge
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message, new_id, system
@@ -25,8 +25,9 @@ from koogcli.services.turn_steps import (
     TurnRequest,
     TurnResult,
     TurnState,
+    after_store,
     drive,
-    ingest,
+    fail,
     result,
     tombstone,
     tombstone_for,
@@ -71,8 +72,12 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
         undo.id if undo else None,
         events=events or TurnEvents(),
     )
-    turn.record(user_message(request.text))
-    turn.checkpoint("load", None)
+    try:
+        turn.record(user_message(request.text))
+        turn.checkpoint("load", None)
+    except BaseException:
+        fail(turn, "failed")
+        raise
     return drive(turn)
 
 
@@ -104,9 +109,12 @@ def _auto_compress(
 
 
 def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
+    """The turn a dead process left mid-way; a turn still running elsewhere is not one."""
     if not ctx.settings.persistence.enabled:
         return None
-    return core.interrupted_turn(ctx.checkpoints.headers(session))
+    return core.interrupted_turn(
+        ctx.checkpoints.headers(session), lambda c: ctx.owner_alive(c.details.get("owner"))
+    )
 
 
 def resume_turn(
@@ -118,28 +126,32 @@ def resume_turn(
         return None
     step = ctx.checkpoints.get(session, header.id)  # refuses unknown format versions (exit 3)
     d = step.details
-    base_count, live_count = _field(d, "base_count", int), _field(d, "live_count", int)
     messages = list(step.messages)
-    base = messages[:base_count]
+    base_count = _field(d, "base_count", int)
+    history, new = messages[:base_count], messages[base_count:]
+    live = [system(text) for text in _field(d, "system_prompt", list) if isinstance(text, str)]
     restore_id = d.get("restore_point")
+    temperature = d.get("temperature")
     turn = TurnState(
         ctx,
         session,
         step.turn_id or new_id(),
-        base[:live_count],
-        LoadedPrompt(base, _field(d, "base_revision", int)),
-        messages[base_count:],
+        live,
+        LoadedPrompt(merge(live, history), _field(d, "base_revision", int), history),
+        new,
         _field(d, "model", str),
-        float(_field(d, "temperature", float)),
+        float(temperature) if isinstance(temperature, (int, float)) else None,
         _field(d, "stream", bool),
         restore_id if isinstance(restore_id, str) else None,
         _field(d, "rounds", int),
         events=events or TurnEvents(),
+        written=list(new),
     )
     if step.step in ("store", "ingest"):  # the history was stored already
         if step.step == "store":
-            ingest(turn)
-        tombstone(turn, "completed")
+            after_store(turn)
+        else:
+            tombstone(turn, "completed")
         stored = ctx.history.read(session)
         return result(turn, stored.revision, len(stored.messages), step.step)
     return drive(turn, resumed_after=step.step)
@@ -147,9 +159,7 @@ def resume_turn(
 
 def _field(details: dict[str, object], key: str, kind: type[T]) -> T:
     value = details.get(key)
-    if kind is float and isinstance(value, int):
-        value = float(value)
-    if not isinstance(value, kind):
+    if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
         raise CorruptDocumentError(
             f"step checkpoint lacks a valid {key!r}; cannot resume",
             hint="abandon the turn with `koog chat --no-resume`",

@@ -2,17 +2,23 @@
 
 Each step records what it produced in the transcript and, with automatic persistence, in
 a step checkpoint: a model request (`model:N`), a tool call (`tool:N.K`), the store.
+A turn that fails (API error, cancel, any error before its store) is closed at once: a
+`failed`/`cancelled` tombstone and no restore point left behind (§5.10). Only a turn whose
+process died stays open for resume. What is written to files passes the redact
+preprocessors first; the request of the turn in progress is sent as typed.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import KoogError, ModelError, TurnCancelledError
+from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
     Message,
     ToolCall,
@@ -26,6 +32,9 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
 from koogcli.services.context import AppContext
 
+if TYPE_CHECKING:
+    from koogcli.services.memory import Retrieval
+
 
 @dataclass(frozen=True, slots=True)
 class TurnRequest:
@@ -36,12 +45,24 @@ class TurnRequest:
     stream: bool | None = None
 
 
+Approval = Literal["y", "n", "a"]
+
+
 @dataclass
 class TurnEvents:
     on_delta: Callable[[str], None] | None = None
     on_tool_call: Callable[[ToolCall], None] | None = None
     on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
     on_note: Callable[[str], None] | None = None
+    on_warning: Callable[[str], None] | None = None
+    # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
+    approve: Callable[[ToolCall], Approval] | None = None
+
+    def warn(self, text: str) -> None:
+        if self.on_warning:
+            self.on_warning(text)
+        elif self.on_note:
+            self.on_note(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,19 +88,24 @@ class TurnState:
     loaded: LoadedPrompt
     new: list[Message]
     model: str
-    temperature: float
+    temperature: float | None
     stream: bool
     restore_id: str | None
     rounds: int = 0
     usage: Usage | None = None
     events: TurnEvents = field(default_factory=TurnEvents)
+    # `new` as written to files (redacted); `new` itself is what the model is sent.
+    written: list[Message] = field(default_factory=list)
+    retrieval_failed: bool = False
 
     def checkpoint(self, step: str, output: str | None) -> None:
         if not (self.ctx.settings.persistence.enabled and self.ctx.settings.persistence.automatic):
             return
+        base = self.loaded.base
         details: dict[str, object] = {
-            "base_count": len(self.loaded.messages),
-            "live_count": len(self.live),
+            "base_count": len(base),
+            "system_prompt": [m.text for m in self.live if m.role == "system"],
+            "owner": self.ctx.turn_owner(),
             "base_revision": self.loaded.revision,
             "model": self.model,
             "temperature": self.temperature,
@@ -95,17 +121,19 @@ class TurnState:
                 seq=0,
                 kind="step",
                 created_at=utc_now(),
-                messages=(*self.loaded.messages, *self.new),
                 turn_id=self.turn_id,
                 step=step,
                 output=output,
                 details=details,
+                messages=(*base, *self.written),
             )
         )
 
     def record(self, message: Message) -> None:
         self.new.append(message)
-        self.ctx.transcript.append(self.session, [message], self.turn_id)
+        [safe] = self.ctx.pipeline.redact([message])
+        self.written.append(safe)
+        self.ctx.transcript.append(self.session, [safe], self.turn_id)
 
 
 def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
@@ -119,30 +147,56 @@ def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
                 _tool_step(turn, pending[0])
             else:
                 break
+        committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
     except KeyboardInterrupt:
-        tombstone(turn, "cancelled")
+        fail(turn, "cancelled")
         raise TurnCancelledError("turn cancelled; the session history is unchanged") from None
-    except ModelError as err:
-        if turn.ctx.settings.persistence.automatic and turn.ctx.settings.persistence.enabled:
-            err.hint = (
-                err.hint
-                or f"`koog chat -s {turn.session.value} --resume` retries from the last step"
-            )
+    except Exception:
+        fail(turn, "failed")
         raise
-    committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
-    turn.checkpoint("store", turn.new[-1].text)
-    ingest(turn)
-    tombstone(turn, "completed")
+    after_store(turn)
     return result(turn, committed.revision, len(committed.messages), resumed_after)
 
 
-def ingest(turn: TurnState) -> None:
-    """The ingest step: the messages this turn added become records (never earlier turns')."""
+def after_store(turn: TurnState) -> None:
+    """Ingest, then close the turn. The turn is stored: what fails now is a warning (or,
+    with `long_term_memory.on_error = "fail"`, exit 1), never an interrupted turn."""
+    with contextlib.suppress(KoogError):  # a missing step mark only means resume re-closes
+        turn.checkpoint("store", turn.new[-1].text)
+    problem = ingest(turn)
+    try:
+        tombstone(turn, "completed")
+    except KoogError as err:
+        turn.events.warn(f"the turn is stored, but closing its checkpoints failed: {err.message}")
+    if problem is not None and turn.ctx.settings.long_term_memory.on_error == "fail":
+        raise problem
+
+
+def fail(turn: TurnState, reason: str) -> None:
+    """Close a failed or cancelled turn: tombstone it and drop its restore point, so it is
+    neither offered for resume nor mistaken for a change by `rollback --latest`. Cleanup
+    problems must not hide the failure being reported."""
+    with contextlib.suppress(KoogError):
+        tombstone(turn, reason)
+    if turn.restore_id and turn.ctx.settings.persistence.enabled:
+        with contextlib.suppress(KoogError):
+            turn.ctx.checkpoints.delete(turn.session, turn.restore_id)
+
+
+def ingest(turn: TurnState) -> KoogError | None:
+    """The ingest step: the messages this turn added (and any left pending by an earlier
+    failure) become records. A failure keeps them pending and is returned, not raised."""
     from koogcli.services import memory
 
-    done = memory.ingest_turn(turn.ctx, turn.session, turn.new)
+    try:
+        done = memory.ingest_turn(turn.ctx, turn.session, turn.written)
+    except KoogError as err:
+        turn.events.warn(f"long-term memory ingestion failed, will retry later: {err.message}")
+        return err
     if done is not None:
-        turn.checkpoint("ingest", f"{done.added} records added to {done.namespace}")
+        with contextlib.suppress(KoogError):
+            turn.checkpoint("ingest", f"{done.added} records added to {done.namespace}")
+    return None
 
 
 def _pending_calls(new: list[Message]) -> list[ToolCall]:
@@ -157,10 +211,8 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
 def _model_step(turn: TurnState) -> None:
     ctx = turn.ctx
     offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
-    from koogcli.services import memory
-
     prompt = for_api([*turn.loaded.messages, *turn.new])
-    retrieval = memory.retrieve(ctx, prompt)
+    retrieval = None if turn.retrieval_failed else _retrieve(turn, prompt)
     if retrieval is not None:  # the retrieve step; its augmentation is for this request only
         prompt = retrieval.messages
         turn.checkpoint(f"retrieve:{turn.rounds + 1}", f"{len(retrieval.hits)} records")
@@ -182,7 +234,7 @@ def _model_step(turn: TurnState) -> None:
         completion = ctx.model().complete(request, collect)
     except KeyboardInterrupt:
         partial = Message(role="assistant", content="".join(produced), meta={"cancelled": True})
-        ctx.transcript.append(turn.session, [partial], turn.turn_id)
+        ctx.transcript.append(turn.session, ctx.pipeline.redact([partial]), turn.turn_id)
         raise
     turn.rounds += 1
     turn.usage = _add(turn.usage, completion.usage)
@@ -191,10 +243,45 @@ def _model_step(turn: TurnState) -> None:
     turn.checkpoint(f"model:{turn.rounds}", completion.text)
 
 
+def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
+    """The retrieve step under `long_term_memory.on_error`: `warn` sends the turn without
+    memory (one warning per turn), `fail` fails the turn before the model is asked."""
+    from koogcli.services import memory
+
+    try:
+        return memory.retrieve(turn.ctx, prompt)
+    except KoogError as err:
+        if turn.ctx.settings.long_term_memory.on_error == "fail":
+            raise
+        turn.retrieval_failed = True
+        turn.events.warn(f"long-term memory retrieval failed, answering without it: {err.message}")
+        return None
+
+
+def _approved(turn: TurnState, call: ToolCall) -> ToolOutcome | None:
+    """None when the call may run; else the refusal the model is told."""
+    ctx = turn.ctx
+    key = (turn.session.value, call.name)
+    if not ctx.toolbox.asks(call.name) or key in ctx.approved_tools:
+        return None
+    if turn.events.approve is None:
+        return ToolOutcome(
+            f"Error: calls of {call.name} need the user's approval and there is no terminal "
+            "to ask on; the call was not made.",
+            True,
+        )
+    answer = turn.events.approve(call)
+    if answer == "a":
+        ctx.approved_tools.add(key)
+    if answer in ("y", "a"):
+        return None
+    return ToolOutcome(f"Error: the user declined this call of {call.name}; it was not made.", True)
+
+
 def _tool_step(turn: TurnState, call: ToolCall) -> None:
     if turn.events.on_tool_call:
         turn.events.on_tool_call(call)
-    outcome = turn.ctx.toolbox.call(call.name, call.arguments)
+    outcome = _approved(turn, call) or turn.ctx.toolbox.call(call.name, call.arguments)
     if turn.events.on_tool_result:
         turn.events.on_tool_result(call, outcome)
     message = tool_result(call.id, call.name, outcome.text)
@@ -244,14 +331,8 @@ def tombstone(turn: TurnState, reason: str) -> None:
     settings = turn.ctx.settings.persistence
     if not (settings.enabled and settings.automatic):
         return
-    try:
-        turn.ctx.checkpoints.save(tombstone_for(turn.session, turn.turn_id, reason))
-        turn.ctx.checkpoints.prune(turn.session, settings.keep_last)
-    except KeyboardInterrupt:
-        raise
-    except KoogError:
-        if reason == "completed":
-            raise
+    turn.ctx.checkpoints.save(tombstone_for(turn.session, turn.turn_id, reason))
+    turn.ctx.checkpoints.prune(turn.session, settings.keep_last)
 
 
 def result(turn: TurnState, revision: int, stored: int, resumed_after: str | None) -> TurnResult:

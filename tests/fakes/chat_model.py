@@ -43,3 +43,15 @@ class FakeChatModel:
             for word in re.split(r"(?<= )", completion.text):
                 on_delta(word)
         return completion
+
+
+class ProcessDeath(BaseException):
+    """Stands in for SIGKILL in process: no code in koog catches it, so the turn is left
+    exactly as a killed process leaves it."""
+
+
+def mortal(ctx: Any) -> Any:
+    """A context whose turns are owned by a process that is gone, so a turn left behind by
+    ProcessDeath counts as interrupted (SPEC §5.10) in this same test process."""
+    ctx.turn_owner = lambda: {"pid": -1, "start": None}
+    return ctx

@@ -13,7 +13,7 @@ from koogcli.core.errors import KoogError
 from koogcli.core.names import SessionName
 from koogcli.repl import loop
 from koogcli.repl.keys import should_submit
-from tests.fakes.chat_model import FakeChatModel
+from tests.fakes.chat_model import FakeChatModel, ProcessDeath, mortal
 
 ENTER, ESC_ENTER, CTRL_C, CTRL_D = "\r", "\x1b\r", "\x03", "\x04"
 
@@ -56,8 +56,8 @@ class Recorder(loop.ReplUI):
 
 @pytest.fixture
 def repl(make_ctx: Callable[..., Any]) -> Iterator[Callable[..., tuple[Recorder, Any]]]:
-    def drive(keys: str, session: str = "r") -> tuple[Recorder, Any]:
-        ctx = make_ctx()
+    def drive(keys: str, session: str = "r", dies: bool = False) -> tuple[Recorder, Any]:
+        ctx = mortal(make_ctx()) if dies else make_ctx()
         ui = Recorder()
         with create_pipe_input() as inp:
             inp.send_text(keys)
@@ -216,11 +216,9 @@ def test_rollback_needs_a_yes(repl: Callable[..., Any]) -> None:
 def test_interrupted_turn_is_offered_for_resume(
     repl: Callable[..., Any], fake_model: FakeChatModel
 ) -> None:
-    from koogcli.core.errors import ModelError
-
-    fake_model.enqueue(ModelError("server went away"))
-    ui, ctx = repl("lost question" + ENTER + CTRL_D)
-    assert ui.errors == ["server went away"]
+    fake_model.enqueue(ProcessDeath())
+    with pytest.raises(ProcessDeath):
+        repl("lost question" + ENTER + CTRL_D, dies=True)
     fake_model.enqueue("found the answer")
     ui, ctx = repl("y" + ENTER + CTRL_D)
     assert any("interrupted turn" in i for i in ui.infos)
@@ -233,13 +231,31 @@ def test_interrupted_turn_is_offered_for_resume(
     assert not any("interrupted turn" in i for i in ui.infos)
 
 
-def test_declining_resume_abandons_the_turn(
-    repl: Callable[..., Any], fake_model: FakeChatModel
+@pytest.mark.parametrize("failure", ["server down", "cancel"])
+def test_failed_turn_is_never_offered_for_resume(
+    repl: Callable[..., Any], fake_model: FakeChatModel, failure: str
 ) -> None:
     from koogcli.core.errors import ModelError
 
-    fake_model.enqueue(ModelError("down"))
-    repl("q" + ENTER + CTRL_D)
+    def restore_points(ctx: Any) -> list[str]:
+        return [c.reason for c in ctx.checkpoints.headers(SessionName("r")) if c.kind == "restore"]
+
+    repl("kept" + ENTER + CTRL_D)
+    fake_model.enqueue(ModelError(failure) if failure != "cancel" else KeyboardInterrupt())
+    ui, ctx = repl("lost" + ENTER + CTRL_D)
+    assert ui.errors == ([failure] if failure != "cancel" else [])
+    assert restore_points(ctx) == ["turn"]  # the failed turn left none behind
+    ui, ctx = repl("y" + ENTER + CTRL_D)
+    assert not any("interrupted" in i for i in ui.infos) and ui.replies == ["echo: y"]
+    assert restore_points(ctx) == ["turn", "turn"]
+
+
+def test_declining_resume_abandons_the_turn(
+    repl: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    fake_model.enqueue(ProcessDeath())
+    with pytest.raises(ProcessDeath):
+        repl("q" + ENTER + CTRL_D, dies=True)
     ui, _ = repl("n" + ENTER + CTRL_D)
     assert any("abandoned" in i for i in ui.infos)
     ui, _ = repl(CTRL_D)

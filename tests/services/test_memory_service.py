@@ -15,7 +15,7 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion
 from koogcli.services import memory
 from koogcli.services.turn import TurnRequest, run_turn
-from tests.fakes.chat_model import FakeChatModel
+from tests.fakes.chat_model import FakeChatModel, mortal
 from tests.fakes.openai_server import FakeOpenAIServer
 
 S = SessionName("m")
@@ -278,7 +278,7 @@ def test_retrieve_and_ingest_are_checkpointed_steps(
         "[long_term_memory.retrieval]\nenabled = true\n"
         "[long_term_memory.ingestion]\nenabled = true\n"
     )
-    ctx = make_ctx()
+    ctx = mortal(make_ctx())
     ask(ctx, "remember the blue door")
     marks = [c for c in ctx.checkpoints.headers(S) if c.kind != "restore"]
     assert [c.step or c.kind for c in marks] == [

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from koogcli.core.errors import ModelError, TurnCancelledError, UnknownFormatError
+from koogcli.core.errors import ModelError, TurnCancelledError, UnknownFormatError, UsageError
 from koogcli.core.messages import ToolCall
 from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion
 from koogcli.services import checkpoints, turn
-from tests.fakes.chat_model import FakeChatModel
+from tests.fakes.chat_model import FakeChatModel, ProcessDeath, mortal
 
 S = SessionName("p")
 TOOLS = '''
@@ -141,19 +141,19 @@ def test_max_tool_rounds_forces_a_text_answer(
 def test_case40_crash_after_third_tool_resumes_without_rerunning(
     make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
 ) -> None:
-    ctx = make_ctx()
+    ctx = mortal(make_ctx())
     fake_model.enqueue(
         calls(("lookup", {"city": "Seville"})),
         calls(("lookup", {"city": "Lisbon"})),
         calls(("lookup", {"city": "Cebu"})),
-        ModelError("process died here"),
+        ProcessDeath(),
     )
-    with pytest.raises(ModelError):
+    with pytest.raises(ProcessDeath):
         ask(ctx, "who sailed around the world?")
     last = ctx.checkpoints.headers(S)[-1]
     assert last.step == "tool:3.1" and "Ferdinand Magellan" in (last.output or "")
     full = ctx.checkpoints.get(S, last.id)
-    assert [m.role for m in full.messages[1:]] == [
+    assert [m.role for m in full.messages] == [
         "user",
         "assistant",
         "tool",
@@ -175,9 +175,9 @@ def test_case40_crash_after_third_tool_resumes_without_rerunning(
 def test_case38_resume_after_model_step_does_not_call_the_model_for_it(
     make_ctx: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
 ) -> None:
-    ctx = make_ctx()
-    fake_model.enqueue(calls(("create_user", {"name": "Ada"})), ModelError("gone"))
-    with pytest.raises(ModelError):
+    ctx = mortal(make_ctx())
+    fake_model.enqueue(calls(("create_user", {"name": "Ada"})), ProcessDeath())
+    with pytest.raises(ProcessDeath):
         ask(ctx, "make Ada")
     # Drop the tool step so the latest checkpoint is the first model step.
     tool_step = ctx.checkpoints.headers(S)[-1]
@@ -201,14 +201,27 @@ def test_case41_success_leaves_a_tombstone_and_the_next_run_starts_fresh(
     assert steps(ctx)[-4:] == ["load", "model:1", "store", "tombstone"]
 
 
-def test_case42_failed_run_resumes_and_adds_one_checkpoint(
+def test_case42_failed_run_is_closed_and_leaves_no_restore_point(
     make_ctx: Callable[..., Any], fake_model: FakeChatModel
 ) -> None:
+    """§5.10 departs from Koog here: an API error is a failed turn, not an interrupted one."""
     ctx = make_ctx()
     fake_model.enqueue(ModelError("first try fails"))
     with pytest.raises(ModelError) as info:
         ask(ctx, "try")
-    assert "--resume" in (info.value.hint or "")
+    assert "--resume" not in (info.value.hint or "")
+    assert steps(ctx) == ["load", "tombstone"]
+    assert ctx.checkpoints.headers(S)[-1].reason == "failed"
+    assert turn.interrupted(ctx, S) is None and checkpoints.list_(ctx, S) == []
+
+
+def test_case42_died_run_resumes_and_adds_one_checkpoint(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ctx = mortal(make_ctx())
+    fake_model.enqueue(ProcessDeath())
+    with pytest.raises(ProcessDeath):
+        ask(ctx, "try")
     assert steps(ctx) == ["load"]
     fake_model.enqueue("Second try successful")
     assert turn.resume_turn(ctx, S).reply == "Second try successful"  # type: ignore[union-attr]
@@ -244,10 +257,16 @@ def test_case43_rollback_runs_compensating_tools_newest_first(
     assert tools()[-2:] == [["remove_user", "user-3"], ["remove_user", "user-2"]]
     assert ctx.history.load(S) == list(ckpt.messages)
     assert result.messages_before == len(before) and not result.failed
-    # The rollback took a restore point first: --latest brings the later state back.
+    # The rollback took a restore point first; --latest would bring back a history that
+    # claims user-2 and user-3 exist, so it is refused unless forced, and then says so.
     undo = checkpoints.choose(ctx, S, None, latest=True)
-    checkpoints.rollback(ctx, S, undo, compensate=False)
-    assert ctx.history.load(S) == before
+    with pytest.raises(UsageError, match=r"create_user\(user-2\), create_user\(user-3\)"):
+        checkpoints.rollback(ctx, S, undo, compensate=False)
+    assert ctx.history.load(S) == list(ckpt.messages)
+    forced = checkpoints.rollback(ctx, S, undo, compensate=False, force=True)
+    restored = ctx.history.load(S)
+    assert restored[:-1] == before and restored[-1].meta["kind"] == "note"
+    assert forced.note is not None and "user-3" in forced.note.text
     assert tools()[-1] == ["remove_user", "user-2"]  # no compensation on --latest
 
 
@@ -285,9 +304,9 @@ def test_cancelled_turn_is_not_resumable(
 def test_abandon_keeps_the_restore_point(
     make_ctx: Callable[..., Any], fake_model: FakeChatModel
 ) -> None:
-    ctx = make_ctx()
-    fake_model.enqueue(ModelError("down"))
-    with pytest.raises(ModelError):
+    ctx = mortal(make_ctx())
+    fake_model.enqueue(ProcessDeath())
+    with pytest.raises(ProcessDeath):
         ask(ctx, "x")
     assert turn.abandon(ctx, S) is not None
     assert turn.interrupted(ctx, S) is None
@@ -310,9 +329,9 @@ def test_restore_points_before_clear_and_import(make_ctx: Callable[..., Any]) ->
 def test_unknown_version_refuses_resume_and_rollback(
     make_ctx: Callable[..., Any], fake_model: FakeChatModel
 ) -> None:
-    ctx = make_ctx()
-    fake_model.enqueue(ModelError("down"))
-    with pytest.raises(ModelError):
+    ctx = mortal(make_ctx())
+    fake_model.enqueue(ProcessDeath())
+    with pytest.raises(ProcessDeath):
         ask(ctx, "x")
     for path in ctx.checkpoints.folder(S).glob("*.json"):
         doc = json.loads(path.read_text())

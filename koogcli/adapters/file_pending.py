@@ -1,0 +1,53 @@
+"""FilePendingIngestion: `<data>/memory-pending/<session>.json`, the messages of stored turns
+whose ingestion into long-term memory failed (SPEC §5.12).
+
+The list is kept outside the memory database on purpose: the database may be what failed.
+It is written atomically and removed once the messages are ingested; ingestion's source
+keys make a retry add each message at most once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from koogcli.adapters import atomic
+from koogcli.adapters.documents import parse_messages
+from koogcli.adapters.paths import DataDir
+from koogcli.core.errors import CorruptDocumentError
+from koogcli.core.messages import Message
+from koogcli.core.names import SessionName
+
+FORMAT = "koog.ingest-pending"
+
+
+class FilePendingIngestion:
+    def __init__(self, data: DataDir) -> None:
+        self.data = data
+
+    def _path(self, session: SessionName) -> Path:
+        return self.data.pending_ingest_file(session)
+
+    def load(self, session: SessionName) -> list[Message]:
+        path = self._path(session)
+        if not path.exists():
+            return []
+        raw = atomic.read_json(path)
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != 1:
+            raise CorruptDocumentError(
+                f"{path} is not a koog pending-ingestion document", hint=atomic.CORRUPT_HINT
+            )
+        return parse_messages(raw.get("messages"), str(path))
+
+    def save(self, session: SessionName, messages: Sequence[Message]) -> None:
+        doc = {
+            "format": FORMAT,
+            "version": 1,
+            "session": session.value,
+            "messages": [m.to_dict() for m in messages],
+        }
+        atomic.write_text(self._path(session), json.dumps(doc, ensure_ascii=False) + "\n")
+
+    def clear(self, session: SessionName) -> None:
+        atomic.remove(self._path(session))
