@@ -44,11 +44,13 @@ def clear(ctx: AppContext, session: SessionName) -> int:
 
 
 def delete(ctx: AppContext, session: SessionName) -> None:
-    """Remove everything of the session: history, transcript and checkpoints."""
+    """Remove everything of the session: history, transcript, checkpoints and messages
+    waiting for ingestion (records already in long-term memory stay)."""
     _require(ctx, session)
     ctx.history.delete(session)
     ctx.transcript.delete(session)
     ctx.checkpoints.drop(session)
+    ctx.pending_ingestion.clear(session)
 
 
 def export(ctx: AppContext, session: SessionName) -> dict[str, object]:

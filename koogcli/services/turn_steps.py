@@ -123,7 +123,7 @@ class TurnState:
                 created_at=utc_now(),
                 turn_id=self.turn_id,
                 step=step,
-                output=output,
+                output=None if output is None else self.ctx.pipeline.redacts(output),
                 details=details,
                 messages=(*base, *self.written),
             )

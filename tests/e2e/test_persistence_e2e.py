@@ -106,10 +106,14 @@ def test_rollback_compensates_newest_first(
     shown = json.loads(run_koog("checkpoint", "show", checkpoint, "--json").stdout)
     restored = json.loads(run_koog("history", "show", "-s", "u", "--format", "json").stdout)
     assert restored == shown["messages"]
-    # The rollback is undoable; --latest never compensates.
-    undo = run_koog("rollback", "-s", "u", "--latest", "--yes", env=tool_env)
+    # The rollback is undoable, but the history before it says Daniel and Maria exist:
+    # only --force restores it, with a note; --latest never compensates.
+    refused = run_koog("rollback", "-s", "u", "--latest", "--yes", env=tool_env)
+    assert refused.returncode == 2 and "create_user(Daniel), create_user(Maria)" in refused.stderr
+    undo = run_koog("rollback", "-s", "u", "--latest", "--yes", "--force", env=tool_env)
     assert undo.returncode == 0
-    assert run_koog("history", "show", "-s", "u", "--format", "json").stdout == history_before
+    redone = json.loads(run_koog("history", "show", "-s", "u", "--format", "json").stdout)
+    assert redone[:-1] == json.loads(history_before) and redone[-1]["meta"]["kind"] == "note"
     assert len(tool_log(tool_env)) == 5
 
 

@@ -14,6 +14,10 @@ Scripted responses are dicts:
   {"delay": 2.0}                           wait before answering (combine with the above)
   {"chunk_delay": 0.2}                     wait between stream chunks
   {"drop_after": 2}                        close the connection after 2 chunks
+  {"json": true, "content": "text"}        a JSON completion even to a `stream: true` request
+  {"empty_stream": true}                   a stream with no content, no tool call, no finish
+`reject_stream_options = True` answers 400 to any request carrying `stream_options`;
+`embedding_faults` holds statuses, or "-inf" / "dim" for a non-finite or short vector.
 
 Run standalone: `python -m tests.fakes.openai_server --port 8080`; POST a JSON list of
 responses to /_control/enqueue, GET /_control/requests for the log.
@@ -43,7 +47,8 @@ class FakeOpenAIServer:
         self.default_delay = 0.0
         # With the queue empty, a responder (request body -> script) decides, else echo.
         self.responder: Any = None
-        self.embedding_faults: collections.deque[int] = collections.deque()
+        self.embedding_faults: collections.deque[int | str] = collections.deque()
+        self.reject_stream_options = False
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -75,6 +80,7 @@ class FakeOpenAIServer:
             self.requests.clear()
             self.responder = None
             self.embedding_faults.clear()
+            self.reject_stream_options = False
 
     def next_response(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -148,6 +154,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         body["_path"] = self.path
+        if self.fake.reject_stream_options and "stream_options" in body:
+            with self.fake.lock:
+                self.fake.requests.append(body)
+            message = "Unrecognized request argument supplied: stream_options"
+            self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
+            return
         script = self.fake.next_response(body)
         time.sleep(float(script.get("delay", self.fake.default_delay)))
         if "status" in script:
@@ -159,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"retry-after-ms": "10"},
             )
             return
-        if body.get("stream"):
+        if body.get("stream") and not script.get("json"):
             self._stream(body, script)
         else:
             self._whole(body, script)
@@ -169,6 +181,16 @@ class _Handler(BaseHTTPRequestHandler):
         with self.fake.lock:
             self.fake.requests.append(body)
             fault = self.fake.embedding_faults.popleft() if self.fake.embedding_faults else None
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        if fault in ("-inf", "dim"):
+            bad = [float("-inf"), *embed(texts[0])[1:]] if fault == "-inf" else [0.5] * 32
+            vectors = [bad, *(embed(t) for t in texts[1:])]
+            data = [
+                {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)
+            ]
+            self._json(200, {"object": "list", "data": data, "model": body.get("model", "")})
+            return
         if fault is not None:
             self._json(
                 int(fault),
@@ -176,8 +198,6 @@ class _Handler(BaseHTTPRequestHandler):
                 {"retry-after-ms": "10"},
             )
             return
-        texts = body.get("input", [])
-        texts = [texts] if isinstance(texts, str) else texts
         data = [
             {"object": "embedding", "index": i, "embedding": embed(t)} for i, t in enumerate(texts)
         ]
@@ -228,7 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             "created": int(time.time()),
             "model": body.get("model", "test-model"),
         }
-        events = list(_events(script))
+        events = [] if script.get("empty_stream") else list(_events(script))
         delay = float(script.get("chunk_delay", 0))
         drop_after = script.get("drop_after")
         content = script.get("content", "".join(script.get("chunks", [])))

@@ -302,3 +302,36 @@ def test_memory_command(repl: Callable[..., Any], make_ctx: Callable[..., Any]) 
     assert "the staging server is called nimbus" in ui.shown[0] and "SCORE" in ui.shown[0]
     assert "no memory matched" in ui.infos
     assert ui.errors == ["usage: /memory QUERY"]
+
+
+def test_tool_approval_asks_and_remembers_always(
+    repl: Callable[..., Any],
+    fake_model: FakeChatModel,
+    write_config: Callable[[str], Any],
+    isolated: Any,
+) -> None:
+    from koogcli.core.messages import ToolCall
+    from koogcli.core.ports import Completion
+
+    (isolated / "repl_ask_mod.py").write_text(
+        "import json, os\n"
+        "def shout(text: str) -> str:\n"
+        "    '''Upper-case text.'''\n"
+        "    with open('shouted.log', 'a') as f:\n"
+        "        f.write(text + '\\n')\n"
+        "    return text.upper()\n"
+    )
+    write_config('[[tools]]\ncallable = "repl_ask_mod:shout"\nask = true\n')
+
+    def call(text: str) -> Completion:
+        return Completion("", (ToolCall(f"c-{text}", "shout", f'{{"text": "{text}"}}'),))
+
+    fake_model.enqueue(call("one"), "after no", call("two"), "after always", call("three"), "end")
+    keys = "go" + ENTER + "n" + ENTER + "go" + ENTER + "a" + ENTER + "go" + ENTER + CTRL_D
+    ui, ctx = repl(keys)
+    assert (isolated / "shouted.log").read_text().split() == ["two", "three"]
+    told = [m.text for m in fake_model.requests[1].messages if m.role == "tool"]
+    assert told == ["Error: the user declined this call of shout; it was not made."]
+    assert sum("tool call: shout" in i for i in ui.infos) == 2  # "a" covers the third call
+    users = [m.text for m in ctx.history.load(SessionName("r")) if m.role == "user"]
+    assert users == ["go", "go", "go"]  # the answers were never sent as messages

@@ -294,3 +294,42 @@ def test_retrieve_and_ingest_are_checkpointed_steps(
     assert resume_turn(ctx, S) is not None
     assert len(memory.list_(ctx)) == 2  # nothing ingested twice
     assert ctx.checkpoints.headers(S)[-1].kind == "tombstone"
+
+
+class FlakyEmbedder:
+    """Fails while `down`; otherwise bag-of-words vectors like the test server's."""
+
+    def __init__(self) -> None:
+        self.down = True
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        from koogcli.core.errors import ModelError
+        from tests.fakes.openai_server import embed
+
+        if self.down:
+            raise ModelError("embeddings endpoint is down")
+        return [embed(t) for t in texts]
+
+
+def test_pending_ingestion_is_picked_up_by_memory_ingest_once(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any]
+) -> None:
+    write_config(
+        '[long_term_memory.embeddings]\nmodel = "e"\n[long_term_memory.ingestion]\nenabled = true\n'
+    )
+    flaky = FlakyEmbedder()
+    ctx = make_ctx()
+    ctx.embedder_factory = lambda c: flaky
+    warnings: list[str] = []
+    from koogcli.services.turn import TurnEvents
+
+    run_turn(ctx, TurnRequest(S, "the window is red"), TurnEvents(on_warning=warnings.append))
+    assert len(warnings) == 1 and memory.list_(ctx) == []
+    assert [m.text for m in ctx.pending_ingestion.load(S)] == [
+        "the window is red",
+        "echo: the window is red",
+    ]
+    flaky.down = False
+    done = memory.ingest_session(ctx, S)
+    assert done.added == 2 and ctx.pending_ingestion.load(S) == []
+    assert memory.ingest_session(ctx, S).added == 0

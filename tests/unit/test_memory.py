@@ -201,3 +201,25 @@ def test_recall_message_carries_the_marker() -> None:
     pinned = core.recall_message("deploys", [SearchHit(MemoryRecord("blue-green"), 1.0, "keyword")])
     assert pinned.text.startswith("Here are the relevant facts from memory")
     assert pinned.meta == {"kind": "memory"} and "- blue-green" in pinned.text
+
+
+@pytest.mark.parametrize(
+    "vectors, dimension, problem",
+    [
+        ([[0.1, float("-inf")]], None, "value -inf"),
+        ([[0.1, float("nan")]], None, "value nan"),
+        ([[0.1, 1e39]], None, r"value 1e\+39"),
+        ([[0.1, 0.2, 0.3]], 2, "3-dimensional"),
+        ([[0.1, 0.2], [0.1]], None, "1-dimensional"),
+        ([], None, "0 vectors for 1 texts"),
+    ],
+)
+def test_bad_vectors_are_refused(
+    vectors: list[list[float]], dimension: int | None, problem: str
+) -> None:
+    from koogcli.core.errors import ModelError
+    from koogcli.core.memory import check_vectors
+
+    with pytest.raises(ModelError, match=problem):
+        check_vectors(vectors, "m", max(1, len(vectors)), dimension)
+    check_vectors([[0.1, 0.2]], "m", 1, 2)
