@@ -119,3 +119,38 @@ def file_lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextmanager
+def shared_or_exclusive(path: Path, exclusive: bool, timeout: float = 30.0) -> Iterator[None]:
+    """An inter-process reader/writer lock (flock): many shared holders, or one exclusive.
+
+    Turns hold it shared for their life; resuming a turn holds it exclusive, so a resume
+    never runs beside a live turn of the same session, whatever the pids say.
+    """
+    import fcntl
+    import time
+
+    ensure_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StorageError(f"cannot open the lock {path}: {exc.strerror}") from exc
+    try:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(
+                        f"timed out after {timeout:g}s waiting for the lock {path}",
+                        hint="another koog process is running a turn in this session; "
+                        "retry when it is done",
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)

@@ -111,10 +111,9 @@ def rollback(
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
     target = checkpoints.choose(app_ctx, name, checkpoint_id, latest)
+    undoing = checkpoints.preview(app_ctx, name, target, force)
     render.confirm_destructive(
-        f"roll session {name.value!r} back to checkpoint {target.id}, undoing "
-        f"{checkpoints.describe(target)}",
-        yes,
+        f"roll session {name.value!r} back to checkpoint {target.id}, undoing {undoing}", yes
     )
     result = checkpoints.rollback(
         app_ctx,
@@ -122,7 +121,7 @@ def rollback(
         target,
         compensate=compensate or not latest,
         force=force,
-        approve=render.tool_approver(),
+        approve=render.tool_approver(undo=True),
     )
     if as_json:
         render.json_out(

@@ -183,12 +183,17 @@ def confirm_destructive(question: str, yes: bool) -> None:
         raise UsageError("cancelled; nothing changed")
 
 
-def ask_tool(call: ToolCall, stream: TextIO | None = None) -> str:
-    """Show a tool call and read y / n / a (always this tool, this session) from stdin."""
+def approval_question(call: ToolCall, undo: bool = False) -> str:
+    """A turn's call is already on screen; a compensation is shown whole."""
+    what = f"undo {call.name}({one_line(call.arguments, 100)})" if undo else f"run {call.name}"
+    return f"{what}? [y]es / [n]o / [a]lways for {call.name} in this session: "
+
+
+def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -> str:
+    """Read y / n / a (always this tool, this session) from a terminal's stdin."""
     stream = stream or sys.stdin
-    out(f"tool call: {tool_call_line(call).removeprefix('→ ').strip()}", sys.stderr)
     while True:
-        sys.stderr.write("run it? [y]es / [n]o / [a]lways for this tool: ")
+        sys.stderr.write(approval_question(call, undo))
         sys.stderr.flush()
         line = stream.readline()
         if not line:
@@ -198,9 +203,11 @@ def ask_tool(call: ToolCall, stream: TextIO | None = None) -> str:
             return answer
 
 
-def tool_approver() -> Any:
+def tool_approver(undo: bool = False) -> Any:
     """An approval callback when stdin is a terminal; None elsewhere (calls are refused)."""
-    return ask_tool if is_tty(sys.stdin) else None
+    if not is_tty(sys.stdin):
+        return None
+    return lambda call: ask_tool(call, undo=undo)
 
 
 class ProgressBar:

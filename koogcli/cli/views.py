@@ -70,7 +70,13 @@ def rollback_lines(result: Any) -> list[str]:
                 f"{one_line(comp.outcome.text, 100)}"
             )
     if result.undo_point:
-        lines.append(f"undo this rollback with `koog rollback -s {result.session} --latest`")
+        undone = any(c.outcome is not None and not c.outcome.error for c in result.compensations)
+        lines.append(
+            f"`koog rollback -s {result.session} --latest --force` brings the history back "
+            "with a note; the tools' effects stay undone"
+            if undone
+            else f"undo this rollback with `koog rollback -s {result.session} --latest`"
+        )
     return lines
 
 

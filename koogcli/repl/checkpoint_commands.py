@@ -32,21 +32,28 @@ def _checkpoints(state: ReplState, args: str) -> None:
 
 @REGISTRY.add(
     "rollback",
-    "/rollback [ID]",
-    "restore a checkpoint and undo later tool calls (no ID: the latest, no undo)",
+    "/rollback [ID] [--force]",
+    "restore a checkpoint and undo later tool calls (no ID: the last change, no undo)",
 )
 def _rollback(state: ReplState, args: str) -> None:
     from koogcli.services import checkpoints
 
-    target = checkpoints.choose(state.ctx, state.session, args or None, latest=not args)
-    undoing = checkpoints.describe(target)
-    if not state.ask(
-        f"roll {state.session.value} back to checkpoint {target.id}, undoing {undoing}?"
-    ):
+    words = args.split()
+    force = "--force" in words
+    wanted = next((w for w in words if w != "--force"), None)
+    target = checkpoints.choose(state.ctx, state.session, wanted, latest=wanted is None)
+    undoing = checkpoints.preview(state.ctx, state.session, target, force)
+    question = f"roll {state.session.value} back to checkpoint {target.id}, undoing {undoing}?"
+    if not state.ask(question):
         state.ui.info("nothing changed")
         return
     result = checkpoints.rollback(
-        state.ctx, state.session, target, compensate=bool(args), approve=state.approve
+        state.ctx,
+        state.session,
+        target,
+        compensate=wanted is not None,
+        force=force,
+        approve=state.approve_undo,
     )
     for line in views.rollback_lines(result):
         state.ui.info(line)

@@ -73,6 +73,7 @@ class ReplState:
     ask: Callable[[str], bool] = lambda question: False
     # y / n / a for a tool call that needs approval; "n" when there is nobody to ask.
     approve: Callable[[ToolCall], str] = lambda call: "n"
+    approve_undo: Callable[[ToolCall], str] = lambda call: "n"
 
 
 def run(
@@ -94,7 +95,8 @@ def run(
         redact=ctx.pipeline.redacts,
     )
     state.ask = lambda question: _ask(prompt, question)
-    state.approve = lambda call: _approve(prompt, state.ui, call)
+    state.approve = lambda call: _approve(prompt, call)
+    state.approve_undo = lambda call: _approve(prompt, call, undo=True)
     state.ui.info(
         f"koog · session {session.value} · model {ctx.settings.llm.model} · /help, Ctrl-D to leave"
     )
@@ -126,12 +128,12 @@ def _ask(prompt: PromptSession[str], question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _approve(prompt: PromptSession[str], ui: ReplUI, call: ToolCall) -> str:
-    """Ask about one tool call; the answer is never sent as a message."""
-    ui.info(f"tool call: {render.tool_call_line(call).removeprefix('→ ')}")
+def _approve(prompt: PromptSession[str], call: ToolCall, undo: bool = False) -> str:
+    """Ask about one tool call (its line is already on screen); the answer is never sent as
+    a message."""
     while True:
         try:
-            answer = prompt.prompt("run it? [y]es / [n]o / [a]lways for this tool: ")
+            answer = prompt.prompt(render.approval_question(call, undo))
         except (EOFError, KeyboardInterrupt):
             return "n"
         choice = answer.strip().lower()[:1]

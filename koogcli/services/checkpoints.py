@@ -138,14 +138,16 @@ def choose(ctx: AppContext, session: SessionName, wanted: str | None, latest: bo
     raise UsageError(f"session {session.value} has no earlier state to roll back to")
 
 
-def describe(target: Checkpoint) -> str:
-    """The change that restoring `target` undoes, for people."""
+def describe(target: Checkpoint, current: Sequence[Message]) -> str:
+    """The change that restoring `target` (with its messages) undoes, for people."""
     when = _local(target.created_at)
     if target.manual:
         return f"the changes since checkpoint {target.label or target.id} ({when})"
     if target.reason == "turn":
-        number = sum(1 for m in target.messages if m.role == "user") + 1
-        return f"turn {number} ({when})"
+        first = sum(1 for m in target.messages if m.role == "user") + 1
+        last = sum(1 for m in current if m.role == "user")
+        turns = f"turns {first}-{last}" if last > first else f"turn {first}"
+        return f"{turns} (from {when})"
     if target.reason == "rollback":
         return f"the rollback of {when}"
     names = {"compress": "compression", "clear": "clear", "import": "import"}
@@ -188,14 +190,7 @@ def rollback(
     full = ctx.checkpoints.get(session, target.id)  # refuses unknown format versions (exit 3)
     current = ctx.history.read(session)
     journal = ctx.checkpoints.compensations(session)
-    undone = core.undone_calls(full.messages, journal)
-    if undone and not force:
-        raise UsageError(
-            f"checkpoint {full.id} holds tool calls whose effects a later rollback undid: "
-            + ", ".join(call_text(c) for c in undone),
-            hint="restoring it would make the history contradict the world; "
-            "--force restores it with a note saying those effects were undone",
-        )
+    undone = _refuse_contradiction(full, journal, force)
     restored = list(full.messages)
     note = core.undone_note(undone) if undone else None
     if note is not None:
@@ -230,9 +225,34 @@ def rollback(
         len(current.messages),
         len(restored),
         results,
-        describe(full),
+        describe(full, current.messages),
         note,
     )
+
+
+def preview(ctx: AppContext, session: SessionName, target: Checkpoint, force: bool) -> str:
+    """What rolling back to `target` would undo, in words; refuses early (before any
+    question is asked) what `rollback` would refuse."""
+    if target.kind != "restore" or not target.readable:
+        return f"checkpoint {target.id}"
+    full = ctx.checkpoints.get(session, target.id)
+    _refuse_contradiction(full, ctx.checkpoints.compensations(session), force)
+    return describe(full, ctx.history.read(session).messages)
+
+
+def _refuse_contradiction(
+    full: Checkpoint, journal: Sequence[core.CompensationEntry], force: bool
+) -> list[ToolCall]:
+    """§5.11: the calls in `full` whose effects a rollback undid; an error unless forced."""
+    undone = core.undone_calls(full.messages, journal)
+    if undone and not force:
+        raise UsageError(
+            f"checkpoint {full.id} holds tool calls whose effects a later rollback undid: "
+            + ", ".join(call_text(c) for c in undone),
+            hint="restoring it would make the history contradict the world; "
+            "--force restores it with a note saying those effects were undone",
+        )
+    return undone
 
 
 def call_text(call: ToolCall) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -119,6 +120,14 @@ class AppContext:
         from koogcli.adapters.file_pending import FilePendingIngestion
 
         return FilePendingIngestion(self.data)
+
+    def turn_lock(
+        self, session: SessionName, exclusive: bool = False
+    ) -> AbstractContextManager[None]:
+        """Held shared by every running turn; exclusive by a resume (never beside a live turn)."""
+        from koogcli.adapters import atomic
+
+        return atomic.shared_or_exclusive(self.data.lock_file(session, "turn"), exclusive)
 
     @staticmethod
     def turn_owner() -> dict[str, object]:

@@ -52,6 +52,11 @@ def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
 
 
 def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
+    with ctx.turn_lock(request.session):
+        return _run_turn(ctx, request, events)
+
+
+def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) -> TurnResult:
     stored = ctx.history.read(request.session)
     live = live_prompt(ctx, request.system_prompt)
     loaded = _auto_compress(ctx, ctx.memory.prepare(stored, live), events)
@@ -73,8 +78,7 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
         events=events or TurnEvents(),
     )
     try:
-        turn.record(user_message(request.text))
-        turn.checkpoint("load", None)
+        turn.record(user_message(request.text), "load", None)
     except BaseException:
         fail(turn, "failed")
         raise
@@ -120,7 +124,17 @@ def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
 def resume_turn(
     ctx: AppContext, session: SessionName, events: TurnEvents | None = None
 ) -> TurnResult | None:
-    """Finish the session's interrupted turn after its last step; None if there is none."""
+    """Finish the session's interrupted turn after its last step; None if there is none.
+
+    It runs holding the session's turn lock exclusively, and looks again once it has it:
+    two resumes, or a resume beside a live turn, never run one turn twice."""
+    with ctx.turn_lock(session, exclusive=True):
+        return _resume_turn(ctx, session, events)
+
+
+def _resume_turn(
+    ctx: AppContext, session: SessionName, events: TurnEvents | None
+) -> TurnResult | None:
     header = interrupted(ctx, session)
     if header is None:
         return None

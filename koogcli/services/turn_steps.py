@@ -129,10 +129,13 @@ class TurnState:
             )
         )
 
-    def record(self, message: Message) -> None:
+    def record(self, message: Message, step: str, output: str | None) -> None:
+        """A step's message: checkpointed first, then appended to the transcript, so a
+        result visible anywhere is one that resume knows about (no tool runs twice)."""
         self.new.append(message)
         [safe] = self.ctx.pipeline.redact([message])
         self.written.append(safe)
+        self.checkpoint(step, output)
         self.ctx.transcript.append(self.session, [safe], self.turn_id)
 
 
@@ -239,8 +242,7 @@ def _model_step(turn: TurnState) -> None:
     turn.rounds += 1
     turn.usage = _add(turn.usage, completion.usage)
     calls = tuple(_with_id(c) for c in completion.tool_calls) if offer_tools else ()
-    turn.record(assistant(completion.text, calls))
-    turn.checkpoint(f"model:{turn.rounds}", completion.text)
+    turn.record(assistant(completion.text, calls), f"model:{turn.rounds}", completion.text)
 
 
 def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
@@ -293,9 +295,8 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
             name=call.name,
             meta={"error": True},
         )
-    turn.record(message)
-    index = len(turn.new) - 1 - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
-    turn.checkpoint(f"tool:{turn.rounds}.{index}", outcome.text)
+    index = len(turn.new) - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
+    turn.record(message, f"tool:{turn.rounds}.{index}", outcome.text)
 
 
 def _with_id(call: ToolCall) -> ToolCall:

@@ -332,6 +332,6 @@ def test_tool_approval_asks_and_remembers_always(
     assert (isolated / "shouted.log").read_text().split() == ["two", "three"]
     told = [m.text for m in fake_model.requests[1].messages if m.role == "tool"]
     assert told == ["Error: the user declined this call of shout; it was not made."]
-    assert sum("tool call: shout" in i for i in ui.infos) == 2  # "a" covers the third call
+    assert sum("→ shout" in i for i in ui.infos) == 3
     users = [m.text for m in ctx.history.load(SessionName("r")) if m.role == "user"]
     assert users == ["go", "go", "go"]  # the answers were never sent as messages
