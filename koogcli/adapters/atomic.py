@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -17,15 +18,53 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from koogcli.adapters.paths import ensure_dir
+from koogcli.adapters.paths import ensure_dir, symlink_error
 from koogcli.core.errors import CorruptDocumentError, LockTimeoutError, StorageError
+
+# Temp files a killed process left behind; older than this they are certainly orphans.
+ORPHAN_AGE_SECONDS = 3600.0
+
+
+def _failure(action: str, path: Path, exc: OSError) -> StorageError:
+    if exc.errno == errno.ELOOP:
+        return symlink_error(path)
+    return StorageError(f"cannot {action} {path}: {exc.strerror}")
+
+
+def read_failure(path: Path, exc: OSError) -> StorageError:
+    return _failure("read", path, exc)
+
+
+def read_bytes(path: Path, limit: int | None = None, offset: int = 0) -> bytes:
+    """A file (or `limit` bytes of it from `offset`), never through a symbolic link;
+    FileNotFoundError passes through."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _failure("read", path, exc) from exc
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            handle.seek(offset)
+            return handle.read() if limit is None else handle.read(limit)
+    except OSError as exc:
+        raise _failure("read", path, exc) from exc
+
+
+_SWEPT: set[Path] = set()
 
 
 def write_text(path: Path, text: str) -> None:
     ensure_dir(path.parent)
+    if path.parent not in _SWEPT:  # once per folder and process: cheap, and enough
+        _SWEPT.add(path.parent)
+        import time
+
+        remove_orphan_temp_files(path.parent, time.time())
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -37,7 +76,7 @@ def write_text(path: Path, text: str) -> None:
                 tmp.unlink()
         _fsync_dir(path.parent)
     except OSError as exc:
-        raise StorageError(f"cannot write {path}: {exc.strerror}") from exc
+        raise _failure("write", path, exc) from exc
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -53,12 +92,17 @@ def append_line(path: Path, line: str) -> None:
 
 
 def append_text(path: Path, text: str) -> None:
-    """One write of whole lines, synced, at 0600."""
+    """One write of whole lines, synced, at 0600. A torn last line left by a crash (or a full
+    disk) is closed off first, so it stays one unreadable line that readers skip instead of
+    swallowing the lines appended after it."""
     ensure_dir(path.parent)
     data = text.encode("utf-8")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -66,33 +110,57 @@ def append_text(path: Path, text: str) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise StorageError(f"cannot append to {path}: {exc.strerror}") from exc
+        raise _failure("append to", path, exc) from exc
 
 
 def remove(path: Path) -> bool:
-    """Delete a file; False if it was not there."""
+    """Delete a file; False if it was not there. Unlinking never follows a symbolic link."""
     try:
         path.unlink()
     except FileNotFoundError:
         return False
     except OSError as exc:
-        raise StorageError(f"cannot delete {path}: {exc.strerror}") from exc
+        raise _failure("delete", path, exc) from exc
     return True
+
+
+def remove_orphan_temp_files(folder: Path, now: float) -> int:
+    """Temp files (`.NAME.PID.RANDOM.tmp`) older than an hour: left by killed processes."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not (entry.name.startswith(".") and entry.name.endswith(".tmp")):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if entry.is_file(follow_symlinks=False) and now - info.st_mtime > ORPHAN_AGE_SECONDS:
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue  # another process got there first, or it is not ours to remove
+    return removed
 
 
 def read_json(path: Path) -> object:
     """Parse a JSON document; a parse failure names the file and line and changes nothing."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptDocumentError(f"{path} is not UTF-8 text", hint=_KEEP) from exc
-    except OSError as exc:
+    except FileNotFoundError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CorruptDocumentError(
             f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})", hint=_KEEP
+        ) from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep, numbers too long
+        raise CorruptDocumentError(
+            f"{path} is not a JSON document koog can read: {exc}", hint=_KEEP
         ) from exc
 
 

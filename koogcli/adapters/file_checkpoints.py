@@ -1,30 +1,41 @@
 """FileCheckpointStore: checkpoints under `<data>/checkpoints/<session>/`.
 
 Layout and invariants:
-- `objects.jsonl` holds every message version once (`{"s": seq, "h": digest, "m": {...}}`),
-  append-only. A checkpoint refers to its messages as runs of object seqs, so storing a
-  checkpoint costs a few bytes plus the messages never seen before: disk use stays a small
-  multiple of the transcript however many checkpoints a session takes.
+- `objects.jsonl` holds every message version once (adapters/checkpoint_objects.py). A
+  checkpoint refers to its messages as runs of object seqs plus a digest checked on load,
+  so storing a checkpoint costs a few bytes plus the messages never seen before: disk use
+  stays a small multiple of the transcript however many checkpoints a session takes.
+  Pruning compacts the objects file to what live checkpoints refer to.
 - Each checkpoint is its own document `<seq>-<id>.json`, written atomically after the
   objects it refers to are appended and synced; a crash leaves no checkpoint pointing at a
   missing object and no torn document. The seq in the name orders them without parsing.
 - A document with an unknown format version is listed (so the user sees it) but `get`
-  refuses it; an unparsable one is listed as unreadable. Neither is ever rewritten.
+  refuses it; an unparsable or wrongly typed one is listed as unreadable. Neither is ever
+  rewritten.
 - `compensations.json` journals every compensation a rollback planned, with its status,
   rewritten atomically on each change (it is small: one entry per compensated call).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from koogcli.adapters import atomic
+from koogcli.adapters.checkpoint_objects import (
+    ObjectFile,
+    decode_runs,
+    digest,
+    encode_runs,
+)
 from koogcli.adapters.documents import parse_messages
 from koogcli.adapters.paths import DataDir
 from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, CompensationEntry
@@ -41,47 +52,17 @@ _NAME = re.compile(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$")
 UNREADABLE = -1
 
 
-def digest(message: Message) -> str:
-    canonical = json.dumps(message.to_dict(), sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
-
-
-def encode_runs(seqs: Iterable[int]) -> list[list[int]]:
-    runs: list[list[int]] = []
-    for s in seqs:
-        if runs and runs[-1][1] == s - 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    return runs
-
-
-def decode_runs(runs: Sequence[Sequence[int]]) -> list[int]:
-    return [s for start, end in runs for s in range(start, end + 1)]
-
-
 def _tag(checkpoint: Checkpoint) -> str:
     if checkpoint.kind == "restore":
         return "m" if checkpoint.manual else "r"
     return "s" if checkpoint.kind == "step" else "t"
 
 
-class _Objects:
-    """The in-process view of one session's objects file, refreshed from where it left off."""
-
-    def __init__(self, inode: int = 0) -> None:
-        self.inode = inode
-        self.offset = 0
-        self.by_digest: dict[str, int] = {}
-        self.by_seq: dict[int, dict[str, object]] = {}
-        self.next_seq = 0
-
-
 class FileCheckpointStore:
     def __init__(self, data: DataDir, lock_timeout: float = 30.0) -> None:
         self.data = data
         self.lock_timeout = lock_timeout
-        self._objects: dict[str, _Objects] = {}
+        self._objects: dict[str, ObjectFile] = {}
         # Messages are immutable and a turn saves the same objects step after step: hash
         # each once. The message is kept in the value so its id() cannot be reused.
         self._digests: dict[int, tuple[Message, str]] = {}
@@ -94,6 +75,12 @@ class FileCheckpointStore:
         self._digests[id(message)] = (message, key)
         return key
 
+    def _object_file(self, session: SessionName) -> ObjectFile:
+        objects = self._objects.get(session.value)
+        if objects is None:
+            objects = self._objects[session.value] = ObjectFile(self._objects_file(session))
+        return objects
+
     def folder(self, session: SessionName) -> Path:
         return self.data.checkpoint_dir(session)
 
@@ -101,7 +88,8 @@ class FileCheckpointStore:
         session = SessionName(checkpoint.session)
         folder = self.folder(session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            seqs = self._store_objects(session, checkpoint.messages)
+            keys = [self._digest(m) for m in checkpoint.messages]
+            seqs, combined = self._object_file(session).store(checkpoint.messages, keys)
             seq = self._max_seq(folder) + 1
             doc = {
                 "format": FORMAT,
@@ -120,6 +108,7 @@ class FileCheckpointStore:
                 "details": checkpoint.details,
                 "message_count": len(checkpoint.messages),
                 "messages": encode_runs(seqs),
+                "digest": combined,
             }
             path = folder / f"{seq:08d}-{checkpoint.id}-{_tag(checkpoint)}.json"
             atomic.write_text(path, json.dumps(doc, ensure_ascii=False) + "\n")
@@ -170,12 +159,31 @@ class FileCheckpointStore:
         doomed += automatic[: max(0, len(automatic) - keep_last)]
         for path in doomed:
             atomic.remove(path)
+        objects = self._object_file(session)
+        if doomed and objects.due_for_compaction(self._compaction_marker(session)):
+            self.compact(session)
         return len(doomed)
+
+    def compact(self, session: SessionName) -> int:
+        """Drop the objects no checkpoint refers to any more; returns how many."""
+        with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
+            referenced: set[int] = set()
+            for path in self._files(session):
+                doc = self._document(path)
+                if doc is None:  # unreadable or newer: keep everything, lose nothing
+                    return 0
+                referenced.update(decode_runs(doc["messages"]))
+            return self._object_file(session).compact(referenced, self._compaction_marker(session))
 
     def drop(self, session: SessionName) -> None:
         folder = self.folder(session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            paths = [*self._files(session), self._objects_file(session), self._journal(session)]
+            paths = [
+                *self._files(session),
+                self._objects_file(session),
+                self._journal(session),
+                self._compaction_marker(session),
+            ]
             for path in paths:
                 atomic.remove(path)
             self._objects.pop(session.value, None)
@@ -224,6 +232,9 @@ class FileCheckpointStore:
     def _journal(self, session: SessionName) -> Path:
         return self.folder(session) / "compensations.json"
 
+    def _compaction_marker(self, session: SessionName) -> Path:
+        return self.folder(session) / "objects.compacted"
+
     def _files(self, session: SessionName) -> list[Path]:
         folder = self.folder(session)
         if not folder.is_dir():
@@ -236,116 +247,112 @@ class FileCheckpointStore:
         seqs = [int(m.group(1)) for n in os.listdir(folder) if (m := _NAME.match(n))]
         return max(seqs, default=-1)
 
+    def _document(self, path: Path) -> CheckpointDoc | None:
+        """The validated document; None when it is unreadable, wrongly typed or of another
+        format version (listed, never used)."""
+        try:
+            raw = json.loads(atomic.read_bytes(path))
+            if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+                return None
+            if raw.get("version") != CHECKPOINT_FORMAT_VERSION:
+                return None
+            return _DOC.validate_python(raw)
+        except (StorageError, OSError, ValueError, RecursionError, ValidationError):
+            return None
+
     def _read(self, session: SessionName, path: Path, with_messages: bool) -> Checkpoint:
         match = _NAME.match(path.name)
         assert match is not None
         seq, cid = int(match.group(1)), match.group(2)
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-                raise ValueError("not a koog checkpoint")
-            version = int(raw.get("version", UNREADABLE))
-        except (OSError, ValueError, TypeError):
-            return Checkpoint(
-                cid,
-                session.value,
-                seq,
-                "restore",
-                "",
-                reason="unreadable",
-                format_version=UNREADABLE,
+        doc = self._document(path)
+        if doc is None:
+            return _unusable(path, cid, session, seq)
+        messages: tuple[Message, ...] = ()
+        if with_messages:
+            raw = self._object_file(session).resolve(
+                doc["messages"], doc["message_count"], doc.get("digest"), path
             )
-        common = dict(
+            messages = tuple(parse_messages(raw, str(path)))
+        return Checkpoint(
             id=cid,
             session=session.value,
             seq=seq,
-            format_version=version,
-            created_at=str(raw.get("created_at", "")),
-            label=raw.get("label"),
-            kind=raw.get("kind")
-            if raw.get("kind") in ("restore", "step", "tombstone")
-            else "restore",
-            reason=str(raw.get("reason", "")),
-            manual=bool(raw.get("manual", False)),
-        )
-        if version != CHECKPOINT_FORMAT_VERSION:
-            return Checkpoint(**common)  # type: ignore[arg-type]
-        messages: tuple[Message, ...] = ()
-        if with_messages:
-            messages = tuple(self._messages(session, raw.get("messages", []), path))
-        return Checkpoint(
-            **common,  # type: ignore[arg-type]
+            kind=doc["kind"],
+            created_at=doc["created_at"],
             messages=messages,
-            turn_id=raw.get("turn_id"),
-            step=raw.get("step"),
-            output=raw.get("output"),
-            details=dict(raw.get("details") or {}),
-            message_count=int(raw.get("message_count", 0)),
+            reason=doc["reason"],
+            label=doc["label"],
+            manual=doc["manual"],
+            turn_id=doc["turn_id"],
+            step=doc["step"],
+            output=doc["output"],
+            details=dict(doc["details"]),
+            message_count=doc["message_count"],
         )
-
-    def _messages(self, session: SessionName, runs: list[list[int]], path: Path) -> list[Message]:
-        objects = self._refresh(session)
-        try:
-            raw = [objects.by_seq[s] for s in decode_runs(runs)]
-        except KeyError as exc:
-            raise CorruptDocumentError(
-                f"checkpoint {path} refers to a missing message {exc}", hint=atomic.CORRUPT_HINT
-            ) from exc
-        return parse_messages(raw, str(path))
 
     def _objects_file(self, session: SessionName) -> Path:
         return self.folder(session) / "objects.jsonl"
 
-    def _refresh(self, session: SessionName) -> _Objects:
-        path = self._objects_file(session)
-        objects = self._objects.setdefault(session.value, _Objects())
-        try:
-            with path.open("rb") as handle:
-                info = os.fstat(handle.fileno())
-                if info.st_ino != objects.inode or info.st_size < objects.offset:
-                    # Another process dropped the session since: start over from this file.
-                    objects = self._objects[session.value] = _Objects(info.st_ino)
-                handle.seek(objects.offset)
-                chunk = handle.read()
-        except FileNotFoundError:
-            objects = self._objects[session.value] = _Objects()
-            return objects
-        except OSError as exc:
-            raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
-        complete = chunk[: chunk.rfind(b"\n") + 1]  # a torn last line is not ours yet
-        for line in complete.splitlines():
-            try:
-                record = json.loads(line)
-                seq, key, message = int(record["s"]), str(record["h"]), record["m"]
-            except (ValueError, KeyError, TypeError):
-                continue  # a line torn by a crash and later closed off; never referenced
-            objects.by_digest[key] = seq
-            objects.by_seq[seq] = message
-            objects.next_seq = max(objects.next_seq, seq + 1)
-        objects.offset += len(complete)
-        return objects
 
-    def _store_objects(self, session: SessionName, messages: Sequence[Message]) -> list[int]:
-        objects = self._refresh(session)
-        path = self._objects_file(session)
-        seqs: list[int] = []
-        lines: list[str] = []
-        for message in messages:
-            key = self._digest(message)
-            seq = objects.by_digest.get(key)
-            if seq is None:
-                seq = objects.next_seq
-                objects.next_seq += 1
-                data = message.to_dict()
-                objects.by_digest[key] = seq
-                objects.by_seq[seq] = data
-                lines.append(json.dumps({"s": seq, "h": key, "m": data}, ensure_ascii=False))
-            seqs.append(seq)
-        if lines:
-            prefix = "" if _ends_with_newline(path) else "\n"
-            atomic.append_text(path, prefix + "\n".join(lines) + "\n")
-            self._refresh(session)
-        return seqs
+class CheckpointDoc(TypedDict):
+    kind: Literal["restore", "step", "tombstone"]
+    created_at: str
+    reason: str
+    label: str | None
+    manual: bool
+    turn_id: str | None
+    step: str | None
+    output: str | None
+    details: dict[str, Any]
+    message_count: Annotated[int, Field(ge=0)]
+    messages: list[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]]
+    digest: NotRequired[str]
+
+
+_DOC = TypeAdapter(CheckpointDoc)
+
+
+def _unusable(path: Path, cid: str, session: SessionName, seq: int) -> Checkpoint:
+    """The header of a document koog will list but never use: another format version (its
+    plain fields shown as far as they are readable) or unreadable."""
+    try:
+        raw = json.loads(atomic.read_bytes(path))
+    except (StorageError, OSError, ValueError, RecursionError):
+        raw = None
+    version = raw.get("version") if isinstance(raw, dict) else None
+    if (
+        not isinstance(raw, dict)
+        or raw.get("format") != FORMAT
+        or not _is_int(version)
+        or version == CHECKPOINT_FORMAT_VERSION  # this version, but wrongly typed
+    ):
+        return Checkpoint(
+            cid, session.value, seq, "restore", "", reason="unreadable", format_version=UNREADABLE
+        )
+    assert isinstance(version, int)
+
+    def text(key: str) -> str | None:
+        value = raw.get(key)
+        return value if isinstance(value, str) else None
+
+    kind = raw.get("kind")
+    return Checkpoint(
+        cid,
+        session.value,
+        seq,
+        kind if kind in ("restore", "step", "tombstone") else "restore",
+        text("created_at") or "",
+        reason=text("reason") or "unreadable",
+        label=text("label"),
+        manual=raw.get("manual") is True,
+        turn_id=text("turn_id"),
+        step=text("step"),
+        format_version=version,
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _entry(item: object) -> CompensationEntry:
@@ -365,14 +372,3 @@ def _entry(item: object) -> CompensationEntry:
         point if isinstance(point, str) else None,
         str(item.get("at", "")),
     )
-
-
-def _ends_with_newline(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            return handle.read(1) == b"\n"
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return True  # empty file

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from koogcli.adapters import atomic
 from koogcli.adapters.documents import dump_history, parse_history
 from koogcli.adapters.paths import DataDir
-from koogcli.core.errors import ConflictError, StorageError
+from koogcli.core.errors import ConflictError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo, StoredHistory
@@ -63,12 +63,9 @@ class FileHistoryStore:
         path = self.data.session_file(session)
         if fast:
             try:
-                with path.open("rb") as handle:
-                    match = _HEADER.match(handle.read(512))
+                match = _HEADER.match(atomic.read_bytes(path, 512))
             except FileNotFoundError:
                 return 0
-            except OSError as exc:
-                raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
             if match:
                 return int(match.group(1))
         return self.read(session).revision

@@ -2,7 +2,9 @@
 
 One JSON object per line in `<data>/transcripts/<session>.jsonl`, each a message plus the
 id of the turn that produced it. Lines are appended as messages are produced, so a failed
-turn keeps what it produced. A torn last line (a crash mid-append) is skipped on read.
+turn keeps what it produced. A line torn by a crash or a full disk is closed off by the
+next append (atomic.append_text) and skipped on read; `unreadable` names the lines the
+last read skipped, so the user is warned.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from koogcli.adapters import atomic
 from koogcli.adapters.documents import parse_messages
 from koogcli.adapters.paths import DataDir
-from koogcli.core.errors import CorruptDocumentError, StorageError
+from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 
@@ -21,6 +23,7 @@ from koogcli.core.names import SessionName
 class FileTranscriptStore:
     def __init__(self, data: DataDir) -> None:
         self.data = data
+        self._skipped: dict[str, list[int]] = {}
 
     def append(self, session: SessionName, messages: Sequence[Message], turn_id: str) -> None:
         path = self.data.transcript_file(session)
@@ -31,22 +34,32 @@ class FileTranscriptStore:
     def read(self, session: SessionName) -> list[Message]:
         path = self.data.transcript_file(session)
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = atomic.read_bytes(path).splitlines()
         except FileNotFoundError:
             return []
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StorageError(f"cannot read transcript {path}: {exc}") from exc
-        records = []
+        records, numbers, skipped = [], [], []
         for number, line in enumerate(lines, start=1):
             try:
                 records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                if number == len(lines):
-                    break  # a crash mid-append; everything before it is intact
-                raise CorruptDocumentError(
-                    f"{path} line {number} is not valid JSON", hint=atomic.CORRUPT_HINT
-                ) from exc
-        return parse_messages(records, str(path))
+                numbers.append(number)
+            except (ValueError, RecursionError):
+                if line.strip():
+                    skipped.append(number)  # torn by a crash; everything else is intact
+        try:
+            messages = parse_messages(records, str(path))
+        except CorruptDocumentError:  # some line parses as JSON but is no message: find it
+            messages = []
+            for number, record in zip(numbers, records, strict=True):
+                try:
+                    messages += parse_messages([record], str(path))
+                except CorruptDocumentError:
+                    skipped.append(number)
+        self._skipped[session.value] = sorted(skipped)
+        return messages
+
+    def unreadable(self, session: SessionName) -> list[int]:
+        """Line numbers the last `read` of this session skipped."""
+        return list(self._skipped.get(session.value, []))
 
     def exists(self, session: SessionName) -> bool:
         return self.data.transcript_file(session).exists()

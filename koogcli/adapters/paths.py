@@ -1,7 +1,10 @@
 """Where koog keeps things, and the guarantee that no path escapes the data dir (SPEC §4).
 
 Folders koog creates are mode 0700. Paths for a session are built only from a parsed
-SessionName and checked to stay inside the data dir.
+SessionName and checked to stay inside the data dir. No path koog uses inside the data dir
+may pass through a symbolic link: one found where koog expects its own file or folder is an
+error naming it, so nothing is ever read, written or deleted outside (the data dir itself
+may be a link). Files are also opened with O_NOFOLLOW (adapters/atomic.py).
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ def data_dir(flag: str | None, env: Mapping[str, str]) -> Path:
     return platformdirs.user_data_path("koog")
 
 
+def symlink_error(path: Path) -> StorageError:
+    return StorageError(
+        f"{path} is a symbolic link; koog never follows links inside its data dir",
+        hint="move the link away; koog keeps its own files there",
+    )
+
+
 def ensure_dir(path: Path) -> Path:
     """Create `path` and missing parents as 0700; leave existing folders' modes alone."""
     missing = []
@@ -61,6 +71,11 @@ class DataDir:
         path = self.root.joinpath(*parts)
         if os.path.commonpath([self.root, path.absolute()]) != str(self.root):
             raise StorageError(f"refusing a path outside the data dir: {path}")
+        probe = self.root
+        for part in path.relative_to(self.root).parts:
+            probe = probe / part
+            if probe.is_symlink():
+                raise symlink_error(probe)
         return path
 
     def folder(self, name: str) -> Path:

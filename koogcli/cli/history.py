@@ -63,7 +63,10 @@ def show(
     if fmt not in ("text", "markdown", "json", "jsonl"):
         raise UsageError(f"unknown --format {fmt!r}", hint="use text, markdown, json or jsonl")
     app_ctx = globals_of(ctx).build()
-    messages = history.show(app_ctx, app_ctx.session(session), last, transcript)
+    name = app_ctx.session(session)
+    messages = history.show(app_ctx, name, last, transcript)
+    for problem in history.transcript_problems(app_ctx, name) if transcript else []:
+        render.warning(problem)
     if messages or fmt == "json":
         render.out(render.format_messages(messages, fmt))
 

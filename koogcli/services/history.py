@@ -34,6 +34,18 @@ def show(
     return messages
 
 
+def transcript_problems(ctx: AppContext, session: SessionName) -> list[str]:
+    """Warnings about the transcript lines the last `show --transcript` skipped."""
+    lines = ctx.transcript.unreadable(session)
+    if not lines:
+        return []
+    listed = ", ".join(str(n) for n in lines[:10]) + (" ..." if len(lines) > 10 else "")
+    return [
+        f"skipped {len(lines)} unreadable line(s) of the transcript of {session.value} "
+        f"(line {listed}), most likely torn by a crash or a full disk"
+    ]
+
+
 def clear(ctx: AppContext, session: SessionName) -> int:
     """Empty the chat history (the transcript, an audit log, keeps everything)."""
     _require(ctx, session)
