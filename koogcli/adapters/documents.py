@@ -86,7 +86,9 @@ def parse_history(raw: object, path: Path) -> tuple[HistoryHeader, list[Message]
             f"this koog reads {HISTORY_FORMAT!r} version {HISTORY_VERSION}",
             hint="use a newer koog; this one will not overwrite the file",
         )
-    return header, parse_messages(raw.get("messages", []), str(path))
+    if "messages" not in raw:
+        raise CorruptDocumentError(f"{path} is not a koog history document (it has no messages)")
+    return header, parse_messages(raw["messages"], str(path))
 
 
 def dump_history(session: str, revision: int, updated_at: str, messages: Sequence[Message]) -> str:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from koogcli.adapters import atomic
 from koogcli.adapters.documents import dump_history, parse_history
 from koogcli.adapters.paths import DataDir
-from koogcli.core.errors import ConflictError
+from koogcli.core.errors import ConflictError, KoogError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo, StoredHistory
@@ -40,7 +41,7 @@ class FileHistoryStore:
 
     def read(self, session: SessionName) -> StoredHistory:
         path = self.data.session_file(session)
-        if not path.exists():
+        if not _exists(path):
             return StoredHistory([], 0)
         header, messages = parse_history(atomic.read_json(path), path)
         return StoredHistory(messages, header.revision, header.updated_at)
@@ -71,18 +72,31 @@ class FileHistoryStore:
         return self.read(session).revision
 
     def exists(self, session: SessionName) -> bool:
-        return self.data.session_file(session).exists()
+        return _exists(self.data.session_file(session))
 
     def sessions(self) -> list[SessionInfo]:
+        """Every session; one that cannot be read is listed with its problem, so a bad file
+        never hides the healthy sessions. Files that are no session of koog's are skipped."""
         folder = self.data.sessions_dir
-        if not folder.is_dir():
+        try:
+            entries = sorted(os.listdir(folder))
+        except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise atomic.read_failure(folder, exc) from exc
         out = []
-        for entry in sorted(os.listdir(folder)):
+        for entry in entries:
             if not entry.endswith(".json") or entry.startswith("."):
                 continue
-            name = SessionName.parse(entry[: -len(".json")])
-            stored = self.read(name)
+            try:
+                name = SessionName.parse(entry[: -len(".json")])
+            except KoogError:
+                continue  # not a name koog would ever have written
+            try:
+                stored = self.read(name)
+            except KoogError as err:
+                out.append(SessionInfo(name.value, 0, 0, None, problem=err.message))
+                continue
             out.append(
                 SessionInfo(name.value, len(stored.messages), stored.revision, stored.updated_at)
             )
@@ -91,3 +105,13 @@ class FileHistoryStore:
     def delete(self, session: SessionName) -> bool:
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
             return atomic.remove(self.data.session_file(session))
+
+
+def _exists(path: Path) -> bool:
+    try:
+        os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise atomic.read_failure(path, exc) from exc
+    return True

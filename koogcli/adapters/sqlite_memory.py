@@ -8,22 +8,29 @@ Search never scans records in Python:
   count, so SQLite computes |Q ∩ D| / (|Q| + |D| - |Q ∩ D|) for the records sharing a word.
 - embeddings: float32 vectors beside the records, one per record and model; cosine in
   Python over the namespace's vectors.
-A file that is not a koog memory database is reported (exit 3) and never written.
+A file that is not a koog memory database is reported (exit 3) and never written. Every
+SQLite failure becomes one message saying which of three it is: locked (another process is
+writing), read-only or unopenable (permissions), or corrupt / missing koog's tables. The
+first use creates the schema inside the write lock, so simultaneous first uses all succeed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import sqlite3
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
+from koogcli.adapters.paths import ensure_dir
 from koogcli.core.errors import (
     CorruptDocumentError,
+    KoogError,
     LockTimeoutError,
     StorageError,
     UnknownFormatError,
@@ -31,6 +38,8 @@ from koogcli.core.errors import (
 from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
 
 FORMAT, VERSION = "koog.memory", "1"
+P = ParamSpec("P")
+R = TypeVar("R")
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE records (
@@ -58,6 +67,47 @@ CREATE TABLE vectors (
 _COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
 
 
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+_KEEP = "koog never rewrites it; move it aside to start a new one"
+
+
+def _explain(path: Path, exc: sqlite3.Error, timeout: float) -> StorageError:
+    """Locked, read-only and corrupt are different problems with different remedies."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return LockTimeoutError(
+            f"{path} stayed locked for {timeout:g}s",
+            hint="another koog process is writing long-term memory; retry when it is done",
+        )
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return StorageError(
+            f"{path} cannot be written or opened ({exc})",
+            hint="check the permissions of the file and of its folder",
+        )
+    if "no such table" in text or "no such column" in text:
+        return CorruptDocumentError(f"{path} lacks part of koog's schema ({exc})", hint=_KEEP)
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return CorruptDocumentError(f"{path} is not a readable SQLite database ({exc})", hint=_KEEP)
+    return StorageError(f"{path}: {exc}")
+
+
+def _sqlite_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Reads and writes report SQLite failures as koog errors naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            store: Any = args[0]
+            raise _explain(store.path, exc, store.busy_timeout) from exc
+
+    return wrapper
+
+
 class SqliteMemoryStore:
     def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
         self.path = path
@@ -72,39 +122,47 @@ class SqliteMemoryStore:
         if not self.path.exists():
             if not create:
                 return None
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-        db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            ensure_dir(self.path.parent)
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            except OSError as exc:
+                raise StorageError(f"cannot create {self.path}: {exc.strerror}") from exc
         try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise _explain(self.path, exc, self.busy_timeout) from exc
+        try:
+            tables = _tables(db)
             if not tables:
                 with _transaction(db):
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            db.execute(statement)
-                    db.executemany(
-                        "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", VERSION)]
-                    )
-            else:
+                    if not _tables(db):  # another process may have created it meanwhile
+                        for statement in _SCHEMA.split(";"):
+                            if statement.strip():
+                                db.execute(statement)
+                        db.executemany(
+                            "INSERT INTO meta VALUES (?, ?)",
+                            [("format", FORMAT), ("version", VERSION)],
+                        )
+                tables = _tables(db)
+            if tables:
                 meta = (
                     dict(db.execute("SELECT key, value FROM meta").fetchall())
                     if "meta" in tables
                     else {}
                 )
                 if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-                    db.close()
                     raise UnknownFormatError(
                         f"{self.path} is not a koog memory database of version {VERSION} "
                         f"(format {meta.get('format')!r}, version {meta.get('version')!r})",
                         hint="koog never rewrites it; move it aside to start a new one",
                     )
             db.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             db.close()
-            raise CorruptDocumentError(
-                f"{self.path} is not a readable SQLite database ({exc})",
-                hint="koog never rewrites it; move it aside to start a new one",
-            ) from exc
+            raise _explain(self.path, exc, self.busy_timeout) from exc
+        except KoogError:
+            db.close()
+            raise
         self._db = db
         return db
 
@@ -115,18 +173,15 @@ class SqliteMemoryStore:
         try:
             with _transaction(db):
                 yield db
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise LockTimeoutError(
-                    f"{self.path} stayed locked for {self.busy_timeout:g}s"
-                ) from exc
-            raise StorageError(f"{self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise _explain(self.path, exc, self.busy_timeout) from exc
 
     def _read(self) -> sqlite3.Connection | None:
         return self._connect(create=False)
 
     # -- writes --------------------------------------------------------------------
 
+    @_sqlite_errors
     def add(
         self,
         records: Sequence[MemoryRecord],
@@ -170,6 +225,7 @@ class SqliteMemoryStore:
                 added.append(r.id)
         return added
 
+    @_sqlite_errors
     def put_vectors(self, model: str, pairs: Sequence[tuple[str, Sequence[float]]]) -> None:
         with self._write() as db:
             for record_id, vector in pairs:
@@ -178,6 +234,7 @@ class SqliteMemoryStore:
                     (model, _pack(vector), record_id),
                 )
 
+    @_sqlite_errors
     def delete(self, record_id: str) -> bool:
         if self._read() is None:
             return False
@@ -204,6 +261,7 @@ class SqliteMemoryStore:
 
     # -- reads ---------------------------------------------------------------------
 
+    @_sqlite_errors
     def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]:
         db = self._read()
         if db is None or not sources:
@@ -215,6 +273,7 @@ class SqliteMemoryStore:
         )
         return {r[0] for r in rows}
 
+    @_sqlite_errors
     def records(self, namespace: str | None = None) -> list[MemoryRecord]:
         db = self._read()
         if db is None:
@@ -227,6 +286,7 @@ class SqliteMemoryStore:
             )
         return [_record(r) for r in rows]
 
+    @_sqlite_errors
     def size(self, namespace: str) -> int:
         db = self._read()
         if db is None:
@@ -237,6 +297,7 @@ class SqliteMemoryStore:
             ]
         )
 
+    @_sqlite_errors
     def search_keyword(
         self, query: str, namespace: str, limit: int, threshold: float = 0.0
     ) -> list[SearchHit]:
@@ -260,6 +321,7 @@ class SqliteMemoryStore:
             )
         return [SearchHit(_record(r), 1.0, "keyword") for r in rows]
 
+    @_sqlite_errors
     def search_similarity(
         self, query: str, namespace: str, limit: int, threshold: float = 0.0
     ) -> list[SearchHit]:
@@ -275,6 +337,7 @@ class SqliteMemoryStore:
         ).fetchall()
         return self._hits(db, scored, "jaccard")
 
+    @_sqlite_errors
     def search_vectors(
         self,
         vector: Sequence[float],
@@ -296,6 +359,7 @@ class SqliteMemoryStore:
         kept = sorted((s for s in scored if s[1] >= threshold), key=lambda s: -s[1])[:limit]
         return self._hits(db, kept, "cosine")
 
+    @_sqlite_errors
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]:
         db = self._read()
         if db is None:
@@ -307,6 +371,7 @@ class SqliteMemoryStore:
         )
         return [_record(r) for r in rows]
 
+    @_sqlite_errors
     def vector_dimension(self, model: str) -> int | None:
         """The dimension of the vectors stored for `model`; None when there are none."""
         db = self._read()
@@ -317,6 +382,7 @@ class SqliteMemoryStore:
         ).fetchone()
         return None if row is None else int(row[0]) // array("f").itemsize
 
+    @_sqlite_errors
     def vector_count(self, model: str) -> int:
         db = self._read()
         if db is None:

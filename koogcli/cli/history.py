@@ -34,13 +34,20 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
                     "messages": s.messages,
                     "revision": s.revision,
                     "updated_at": s.updated_at,
+                    "error": s.problem,
                 }
                 for s in sessions
             ]
         )
     elif sessions:
-        rows = [(s.name, str(s.messages), s.updated_at or "") for s in sessions]
+        rows = [
+            (s.name, "?" if s.problem else str(s.messages), s.updated_at or "unreadable")
+            for s in sessions
+        ]
         render.out(render.table(rows, ("SESSION", "MESSAGES", "UPDATED")))
+    for s in sessions:
+        if s.problem:
+            render.warning(s.problem)
     else:
         render.note("no sessions yet; start one with `koog chat -s NAME`")
 

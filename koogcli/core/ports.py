@@ -27,6 +27,7 @@ class SessionInfo:
     messages: int
     revision: int
     updated_at: str | None
+    problem: str | None = None  # set when the session's document cannot be read
 
 
 class HistoryStore(Protocol):
