@@ -2,8 +2,11 @@
 
 The JSON schema comes from the function's signature, type hints and docstring, through a
 pydantic model built from the signature; the same model validates the arguments the model
-sends. Nothing a tool does can end a turn: a bad argument or an exception becomes an error
-text sent back to the model. A compensating `rollback` callable takes the same arguments.
+sends. Nothing a tool does can end a turn: a bad argument, an exception, `sys.exit()` or
+running past its time limit becomes an error text sent back to the model. A tool runs in a
+worker thread so the time limit holds (a tool that never returns is left behind in its
+daemon thread and cannot hold up the process's exit). A compensating `rollback` callable
+takes the same arguments.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import inspect
 import json
 import re
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
@@ -31,6 +35,7 @@ class Tool:
     description: str
     rollback: Callable[..., object] | None = None
     ask: bool = False
+    timeout: float = 60.0
 
     def spec(self) -> dict[str, object]:
         schema = _strip_titles(self.arguments.model_json_schema())
@@ -46,6 +51,7 @@ def build_tool(
     rollback: Callable[..., object] | None = None,
     *,
     ask: bool = False,
+    timeout: float = 60.0,
 ) -> Tool:
     name = getattr(function, "__name__", "tool")
     doc = inspect.getdoc(function) or ""
@@ -63,7 +69,7 @@ def build_tool(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=params_doc.get(param.name)))
     model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
-    return Tool(name, function, model, summary or f"Call {name}.", rollback, ask)
+    return Tool(name, function, model, summary or f"Call {name}.", rollback, ask, timeout)
 
 
 def _parse_doc(doc: str) -> tuple[str, dict[str, str]]:
@@ -145,9 +151,22 @@ class PythonToolBox:
             )
             return ToolOutcome(f"Error: invalid arguments for {tool.name}: {problems}", True)
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
-        try:
-            # A tool that prints must not corrupt a pipeline's stdout, which holds the reply.
-            with contextlib.redirect_stdout(sys.stderr):
-                return ToolOutcome(_render(function(**kwargs)))
-        except Exception as exc:  # a tool's failure is reported to the model, not raised
-            return ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True)
+        done: list[ToolOutcome] = []
+
+        def run() -> None:
+            try:
+                done.append(ToolOutcome(_render(function(**kwargs))))
+            except BaseException as exc:  # even sys.exit() is only the tool's error
+                done.append(ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True))
+
+        # A tool that prints must not corrupt a pipeline's stdout, which holds the reply.
+        with contextlib.redirect_stdout(sys.stderr):
+            worker = threading.Thread(target=run, name=f"tool {tool.name}", daemon=True)
+            worker.start()
+            worker.join(tool.timeout)
+        if not done:
+            return ToolOutcome(
+                f"Error: {tool.name} did not finish within {tool.timeout:g}s and was abandoned",
+                True,
+            )
+        return done[0]

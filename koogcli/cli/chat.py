@@ -78,7 +78,7 @@ def chat(
 
         run(app_ctx, name, offer_resume=resume is None)
         return
-    text = compose_message(message, None if stdin_is_tty else sys.stdin.read())
+    text = compose_message(message, None if stdin_is_tty else render.read_stdin())
     if resume is None and (pending := turn.interrupted(app_ctx, name)) is not None:
         render.note(
             f"session {name.value} has an interrupted turn (after step {pending.step}); "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
@@ -141,7 +140,7 @@ def import_(
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
     if source == "-":
-        text, label = sys.stdin.read(), "<stdin>"
+        text, label = render.read_stdin(), "<stdin>"
     else:
         try:
             text, label = Path(source).read_text(encoding="utf-8"), source

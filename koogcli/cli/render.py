@@ -41,6 +41,19 @@ def json_out(data: Any) -> None:
     out(json.dumps(data, ensure_ascii=False, indent=2))
 
 
+def read_stdin() -> str:
+    """All of standard input as UTF-8 text; anything else is a usage error, not a crash."""
+    from koogcli.core.errors import UsageError
+
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"standard input is not UTF-8 text (byte {exc.start})",
+            hint="convert it first, e.g. with iconv",
+        ) from exc
+
+
 def note(text: str) -> None:
     """A diagnostic line on stderr, dimmed on a colour terminal."""
     if color_ok(sys.stderr):

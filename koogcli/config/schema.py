@@ -110,10 +110,14 @@ class ToolSpec(_Strict):
     rollback: str | None = Field(default=None, pattern=_CALLABLE)
     # Ask before each call (and compensation); [tool_settings] ask asks for every tool.
     ask: bool = False
+    # None: [tool_settings] timeout_seconds.
+    timeout_seconds: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
 
 class ToolSettings(_Strict):
     ask: bool = False
+    # A tool running longer gets a timeout error as its result.
+    timeout_seconds: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
 
 
 StrategyName = Literal["whole", "last-n", "since", "chunked", "facts", "per-system"]

@@ -8,7 +8,6 @@ is dropped, so no tool result is ever orphaned. Non-tool messages are never modi
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,14 @@ class Preprocessor(Protocol):
     def __call__(self, messages: list[Message]) -> list[Message]: ...
 
 
+class TextPattern(Protocol):
+    """A compiled regular expression (`re.Pattern`, or a time-bounded one from config)."""
+
+    def search(self, text: str, /) -> object | None: ...
+
+    def sub(self, replacement: str, text: str, /) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class FilterPreprocessor:
     """Keep the messages that satisfy every given condition."""
@@ -29,8 +36,8 @@ class FilterPreprocessor:
     roles: frozenset[Role] | None = None
     min_chars: int | None = None
     max_chars: int | None = None
-    include_regex: re.Pattern[str] | None = None
-    exclude_regex: re.Pattern[str] | None = None
+    include_regex: TextPattern | None = None
+    exclude_regex: TextPattern | None = None
 
     def keeps(self, m: Message) -> bool:
         text = m.text
@@ -84,7 +91,7 @@ class WindowPreprocessor:
 
 @dataclass(frozen=True, slots=True)
 class RedactPreprocessor:
-    pattern: re.Pattern[str]
+    pattern: TextPattern
     replacement: str = "[REDACTED]"
 
     def __call__(self, messages: list[Message]) -> list[Message]:

@@ -111,8 +111,10 @@ class AppContext:
                 if spec.rollback
                 else None
             )
-            ask = spec.ask or self.settings.tool_settings.ask
-            tools.append(build_tool(spec.callable, function, undo, ask=ask))
+            common = self.settings.tool_settings
+            ask = spec.ask or common.ask
+            limit = spec.timeout_seconds or common.timeout_seconds
+            tools.append(build_tool(spec.callable, function, undo, ask=ask, timeout=limit))
         return PythonToolBox(tools)
 
     @cached_property
@@ -205,31 +207,33 @@ def build(
 
 
 def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> Pipeline:
-    """Preprocessors from config, in order; custom callables are imported here, at start-up."""
-    import re
-
+    """Preprocessors from config, in order; custom callables are imported here, at start-up.
+    Patterns are applied with a time bound (adapters/bounded_regex.py)."""
+    from koogcli.adapters.bounded_regex import BoundedPattern
     from koogcli.config.schema import CustomSpec, FilterSpec, RedactSpec
     from koogcli.core import preprocessors
 
+    def pattern(text: str | None, key: str) -> BoundedPattern | None:
+        return BoundedPattern(text, key) if text else None
+
     steps: list[preprocessors.Preprocessor] = []
     for index, spec in enumerate(specs):
+        key = f"chat_memory.preprocessors.{index}"
         if isinstance(spec, FilterSpec):
             steps.append(
                 preprocessors.FilterPreprocessor(
                     roles=frozenset(spec.roles) if spec.roles is not None else None,
                     min_chars=spec.min_chars,
                     max_chars=spec.max_chars,
-                    include_regex=re.compile(spec.include_regex) if spec.include_regex else None,
-                    exclude_regex=re.compile(spec.exclude_regex) if spec.exclude_regex else None,
+                    include_regex=pattern(spec.include_regex, f"{key}.include_regex"),
+                    exclude_regex=pattern(spec.exclude_regex, f"{key}.exclude_regex"),
                 )
             )
         elif isinstance(spec, RedactSpec):
-            steps.append(
-                preprocessors.RedactPreprocessor(re.compile(spec.pattern), spec.replacement)
-            )
+            redact = BoundedPattern(spec.pattern, f"{key}.pattern")
+            steps.append(preprocessors.RedactPreprocessor(redact, spec.replacement))
         elif isinstance(spec, CustomSpec):
-            key = f"chat_memory.preprocessors.{index}.callable"
-            function = callables.resolve(spec.callable, folders, key=key)
+            function = callables.resolve(spec.callable, folders, key=f"{key}.callable")
             steps.append(preprocessors.CustomPreprocessor(spec.callable, function))
         else:
             steps.append(preprocessors.WindowPreprocessor(spec.size))

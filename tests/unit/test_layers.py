@@ -18,6 +18,7 @@ THIRD_PARTY_HOMES = {
     "filelock": ("adapters/atomic.py",),
     "pydantic": ("config", "adapters"),
     "tomli_w": ("services/config_info.py",),
+    "regex": ("adapters/bounded_regex.py",),
 }
 ALLOWED_INTERNAL = {
     "core": {"core"},
