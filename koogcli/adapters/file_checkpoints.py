@@ -45,7 +45,7 @@ from koogcli.core.names import SessionName
 
 FORMAT = "koog.checkpoint"
 JOURNAL_FORMAT = "koog.compensations"
-_STATUSES = ("pending", "running", "done", "failed", "refused")
+_STATUSES = ("pending", "running", "done", "failed", "refused", "cancelled")
 # <seq>-<id>-<tag>.json; the tag (r: automatic restore point, m: manual, s: step,
 # t: tombstone) lets pruning decide from the folder listing without parsing documents.
 _NAME = re.compile(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$")

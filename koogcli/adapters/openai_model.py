@@ -16,6 +16,7 @@ from typing import Any
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest, Usage
+from koogcli.core.urls import masked
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
@@ -27,6 +28,15 @@ class Endpoint:
     api_key_env: str
     timeout: float
     max_retries: int
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL for messages: credentials inside it are never printed."""
+        return masked(self.base_url)
+
+    def scrub(self, text: str) -> str:
+        """Text from a library exception, with the URL's credentials masked."""
+        return text.replace(self.base_url, self.shown_url) if self.base_url else text
 
 
 @dataclass(frozen=True)
@@ -108,11 +118,11 @@ class OpenAIChatModel:
 
     def _from_completion(self, response: Any, on_delta: Callable[[str], None] | None) -> Completion:
         if not response.choices:
-            raise ModelError(f"{self.endpoint.base_url} returned no choices")
+            raise ModelError(f"{self.endpoint.shown_url} returned no choices")
         choice = response.choices[0]
         text = choice.message.content or ""
         calls = tuple(
-            ToolCall(c.id, c.function.name, c.function.arguments or "{}")
+            ToolCall(c.id, _text(c.function.name), _arguments(c.function.arguments))
             for c in (choice.message.tool_calls or [])
             if getattr(c, "function", None) is not None
         )
@@ -153,7 +163,7 @@ class OpenAIChatModel:
         usage: Usage | None = None
         finish: str | None = None
         with stream:
-            for chunk in _guarded(stream, self.endpoint.base_url):
+            for chunk in _guarded(stream, self.endpoint):
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
                 for choice in chunk.choices or []:
@@ -173,9 +183,9 @@ class OpenAIChatModel:
                         if frag.id:
                             slot["id"] = frag.id
                         if frag.function is not None:
-                            slot["name"] = (slot["name"] or "") + (frag.function.name or "")
-                            slot["arguments"] = (slot["arguments"] or "") + (
-                                frag.function.arguments or ""
+                            slot["name"] = (slot["name"] or "") + _text(frag.function.name)
+                            slot["arguments"] = (slot["arguments"] or "") + _arguments(
+                                frag.function.arguments, ""
                             )
         tool_calls = tuple(
             ToolCall(s["id"], s["name"] or "", s["arguments"] or "{}")
@@ -183,7 +193,7 @@ class OpenAIChatModel:
         )
         if not parts and not tool_calls and finish is None:
             raise ModelError(
-                f"the stream from {self.endpoint.base_url} ended without a reply "
+                f"the stream from {self.endpoint.shown_url} ended without a reply "
                 "(no text, no tool call, no finish reason)",
                 hint="retry; nothing of this turn was stored",
             )
@@ -192,7 +202,7 @@ class OpenAIChatModel:
     def _explain(self, exc: Exception, model: str) -> ModelError:
         import openai
 
-        url = self.endpoint.base_url
+        url = self.endpoint.shown_url
         n = self.endpoint.max_retries
         retries = f" after {n} retries" if n else ""
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
@@ -226,11 +236,11 @@ class OpenAIChatModel:
                 hint="check that the server runs and llm.base_url / OPENAI_BASE_URL",
             )
         if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
-            return ModelError(f"{url}: {type(exc).__name__}: {exc}")
+            return ModelError(f"{url}: {type(exc).__name__}: {self.endpoint.scrub(str(exc))}")
         raise exc
 
 
-def _guarded(stream: Any, url: str) -> Any:
+def _guarded(stream: Any, endpoint: Endpoint) -> Any:
     """Iterate a stream; a failure after the answer began is a broken reply, not a refusal."""
     iterator = iter(stream)
     while True:
@@ -244,10 +254,24 @@ def _guarded(stream: Any, url: str) -> Any:
             if isinstance(exc, openai.APIStatusError):
                 raise
             raise ModelError(
-                f"the connection to {url} broke during the reply: {exc}",
+                f"the connection to {endpoint.shown_url} broke during the reply: "
+                f"{endpoint.scrub(str(exc))}",
                 hint="retry; nothing of this turn was stored",
             ) from exc
         yield chunk
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _arguments(value: object, empty: str = "{}") -> str:
+    """Arguments as the JSON text the wire format promises, whatever the server sent."""
+    if isinstance(value, str):
+        return value or empty
+    if value is None:
+        return empty
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _detail(exc: Any) -> str:
@@ -287,7 +311,7 @@ class OpenAIEmbedder:
         vectors = sorted(response.data, key=lambda d: d.index)
         if len(vectors) != len(texts):
             raise ModelError(
-                f"{self.chat.endpoint.base_url} returned {len(vectors)} embeddings "
+                f"{self.chat.endpoint.shown_url} returned {len(vectors)} embeddings "
                 f"for {len(texts)} texts"
             )
         return [list(v.embedding) for v in vectors]

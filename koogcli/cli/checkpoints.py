@@ -102,6 +102,9 @@ def rollback(
     force: bool = typer.Option(
         False, "--force", help="Restore even a history whose tool effects a rollback undid."
     ),
+    compensate_imported: bool = typer.Option(
+        False, "--compensate-imported", help="Undo tool calls that came by history import too."
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
     as_json: bool = JSON,
 ) -> None:
@@ -110,6 +113,10 @@ def rollback(
 
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
+    approve = render.tool_approver(undo=True)
+    finished = checkpoints.finish_compensations(app_ctx, name, approve)
+    for line in views.finished_lines(name.value, finished):
+        render.note(line)
     target = checkpoints.choose(app_ctx, name, checkpoint_id, latest)
     undoing = checkpoints.preview(app_ctx, name, target, force)
     render.confirm_destructive(
@@ -121,7 +128,8 @@ def rollback(
         target,
         compensate=compensate or not latest,
         force=force,
-        approve=render.tool_approver(undo=True),
+        approve=approve,
+        compensate_imported=compensate_imported,
     )
     if as_json:
         render.json_out(
@@ -147,7 +155,8 @@ def rollback(
     else:
         for line in views.rollback_lines(result):
             render.note(line)
-    if result.failed:
+    failed = [*result.failed, *(c for c in finished if c.outcome and c.outcome.error)]
+    if failed:
         raise CompensationError(
-            f"{len(result.failed)} compensating tool call(s) failed; the history was restored"
+            f"{len(failed)} compensating tool call(s) failed; the history was restored"
         )

@@ -59,16 +59,7 @@ def rollback_lines(result: Any) -> list[str]:
     ]
     if result.note is not None:
         lines.append(f"  added a note: {one_line(result.note.text, 200)}")
-    for comp in result.compensations:
-        call = comp.call
-        if comp.outcome is None:
-            lines.append(f"  no compensating tool for {call.name}({one_line(call.arguments, 80)})")
-        else:
-            mark = "✗" if comp.outcome.error else "✓"
-            lines.append(
-                f"  {mark} undo {call.name}({one_line(call.arguments, 80)}): "
-                f"{one_line(comp.outcome.text, 100)}"
-            )
+    lines += compensation_lines(result.compensations)
     if result.undo_point:
         undone = any(c.outcome is not None and not c.outcome.error for c in result.compensations)
         lines.append(
@@ -78,6 +69,29 @@ def rollback_lines(result: Any) -> list[str]:
             else f"undo this rollback with `koog rollback -s {result.session} --latest`"
         )
     return lines
+
+
+def compensation_lines(compensations: Sequence[Any]) -> list[str]:
+    lines = []
+    for comp in compensations:
+        call = comp.call
+        if comp.outcome is None:
+            lines.append(f"  no compensating tool for {call.name}({one_line(call.arguments, 80)})")
+        else:
+            mark = "✗" if comp.outcome.error else "✓"
+            lines.append(
+                f"  {mark} undo {call.name}({one_line(call.arguments, 80)}): "
+                f"{one_line(comp.outcome.text, 100)}"
+            )
+    return lines
+
+
+def finished_lines(session: str, compensations: Sequence[Any]) -> list[str]:
+    """Compensations an interrupted rollback of the session left, run now."""
+    if not compensations:
+        return []
+    head = f"finished the compensations an interrupted rollback of {session} left:"
+    return [head, *compensation_lines(compensations)]
 
 
 def compress_dict(result: Any) -> dict[str, Any]:

@@ -73,7 +73,9 @@ def interrupted_turn(
     return last
 
 
-Status = Literal["pending", "running", "done", "failed", "refused"]
+# pending: journalled before the history changed, not yet run; running: started (never run
+# again: at most once); cancelled: the rollback never restored the history.
+Status = Literal["pending", "running", "done", "failed", "refused", "cancelled"]
 # Compensations whose effect may have happened: the world no longer holds the call's effect.
 UNDONE: frozenset[str] = frozenset({"running", "done"})
 
@@ -119,12 +121,15 @@ def is_prefix(prefix: Sequence[Message], messages: Sequence[Message]) -> bool:
     )
 
 
-def compensation_plan(checkpoint: Sequence[Message], current: Sequence[Message]) -> list[ToolCall]:
-    """Tool calls made after the checkpoint, newest first; none unless it is a prefix."""
+def compensation_plan(
+    checkpoint: Sequence[Message], current: Sequence[Message], imported: bool = False
+) -> list[ToolCall]:
+    """Tool calls made after the checkpoint, newest first; none unless it is a prefix.
+    Calls that arrived by `history import` were never run here: left out unless `imported`."""
     if not is_prefix(checkpoint, current):
         return []
-    calls = [call for m in current[len(checkpoint) :] for call in m.tool_calls]
-    return list(reversed(calls))
+    later = [m for m in current[len(checkpoint) :] if imported or not m.meta.get("imported")]
+    return list(reversed([call for m in later for call in m.tool_calls]))
 
 
 def resolve_id(checkpoints: Sequence[Checkpoint], wanted: str) -> list[Checkpoint]:

@@ -171,6 +171,7 @@ def rollback(
     *,
     force: bool = False,
     approve: Approve | None = None,
+    compensate_imported: bool = False,
 ) -> RollbackResult:
     """Restore the history to `target`; with `compensate`, undo later tool calls newest first.
 
@@ -196,7 +197,11 @@ def rollback(
     if note is not None:
         restored.append(note)
     undone_ids = {c.id for c in core.undone_calls(current.messages, journal)}
-    plan = core.compensation_plan(full.messages, current.messages) if compensate else []
+    plan = (
+        core.compensation_plan(full.messages, current.messages, compensate_imported)
+        if compensate
+        else []
+    )
     plan = [c for c in plan if c.id not in undone_ids]  # each effect is undone once
     undo = restore_point(
         ctx, session, "rollback", messages=current.messages, revision=current.revision
@@ -253,6 +258,30 @@ def _refuse_contradiction(
             "--force restores it with a note saying those effects were undone",
         )
     return undone
+
+
+def finish_compensations(
+    ctx: AppContext, session: SessionName, approve: Approve | None = None
+) -> list[Compensation]:
+    """Run what a killed rollback journalled but never ran, each at most once.
+
+    A pending compensation whose call is still in the history belongs to a rollback that
+    never restored it: it is cancelled, not run. One already started stays as it was.
+    """
+    if not ctx.settings.persistence.enabled:
+        return []
+    pending = [e for e in ctx.checkpoints.compensations(session) if e.status == "pending"]
+    if not pending:
+        return []
+    present = {c.id for m in ctx.history.load(session) for c in m.tool_calls}
+    done: list[Compensation] = []
+    for entry in pending:
+        if entry.call.id in present:
+            _journal(ctx, session, [entry.call], "cancelled", entry.rollback_point)
+            continue
+        outcome = _compensate(ctx, session, entry.call, entry.rollback_point, approve)
+        done.append(Compensation(entry.call, outcome))
+    return done
 
 
 def call_text(call: ToolCall) -> str:

@@ -20,13 +20,17 @@ def example_text() -> str:
 
 
 def effective(ctx: AppContext) -> dict[str, Any]:
+    from koogcli.core.urls import masked
+
     key_env = ctx.settings.llm.api_key_env
+    settings = ctx.settings.model_dump(exclude_none=True)
+    settings["llm"]["base_url"] = masked(settings["llm"]["base_url"])
     return {
         "config_file": str(ctx.config.path),
         "config_file_exists": ctx.config.file_exists,
         "data_dir": str(ctx.data.root),
         "api_key": {"env": key_env, "set": bool(ctx.env.get(key_env))},
-        "settings": ctx.settings.model_dump(exclude_none=True),
+        "settings": settings,
         "sources": dict(sorted(ctx.config.provenance.items())),
     }
 

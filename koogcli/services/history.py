@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from dataclasses import replace as replace_
 
 from koogcli.core.errors import KoogError, SessionNotFoundError, UsageError
 from koogcli.core.messages import Message, utc_now
@@ -88,7 +89,12 @@ def import_(
 
     Messages whose id is already in the session are skipped, so importing twice is harmless.
     """
-    incoming = _parse_import(text, source)
+    # Tool calls that arrive by import were never run here: marked, so rollback does not
+    # compensate them unless asked (`--compensate-imported`).
+    incoming = [
+        replace_(m, meta={**m.meta, "imported": True}) if m.tool_calls else m
+        for m in _parse_import(text, source)
+    ]
     stored = ctx.history.read(session)
     base = [] if replace else stored.messages
     known = {m.id for m in base}

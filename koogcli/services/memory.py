@@ -161,7 +161,7 @@ def ingest_turn(
     messages = [*pending, *(m for m in added if m.id not in known)]
     try:
         done = ingest_messages(ctx, session, messages, settings.namespace, settings.roles)
-    except KoogError:
+    except (KoogError, KeyboardInterrupt):
         ctx.pending_ingestion.save(session, messages)
         raise
     if pending:

@@ -18,7 +18,7 @@ from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message, new_id, system
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
-from koogcli.services.checkpoints import restore_point
+from koogcli.services.checkpoints import finish_compensations, restore_point
 from koogcli.services.context import AppContext
 from koogcli.services.turn_steps import (
     TurnEvents,
@@ -57,6 +57,7 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
 
 
 def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) -> TurnResult:
+    _finish_rollback(ctx, request.session, events or TurnEvents())
     stored = ctx.history.read(request.session)
     live = live_prompt(ctx, request.system_prompt)
     loaded = _auto_compress(ctx, ctx.memory.prepare(stored, live), events)
@@ -83,6 +84,19 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
         fail(turn, "failed")
         raise
     return drive(turn)
+
+
+def _finish_rollback(ctx: AppContext, session: SessionName, events: TurnEvents) -> None:
+    """A rollback killed halfway left compensations: the next command on the session runs
+    them before anything else (each at most once)."""
+    for done in finish_compensations(ctx, session, events.approve):
+        outcome = done.outcome
+        state = "no compensating tool" if outcome is None else outcome.text
+        line = f"finished an interrupted rollback: undo {done.call.name}: {state}"
+        if outcome is not None and outcome.error:
+            events.warn(line)
+        elif events.on_note:
+            events.on_note(line)
 
 
 def _auto_compress(

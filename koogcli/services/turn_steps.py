@@ -28,8 +28,10 @@ from koogcli.core.messages import (
     tool_result,
     utc_now,
 )
+from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
+from koogcli.services import interrupts
 from koogcli.services.context import AppContext
 
 if TYPE_CHECKING:
@@ -97,6 +99,8 @@ class TurnState:
     # `new` as written to files (redacted); `new` itself is what the model is sent.
     written: list[Message] = field(default_factory=list)
     retrieval_failed: bool = False
+    # Sent with the next model request only: what the model got wrong in its last answer.
+    corrections: list[Message] = field(default_factory=list)
 
     def checkpoint(self, step: str, output: str | None) -> None:
         if not (self.ctx.settings.persistence.enabled and self.ctx.settings.persistence.automatic):
@@ -150,13 +154,16 @@ def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
                 _tool_step(turn, pending[0])
             else:
                 break
-        committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
+        with interrupts.deferred() as held:
+            committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
     except KeyboardInterrupt:
         fail(turn, "cancelled")
         raise TurnCancelledError("turn cancelled; the session history is unchanged") from None
     except Exception:
         fail(turn, "failed")
         raise
+    if held.interrupted:
+        turn.events.warn("Ctrl-C came while the turn was being stored; it is stored complete")
     after_store(turn)
     return result(turn, committed.revision, len(committed.messages), resumed_after)
 
@@ -168,7 +175,8 @@ def after_store(turn: TurnState) -> None:
         turn.checkpoint("store", turn.new[-1].text)
     problem = ingest(turn)
     try:
-        tombstone(turn, "completed")
+        with interrupts.deferred():
+            tombstone(turn, "completed")
     except KoogError as err:
         turn.events.warn(f"the turn is stored, but closing its checkpoints failed: {err.message}")
     if problem is not None and turn.ctx.settings.long_term_memory.on_error == "fail":
@@ -196,6 +204,9 @@ def ingest(turn: TurnState) -> KoogError | None:
     except KoogError as err:
         turn.events.warn(f"long-term memory ingestion failed, will retry later: {err.message}")
         return err
+    except KeyboardInterrupt:  # the turn is stored: stopping ingestion is not failing it
+        turn.events.warn("long-term memory ingestion interrupted, will retry later")
+        return None
     if done is not None:
         with contextlib.suppress(KoogError):
             turn.checkpoint("ingest", f"{done.added} records added to {done.namespace}")
@@ -214,7 +225,7 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
 def _model_step(turn: TurnState) -> None:
     ctx = turn.ctx
     offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
-    prompt = for_api([*turn.loaded.messages, *turn.new])
+    prompt = for_api([*turn.loaded.messages, *turn.new, *turn.corrections])
     retrieval = None if turn.retrieval_failed else _retrieve(turn, prompt)
     if retrieval is not None:  # the retrieve step; its augmentation is for this request only
         prompt = retrieval.messages
@@ -242,7 +253,23 @@ def _model_step(turn: TurnState) -> None:
     turn.rounds += 1
     turn.usage = _add(turn.usage, completion.usage)
     calls = tuple(_with_id(c) for c in completion.tool_calls) if offer_tools else ()
-    turn.record(assistant(completion.text, calls), f"model:{turn.rounds}", completion.text)
+    usable = tuple(c for c in calls if c.name.strip())
+    # A call without a name is the model's error: never stored (it could not be loaded
+    # again), told to the model in the next request of this turn only.
+    turn.corrections = (
+        [assistant(completion.text), user_message(NAMELESS_CALL)]
+        if len(usable) < len(calls)
+        else []
+    )
+    if turn.corrections and not usable:
+        return  # ask again; the round counts, so a model that keeps doing it runs out
+    turn.record(assistant(completion.text, usable), f"model:{turn.rounds}", completion.text)
+
+
+NAMELESS_CALL = (
+    "Error: your last answer called a tool without giving its name, so it was not run. "
+    "Call a tool by one of its names, or answer in text."
+)
 
 
 def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
