@@ -91,7 +91,7 @@ def append_line(path: Path, line: str) -> None:
     append_text(path, line.rstrip("\n") + "\n")
 
 
-def append_text(path: Path, text: str) -> None:
+def append_text(path: Path, text: str, sync: bool = True) -> None:
     """One write of whole lines, synced, at 0600. A torn last line left by a crash (or a full
     disk) is closed off first, so it stays one unreadable line that readers skip instead of
     swallowing the lines appended after it."""
@@ -106,7 +106,8 @@ def append_text(path: Path, text: str) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
     except OSError as exc:
@@ -114,7 +115,10 @@ def append_text(path: Path, text: str) -> None:
 
 
 def remove(path: Path) -> bool:
-    """Delete a file; False if it was not there. Unlinking never follows a symbolic link."""
+    """Delete a file; False if it was not there. A symbolic link where koog expects its own
+    file is an error (the user must see it), never silently removed or followed."""
+    if path.is_symlink():
+        raise symlink_error(path)
     try:
         path.unlink()
     except FileNotFoundError:

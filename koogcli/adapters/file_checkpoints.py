@@ -12,8 +12,8 @@ Layout and invariants:
 - A document with an unknown format version is listed (so the user sees it) but `get`
   refuses it; an unparsable or wrongly typed one is listed as unreadable. Neither is ever
   rewritten.
-- `compensations.json` journals every compensation a rollback planned, with its status,
-  rewritten atomically on each change (it is small: one entry per compensated call).
+- `compensations.jsonl` journals every compensation a rollback planned, with its status
+  (adapters/compensation_journal.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from koogcli.adapters import atomic
+from koogcli.adapters import compensation_journal as journal
 from koogcli.adapters.checkpoint_objects import (
     ObjectFile,
     decode_runs,
@@ -40,12 +41,11 @@ from koogcli.adapters.documents import parse_messages
 from koogcli.adapters.paths import DataDir
 from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, CompensationEntry
 from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
-from koogcli.core.messages import Message, ToolCall
+from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 
 FORMAT = "koog.checkpoint"
-JOURNAL_FORMAT = "koog.compensations"
-_STATUSES = ("pending", "running", "done", "failed", "refused", "cancelled")
+
 # <seq>-<id>-<tag>.json; the tag (r: automatic restore point, m: manual, s: step,
 # t: tombstone) lets pruning decide from the folder listing without parsing documents.
 _NAME = re.compile(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$")
@@ -191,46 +191,17 @@ class FileCheckpointStore:
                 folder.rmdir()
 
     def compensations(self, session: SessionName) -> list[CompensationEntry]:
-        path = self._journal(session)
-        if not path.exists():
-            return []
-        raw = atomic.read_json(path)
-        try:
-            if not isinstance(raw, dict) or raw.get("format") != JOURNAL_FORMAT:
-                raise ValueError("not a koog compensation journal")
-            if raw.get("version") != 1:
-                raise ValueError(f"unknown version {raw.get('version')!r}")
-            return [_entry(item) for item in raw["entries"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptDocumentError(
-                f"{path} is not a readable compensation journal: {exc}", hint=atomic.CORRUPT_HINT
-            ) from exc
+        return journal.read(self._journal(session))
 
     def record_compensations(
-        self, session: SessionName, entries: Sequence[CompensationEntry]
+        self, session: SessionName, entries: Sequence[CompensationEntry], durable: bool = True
     ) -> None:
-        """Add or update entries (by call id and rollback point), durably, before returning."""
-        with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            current = self.compensations(session)
-            index = {(e.call.id, e.rollback_point): i for i, e in enumerate(current)}
-            for entry in entries:
-                key = (entry.call.id, entry.rollback_point)
-                if key in index:
-                    current[index[key]] = entry
-                else:
-                    index[key] = len(current)
-                    current.append(entry)
-            doc = {
-                "format": JOURNAL_FORMAT,
-                "version": 1,
-                "entries": [e.to_dict() for e in current],
-            }
-            atomic.write_text(self._journal(session), json.dumps(doc, ensure_ascii=False) + "\n")
+        journal.append(self._journal(session), entries, durable)
 
     # -- internals -------------------------------------------------------------------
 
     def _journal(self, session: SessionName) -> Path:
-        return self.folder(session) / "compensations.json"
+        return self.folder(session) / "compensations.jsonl"
 
     def _compaction_marker(self, session: SessionName) -> Path:
         return self.folder(session) / "objects.compacted"
@@ -353,22 +324,3 @@ def _unusable(path: Path, cid: str, session: SessionName, seq: int) -> Checkpoin
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _entry(item: object) -> CompensationEntry:
-    if not isinstance(item, dict):
-        raise TypeError("an entry is not an object")
-    call, status = item["call"], item["status"]
-    if status not in _STATUSES or not isinstance(call, dict):
-        raise ValueError(f"bad entry status {status!r}")
-    function = call["function"]
-    name, arguments = function["name"], function["arguments"]
-    point = item.get("rollback_point")
-    if not isinstance(name, str) or not isinstance(arguments, str):
-        raise TypeError("a call's name and arguments must be strings")
-    return CompensationEntry(
-        ToolCall(call.get("id") if isinstance(call.get("id"), str) else None, name, arguments),
-        status,
-        point if isinstance(point, str) else None,
-        str(item.get("at", "")),
-    )

@@ -136,13 +136,21 @@ class PythonToolBox:
             )
         return self._invoke(tool, tool.function, arguments)
 
-    def rollback(self, name: str, arguments: str) -> ToolOutcome:
+    def rollback(
+        self, name: str, arguments: str, before: Callable[[], None] | None = None
+    ) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None or tool.rollback is None:
             return ToolOutcome(f"Error: no compensating tool registered for {name!r}", True)
-        return self._invoke(tool, tool.rollback, arguments)
+        return self._invoke(tool, tool.rollback, arguments, before)
 
-    def _invoke(self, tool: Tool, function: Callable[..., object], arguments: str) -> ToolOutcome:
+    def _invoke(
+        self,
+        tool: Tool,
+        function: Callable[..., object],
+        arguments: str,
+        before: Callable[[], None] | None = None,
+    ) -> ToolOutcome:
         try:
             parsed = tool.arguments.model_validate_json(arguments or "{}")
         except ValidationError as exc:
@@ -155,6 +163,8 @@ class PythonToolBox:
 
         def run() -> None:
             try:
+                if before is not None:
+                    before()  # as close to the call as possible (the compensation journal)
                 done.append(ToolOutcome(_render(function(**kwargs))))
             except BaseException as exc:  # even sys.exit() is only the tool's error
                 done.append(ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True))

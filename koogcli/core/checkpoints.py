@@ -76,6 +76,7 @@ def interrupted_turn(
 # pending: journalled before the history changed, not yet run; running: started (never run
 # again: at most once); cancelled: the rollback never restored the history.
 Status = Literal["pending", "running", "done", "failed", "refused", "cancelled"]
+STATUSES: tuple[str, ...] = ("pending", "running", "done", "failed", "refused", "cancelled")
 # Compensations whose effect may have happened: the world no longer holds the call's effect.
 UNDONE: frozenset[str] = frozenset({"running", "done"})
 

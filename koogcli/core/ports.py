@@ -126,7 +126,11 @@ class ToolBox(Protocol):
 
     def has_rollback(self, name: str) -> bool: ...
 
-    def rollback(self, name: str, arguments: str) -> ToolOutcome: ...
+    def rollback(
+        self, name: str, arguments: str, before: Callable[[], None] | None = None
+    ) -> ToolOutcome:
+        """Run the compensating function; `before` runs right before it is called."""
+        ...
 
 
 class CheckpointStore(Protocol):
@@ -157,9 +161,10 @@ class CheckpointStore(Protocol):
         ...
 
     def record_compensations(
-        self, session: SessionName, entries: Sequence[CompensationEntry]
+        self, session: SessionName, entries: Sequence[CompensationEntry], durable: bool = True
     ) -> None:
-        """Add or update journal entries durably (keyed by call id and rollback point)."""
+        """Add or update journal entries (keyed by call id and rollback point); visible to
+        every process on return, synced to disk unless `durable` is False."""
         ...
 
 

@@ -294,10 +294,13 @@ def _journal(
     calls: Sequence[ToolCall],
     status: core.Status,
     point: str | None,
+    durable: bool = True,
 ) -> None:
     if calls and ctx.settings.persistence.enabled:
         ctx.checkpoints.record_compensations(
-            session, [core.CompensationEntry(c, status, point, utc_now()) for c in calls]
+            session,
+            [core.CompensationEntry(c, status, point, utc_now()) for c in calls],
+            durable,
         )
 
 
@@ -318,7 +321,10 @@ def _compensate(
             _journal(ctx, session, [call], "refused", point)
             why = "declined" if approve else "could not be asked (no terminal)"
             return ToolOutcome(f"not run: the user {why}", True)
-    _journal(ctx, session, [call], "running", point)
-    outcome = ctx.toolbox.rollback(call.name, call.arguments)
+
+    def started() -> None:  # from here on it never runs again: at most once
+        _journal(ctx, session, [call], "running", point, durable=False)
+
+    outcome = ctx.toolbox.rollback(call.name, call.arguments, before=started)
     _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
     return outcome

@@ -16,6 +16,7 @@ Scripted responses are dicts:
   {"drop_after": 2}                        close the connection after 2 chunks
   {"json": true, "content": "text"}        a JSON completion even to a `stream: true` request
   {"empty_stream": true}                   a stream with no content, no tool call, no finish
+  a tool call with "raw": true sends its arguments as given (an object, not JSON text)
 `reject_stream_options = True` answers 400 to any request carrying `stream_options`;
 `embedding_faults` holds statuses, or "-inf" / "dim" for a non-finite or short vector.
 
@@ -304,6 +305,21 @@ def _events(script: dict[str, Any]) -> Any:
     calls = script.get("tool_calls", [])
     for index, call in enumerate(_wire_calls(calls)):
         arguments = call["function"]["arguments"]
+        if not isinstance(arguments, str):  # {"raw": true}: sent as the server gave it
+            yield (
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": call["function"],
+                        }
+                    ]
+                },
+                None,
+            )
+            continue
         half = len(arguments) // 2
         yield (
             {
@@ -327,14 +343,13 @@ def _wire_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for call in calls:
         arguments = call.get("arguments", {})
+        if not call.get("raw") and not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
         out.append(
             {
                 "id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}",
                 "type": "function",
-                "function": {
-                    "name": call["name"],
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                },
+                "function": {"name": call["name"], "arguments": arguments},
             }
         )
     return out

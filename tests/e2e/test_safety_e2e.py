@@ -1,0 +1,410 @@
+"""Crash, concurrency and hostile-input safety on the installed binary: no lost
+compensation, no tool run twice, no bricked session, nothing outside the data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import KOOG_BIN, snapshot
+from tests.e2e.test_persistence_e2e import call
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+TOOLS = '''
+import json, os, sys, time
+def _log(*entry):  # the log is looked up per call: in-process resumes reuse this module
+    with open(os.environ["TOOL_LOG"], "a") as f:
+        f.write(json.dumps(list(entry)) + "\\n")
+def create_user(name: str) -> str:
+    """Create a user account."""
+    _log("create_user", name)
+    return f"created {name}"
+def remove_user(name: str) -> str:
+    _log("remove_user", name)
+    time.sleep(float(os.environ.get("UNDO_SLEEP", "0")))
+    return f"removed {name}"
+def step(x: str) -> str:
+    """One step of work."""
+    _log("step", x)
+    return f"step {x} done"
+def hang(x: str) -> str:
+    """Never returns in time."""
+    time.sleep(30)
+    return "too late"
+def leave(x: str) -> str:
+    """Calls sys.exit."""
+    sys.exit(7)
+def huge(x: str) -> str:
+    """A very large result."""
+    return "x" * 10_000_000
+'''
+
+
+@pytest.fixture
+def tool_env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "safety_tools.py").write_text(TOOLS)
+    config = tmp_path / "safety.toml"
+    config.write_text(
+        "[tool_settings]\ntimeout_seconds = 1.5\n"
+        '[[tools]]\ncallable = "safety_tools:create_user"\nrollback = "safety_tools:remove_user"\n'
+        + "".join(
+            f'[[tools]]\ncallable = "safety_tools:{n}"\n' for n in ("step", "hang", "leave", "huge")
+        )
+    )
+    return {"KOOG_CONFIG": str(config), "TOOL_LOG": str(tmp_path / "tools.log")}
+
+
+def log_of(env: dict[str, str]) -> list[list[str]]:
+    path = Path(env["TOOL_LOG"])
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_killed_rollbacks_lose_no_compensation(
+    run_koog: Run,
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    koog_env: dict[str, str],
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from koogcli.core.names import SessionName
+    from koogcli.services import checkpoints, context
+
+    run_koog("chat", "-s", "rb", "-m", "hello", env=tool_env)
+    target = run_koog("checkpoint", "create", "-s", "rb", env=tool_env).stdout.strip()
+    names = [f"u{i}" for i in range(10)]
+    server.enqueue(
+        {"tool_calls": [call("create_user", f"c{n}", name=n) for n in names]},
+        {"content": "ten users"},
+    )
+    made = run_koog("chat", "-s", "rb", "-m", "make ten", env=tool_env)
+    assert made.returncode == 0 and len(log_of(tool_env)) == 10, made.stderr
+    pristine = tmp_path / "pristine"
+    shutil.copytree(data_dir, pristine)
+    env = {**koog_env, **tool_env, "UNDO_SLEEP": "0.03"}
+    monkeypatch.setenv("TOOL_LOG", tool_env["TOOL_LOG"])
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(7)
+    reruns = 0
+    for _ in range(40):
+        shutil.rmtree(data_dir)
+        shutil.copytree(pristine, data_dir)
+        Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
+        proc = subprocess.Popen(
+            [KOOG_BIN, "rollback", "-s", "rb", target, "--yes"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.15, 0.8))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        ctx = context.build(env={**env, "KOOG_DATA_DIR": str(data_dir)})
+        finished = checkpoints.finish_compensations(ctx, SessionName("rb"))  # the one rerun
+        reruns += bool(finished)
+        undone = [entry[1] for entry in log_of(tool_env) if entry[0] == "remove_user"]
+        if undone:  # the rollback got as far as restoring the history
+            journal = (data_dir / "checkpoints" / "rb" / "compensations.jsonl").read_text()
+            if sorted(undone) != sorted(names):
+                Path("/tmp/journal-debug.txt").write_text(journal + "\n" + repr(undone))
+            assert sorted(undone) == sorted(names), (undone, journal)
+        else:
+            assert [m.text for m in ctx.history.load(SessionName("rb"))][-1] == "ten users"
+    assert reruns >= 3
+
+
+def test_hostile_tool_calls_never_brick_the_session(
+    run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
+) -> None:
+    server.enqueue(
+        {"tool_calls": [{"id": "c0", "name": "", "arguments": "{}"}]},
+        {"tool_calls": [{"id": "c1", "name": "step", "arguments": {"x": "1"}, "raw": True}]},
+        {"tool_calls": [call("huge", "c2", x="big")]},
+        {"content": "survived"},
+    )
+    result = run_koog("chat", "-s", "h", "-m", "go", env=tool_env)
+    assert result.returncode == 0 and result.stdout == "survived\n", result.stderr
+    second = server.chat_requests[1]["messages"]
+    assert "without giving its name" in second[-1]["content"]
+    assert log_of(tool_env) == [["step", "1"]]
+    shown = run_koog("history", "show", "-s", "h", "--format", "json")
+    assert shown.returncode == 0
+    assert all(
+        c["function"]["name"] for m in json.loads(shown.stdout) for c in m.get("tool_calls", [])
+    )
+    assert run_koog("history", "list").returncode == 0
+    assert run_koog("chat", "-s", "h", "-m", "again", env=tool_env).returncode == 0
+
+
+def test_kills_at_tool_results_never_run_a_tool_twice(
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    koog_env: dict[str, str],
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from koogcli.core.names import SessionName
+    from koogcli.services import context, turn
+
+    def responder(body: dict[str, Any]) -> dict[str, Any]:
+        done = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if done >= 3:
+            return {"content": "three steps"}
+        return {"tool_calls": [call("step", f"s{done}", x=str(done))]}
+
+    server.responder = responder
+    env = {**koog_env, **tool_env}
+    monkeypatch.setenv("TOOL_LOG", tool_env["TOOL_LOG"])
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(11)
+    for i in range(60):
+        session = f"k{i}"
+        transcript = data_dir / "transcripts" / f"{session}.jsonl"
+        wanted = rng.randint(1, 3)  # kill once this many tool results are visible
+        Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
+        proc = subprocess.Popen(
+            [KOOG_BIN, "chat", "-s", session, "-m", "go"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            if transcript.exists() and transcript.read_bytes().count(b'"role": "tool"') >= wanted:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.001)
+        proc.wait(timeout=10)
+        ctx = context.build(env=env)
+        if turn.interrupted(ctx, SessionName(session)) is not None:
+            result = turn.resume_turn(ctx, SessionName(session))
+            assert result is not None and result.reply == "three steps"
+        steps = [e[1] for e in log_of(tool_env) if e[0] == "step"]
+        marks = [(c.kind, c.step, c.reason) for c in ctx.checkpoints.headers(SessionName(session))]
+        assert sorted(steps) == ["0", "1", "2"], (i, steps, marks, proc.returncode)
+
+
+def test_torn_transcript_tail_is_closed_off(run_koog: Run, data_dir: Path) -> None:
+    run_koog("chat", "-s", "t", "-m", "one")
+    transcript = data_dir / "transcripts" / "t.jsonl"
+    with transcript.open("ab") as handle:
+        handle.write(b'{"id": "torn", "role": "us')  # a full disk cut this line short
+    assert run_koog("chat", "-s", "t", "-m", "two").returncode == 0
+    shown = run_koog("history", "show", "-s", "t", "--transcript")
+    assert shown.returncode == 0
+    assert "[user] two" in shown.stdout and "[assistant] echo: two" in shown.stdout
+    assert "koog: warning: skipped 1 unreadable line" in shown.stderr
+
+
+def test_symlinks_in_the_data_dir_are_never_followed(
+    run_koog: Run, data_dir: Path, tmp_path: Path
+) -> None:
+    run_koog("chat", "-s", "s", "-m", "one")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("precious")
+    before = snapshot(outside)
+
+    def plant(link: Path, target: Path) -> None:
+        if link.is_dir() and not link.is_symlink():
+            shutil.rmtree(link)
+        elif link.exists() or link.is_symlink():
+            link.unlink()
+        link.symlink_to(target)
+
+    cases = [
+        data_dir / "transcripts" / "s.jsonl",
+        data_dir / "checkpoints" / "s" / "objects.jsonl",
+        data_dir / "locks" / "s.lock",
+        data_dir / "checkpoints" / "s",
+    ]
+    for link in cases:
+        saved = tmp_path / "saved"
+        shutil.rmtree(saved, ignore_errors=True)
+        shutil.copytree(data_dir, saved, symlinks=True)
+        plant(link, victim if link.name != "s" else outside)
+        for args in (("chat", "-s", "s", "-m", "two"), ("history", "delete", "-s", "s", "--yes")):
+            result = run_koog(*args)
+            assert result.returncode == 3, (link, args, result.stderr)
+            assert "symbolic link" in result.stderr and str(link) in result.stderr
+        assert snapshot(outside) == before
+        shutil.rmtree(data_dir)
+        shutil.copytree(saved, data_dir, symlinks=True)
+
+
+MALFORMED: list[tuple[str, str, Callable[[Path], None], tuple[str, ...]]] = [
+    (
+        "deep nesting",
+        "sessions/bad.json",
+        lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+        (),
+    ),
+    (
+        "long revision",
+        "sessions/bad.json",
+        lambda p: p.write_text(
+            '{"format": "koog.chat-history", "version": 1, "session": "bad", "revision": '
+            + "9" * 5001
+            + ', "messages": []}'
+        ),
+        (),
+    ),
+    (
+        "infinite version",
+        "sessions/bad.json",
+        lambda p: p.write_text(
+            '{"format": "koog.chat-history", "version": 1e999, "session": "bad", '
+            '"revision": 1, "messages": []}'
+        ),
+        (),
+    ),
+    (
+        "no messages",
+        "sessions/bad.json",
+        lambda p: p.write_text(
+            '{"format": "koog.chat-history", "version": 1, "session": "bad", "revision": 1}'
+        ),
+        (),
+    ),
+    ("not UTF-8", "sessions/bad.json", lambda p: p.write_bytes(b"\xff\xfe{}"), ()),
+    ("a folder", "sessions/bad.json", lambda p: p.mkdir(), ()),
+]
+
+
+@pytest.mark.parametrize("case, where, spoil, extra", MALFORMED, ids=[c[0] for c in MALFORMED])
+def test_malformed_session_files_exit_3_naming_the_file(
+    run_koog: Run,
+    data_dir: Path,
+    case: str,
+    where: str,
+    spoil: Callable[[Path], None],
+    extra: tuple[str, ...],
+) -> None:
+    run_koog("chat", "-s", "good", "-m", "fine")
+    path = data_dir / where
+    spoil(path)
+    before = snapshot(data_dir)
+    for args in (("chat", "-s", "bad", "-m", "hi"), ("history", "show", "-s", "bad")):
+        result = run_koog(*args)
+        assert result.returncode == 3, (case, result.stderr)
+        lines = result.stderr.splitlines()
+        assert 1 <= len(lines) <= 2 and str(path) in lines[0], result.stderr
+        assert "internal error" not in result.stderr
+    listed = run_koog("history", "list")
+    assert listed.returncode == 0 and "good" in listed.stdout and "bad" in listed.stdout
+
+    def data(snap: dict[str, bytes]) -> dict[str, bytes]:  # empty lock files hold nothing
+        return {k: v for k, v in snap.items() if not k.startswith("locks/")}
+
+    assert data(snapshot(data_dir)) == data(before)
+
+
+def test_other_malformed_inputs(run_koog: Run, data_dir: Path, configure_env: Any) -> None:
+    run_koog("chat", "-s", "good", "-m", "fine")
+    (data_dir / "sessions" / "bad name.json").write_text("{}")
+    assert "good" in run_koog("history", "list").stdout
+    # Wrongly typed checkpoint fields: listed as unreadable, refused by name, turns go on.
+    restore = next((data_dir / "checkpoints" / "good").glob("*-r.json"))
+    doc = json.loads(restore.read_text())
+    doc["message_count"] = {"not": "a number"}
+    restore.write_text(json.dumps(doc))
+    cid = restore.name.split("-")[1]
+    refused = run_koog("rollback", "-s", "good", cid, "--yes")
+    assert refused.returncode == 3 and str(restore) in refused.stderr
+    assert run_koog("chat", "-s", "good", "-m", "still fine").returncode == 0
+    # Non-UTF-8 standard input, an infinite timeout, a dropped memory table.
+    binary = subprocess.run(
+        [KOOG_BIN, "chat", "-s", "good"],
+        input=b"\xff\xfe",
+        capture_output=True,
+        env=configure_env(""),
+        timeout=30,
+    )
+    assert binary.returncode == 2 and b"not UTF-8" in binary.stderr
+    inf = subprocess.run(
+        [KOOG_BIN, "chat", "-s", "good", "-m", "x"],
+        capture_output=True,
+        text=True,
+        env=configure_env("[llm]\ntimeout_seconds = inf\n"),
+        timeout=30,
+    )
+    assert inf.returncode == 2 and "llm.timeout_seconds" in inf.stderr
+    assert run_koog("memory", "add", "a fact").returncode == 0
+    import sqlite3
+
+    db = sqlite3.connect(data_dir / "memory.sqlite3")
+    db.execute("DROP TABLE records_fts")
+    db.commit()
+    db.close()
+    dropped = run_koog("memory", "search", "fact", "--mode", "keyword")
+    assert dropped.returncode == 3 and "memory.sqlite3" in dropped.stderr
+    assert "internal error" not in dropped.stderr
+
+
+@pytest.fixture
+def configure_env(koog_env: dict[str, str], tmp_path: Path) -> Callable[[str], dict[str, str]]:
+    def env(text: str) -> dict[str, str]:
+        path = tmp_path / "other.toml"
+        path.write_text(text)
+        return {**koog_env, "KOOG_CONFIG": str(path)}
+
+    return env
+
+
+def test_truncated_objects_file_is_never_restored_from(run_koog: Run, data_dir: Path) -> None:
+    run_koog("chat", "-s", "o", "-m", "one")
+    first = run_koog("checkpoint", "create", "-s", "o").stdout.strip()
+    run_koog("chat", "-s", "o", "-m", "two")
+    objects = data_dir / "checkpoints" / "o" / "objects.jsonl"
+    lines = objects.read_text().splitlines(keepends=True)
+    objects.write_text("".join(lines[:1]))  # truncated: later seqs will be reused
+    run_koog("chat", "-s", "o", "-m", "three new messages take the freed numbers")
+    before = snapshot(data_dir / "sessions")
+    result = run_koog("rollback", "-s", "o", first, "--yes")
+    assert result.returncode == 3, result.stderr
+    assert "objects" in result.stderr and "internal error" not in result.stderr
+    assert snapshot(data_dir / "sessions") == before
+
+
+def test_hanging_and_exiting_tools_do_not_end_the_turn(
+    run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
+) -> None:
+    server.enqueue(
+        {"tool_calls": [call("hang", "c1", x="1"), call("leave", "c2", x="2")]},
+        {"content": "carried on"},
+    )
+    started = time.monotonic()
+    result = run_koog("chat", "-s", "x", "-m", "go", env=tool_env)
+    assert result.returncode == 0 and result.stdout == "carried on\n", result.stderr
+    assert time.monotonic() - started < 15
+    told = [m["content"] for m in server.chat_requests[-1]["messages"] if m["role"] == "tool"]
+    assert told[0] == "Error: hang did not finish within 1.5s and was abandoned"
+    assert told[1] == "Error: SystemExit: 7"
+
+
+def test_base_url_credentials_are_masked(run_koog: Run, server: FakeOpenAIServer) -> None:
+    secret_url = server.base_url.replace("http://", "http://bob:hunter2@") + "?api_key=hunter3"
+    server.enqueue({"status": 500, "message": "nope"})
+    failed = run_koog("chat", "-s", "m", "-m", "hi", env={"OPENAI_BASE_URL": secret_url})
+    assert failed.returncode == 1 and "hunter" not in failed.stderr and "***@" in failed.stderr
+    shown = run_koog("config", "show", env={"OPENAI_BASE_URL": secret_url})
+    assert "hunter" not in shown.stdout and "***" in shown.stdout
+    assert os.environ.get("OPENAI_BASE_URL") is None
