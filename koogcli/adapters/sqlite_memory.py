@@ -21,6 +21,7 @@ import json
 import math
 import os
 import sqlite3
+import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -127,13 +128,27 @@ class SqliteMemoryStore:
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
             except OSError as exc:
                 raise StorageError(f"cannot create {self.path}: {exc.strerror}") from exc
+        # Setting up can meet SQLITE_BUSY without SQLite's own wait (another process is
+        # creating the schema or switching the journal mode): retry until the timeout.
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                db = self._open()
+                break
+            except LockTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+        self._db = db
+        return db
+
+    def _open(self) -> sqlite3.Connection:
         try:
             db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         except sqlite3.Error as exc:
             raise _explain(self.path, exc, self.busy_timeout) from exc
         try:
-            tables = _tables(db)
-            if not tables:
+            if not _tables(db):
                 with _transaction(db):
                     if not _tables(db):  # another process may have created it meanwhile
                         for statement in _SCHEMA.split(";"):
@@ -143,27 +158,26 @@ class SqliteMemoryStore:
                             "INSERT INTO meta VALUES (?, ?)",
                             [("format", FORMAT), ("version", VERSION)],
                         )
-                tables = _tables(db)
-            if tables:
-                meta = (
-                    dict(db.execute("SELECT key, value FROM meta").fetchall())
-                    if "meta" in tables
-                    else {}
+            tables = _tables(db)
+            meta = (
+                dict(db.execute("SELECT key, value FROM meta").fetchall())
+                if "meta" in tables
+                else {}
+            )
+            if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+                raise UnknownFormatError(
+                    f"{self.path} is not a koog memory database of version {VERSION} "
+                    f"(format {meta.get('format')!r}, version {meta.get('version')!r})",
+                    hint="koog never rewrites it; move it aside to start a new one",
                 )
-                if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-                    raise UnknownFormatError(
-                        f"{self.path} is not a koog memory database of version {VERSION} "
-                        f"(format {meta.get('format')!r}, version {meta.get('version')!r})",
-                        hint="koog never rewrites it; move it aside to start a new one",
-                    )
-            db.execute("PRAGMA journal_mode=WAL")
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error as exc:
             db.close()
             raise _explain(self.path, exc, self.busy_timeout) from exc
         except KoogError:
             db.close()
             raise
-        self._db = db
         return db
 
     @contextmanager

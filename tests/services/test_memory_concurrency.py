@@ -1,0 +1,71 @@
+"""Long-term memory under concurrent first use (8 processes x 30 rounds), and the three
+kinds of database trouble told apart."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+from koogcli.core.errors import CorruptDocumentError, LockTimeoutError, StorageError
+from koogcli.core.memory import MemoryRecord
+
+
+def _add(path: str, text: str, start: multiprocessing.synchronize.Event) -> None:
+    start.wait()
+    try:
+        SqliteMemoryStore(Path(path)).add([MemoryRecord(text)])
+    except Exception as exc:  # reported through the exit code to the parent
+        print(f"{type(exc).__name__}: {exc}", flush=True)
+        os._exit(1)
+    os._exit(0)
+
+
+def test_simultaneous_first_adds_all_succeed(tmp_path: Path) -> None:
+    spawn = multiprocessing.get_context("fork")
+    total = 0
+    for round_ in range(30):
+        path = tmp_path / f"round{round_}" / "memory.sqlite3"
+        start = spawn.Event()
+        workers = [
+            spawn.Process(target=_add, args=(str(path), f"fact {round_}.{i}", start))
+            for i in range(8)
+        ]
+        for w in workers:
+            w.start()
+        start.set()
+        for w in workers:
+            w.join(30)
+        assert [w.exitcode for w in workers] == [0] * 8, round_
+        total += len(SqliteMemoryStore(path).records())
+    assert total == 240
+
+
+def test_locked_read_only_and_corrupt_are_different_messages(tmp_path: Path) -> None:
+    path = tmp_path / "memory.sqlite3"
+    SqliteMemoryStore(path).add([MemoryRecord("first")])
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(LockTimeoutError, match="stayed locked") as locked:
+        SqliteMemoryStore(path, busy_timeout=0.2).add([MemoryRecord("second")])
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert "another koog process" in (locked.value.hint or "")
+
+    readonly = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        store = SqliteMemoryStore(path)
+        store._db = readonly  # the same connection a read-only file or folder gives
+        with pytest.raises(StorageError, match="cannot be written") as ro:
+            store.add([MemoryRecord("third")])
+        assert not isinstance(ro.value, CorruptDocumentError | LockTimeoutError)
+    finally:
+        readonly.close()
+
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(CorruptDocumentError, match="not a readable SQLite database"):
+        SqliteMemoryStore(path).records()
