@@ -116,3 +116,11 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
     }
+
+
+def spawn_koog(*args: str, env: dict[str, str], capture: bool = False) -> subprocess.Popen[str]:
+    """Start the installed `koog` in the background, to signal or kill it mid-way."""
+    out = subprocess.PIPE if capture else subprocess.DEVNULL
+    return subprocess.Popen(
+        [KOOG_BIN, *args], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, text=True
+    )

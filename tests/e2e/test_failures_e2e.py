@@ -16,11 +16,12 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.conftest import KOOG_BIN, snapshot
-from tests.e2e.test_persistence_e2e import call, tool_log
+from tests.conftest import KOOG_BIN, snapshot, spawn_koog
+from tests.e2e.test_persistence_e2e import call, tool_env, tool_log
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
+__all__ = ["tool_env"]  # the fixture, shared with the persistence tests
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -75,14 +76,7 @@ def test_five_failed_turns_leave_no_trace(
     refused = run_koog("chat", "-s", "f", "-m", "refused", env={"OPENAI_BASE_URL": refused_url})
     assert refused.returncode == 1 and "cannot connect" in refused.stderr
     server.enqueue({"chunks": ["slow "] * 50, "chunk_delay": 0.1})
-    proc = subprocess.Popen(
-        [KOOG_BIN, "chat", "-s", "f", "-m", "ctrl-c"],
-        env=koog_env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_koog("chat", "-s", "f", "-m", "ctrl-c", env=koog_env, capture=True)
     assert proc.stdout is not None
     proc.stdout.read(5)  # the reply has started
     proc.send_signal(signal.SIGINT)
@@ -111,32 +105,12 @@ def test_five_failed_turns_leave_no_trace(
     assert "resume" not in (child.before or "") and "interrupted" not in (child.before or "")
 
 
-@pytest.fixture
-def tool_env(tmp_path: Path) -> dict[str, str]:
-    from tests.e2e.test_persistence_e2e import TOOLS
-
-    (tmp_path / "e2e_tools.py").write_text(TOOLS)
-    config = tmp_path / "tools.toml"
-    config.write_text(
-        '[[tools]]\ncallable = "e2e_tools:create_user"\nrollback = "e2e_tools:remove_user"\n'
-        '[[tools]]\ncallable = "e2e_tools:a"\n'
-    )
-    return {"KOOG_CONFIG": str(config), "TOOL_LOG": str(tmp_path / "tools.log")}
-
-
 def test_a_live_turn_in_another_process_is_not_interrupted(
     run_koog: Run, server: FakeOpenAIServer, koog_env: dict[str, str], tool_env: dict[str, str]
 ) -> None:
     env = {**koog_env, **tool_env, "TOOL_SLEEP": "4"}
     server.enqueue({"tool_calls": [call("a", "ca", x="1")]})
-    proc = subprocess.Popen(
-        [KOOG_BIN, "chat", "-s", "live", "-m", "slow tool"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn_koog("chat", "-s", "live", "-m", "slow tool", env=env, capture=True)
     deadline = time.monotonic() + 10
     while not tool_log(tool_env) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import KOOG_BIN, snapshot
+from tests.conftest import KOOG_BIN, snapshot, spawn_koog
 from tests.e2e.test_persistence_e2e import call
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -107,13 +107,7 @@ def test_killed_rollbacks_lose_no_compensation(
         # Aimed kills: right after the plan is journalled (wanted 0), or while the wanted-th
         # compensation is inside its tool, after its effect and before it is marked done.
         wanted = i % 11
-        proc = subprocess.Popen(
-            [KOOG_BIN, "rollback", "-s", "rb", target, "--yes"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = spawn_koog("rollback", "-s", "rb", target, "--yes", env=env)
         deadline = time.monotonic() + 20
         while proc.poll() is None and time.monotonic() < deadline:
             seen = len(log_of(tool_env)) if wanted else journal.exists()
@@ -183,13 +177,7 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
         transcript = data_dir / "transcripts" / f"{session}.jsonl"
         wanted = rng.randint(1, 3)  # kill once this many tool results are visible
         Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
-        proc = subprocess.Popen(
-            [KOOG_BIN, "chat", "-s", session, "-m", "go"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = spawn_koog("chat", "-s", session, "-m", "go", env=env)
         deadline = time.monotonic() + 20
         while proc.poll() is None and time.monotonic() < deadline:
             if transcript.exists() and transcript.read_bytes().count(b'"role": "tool"') >= wanted:

@@ -214,3 +214,35 @@ def test_compensation_journal_round_trip_and_update(store: FileCheckpointStore) 
     assert oct(journal.stat().st_mode & 0o777) == "0o600"
     store.drop(S)
     assert not journal.exists()
+
+
+def test_compaction_keeps_what_live_checkpoints_use_and_never_reuses_seqs(
+    store: FileCheckpointStore,
+) -> None:
+    kept_msgs = (user("keep me"), assistant("kept"))
+    doomed = store.save(make(messages=(user("drop me"), assistant("dropped"))))
+    kept = store.save(make(messages=kept_msgs))
+    store.delete(S, doomed.id)
+    objects = store.folder(S) / "objects.jsonl"
+    assert objects.read_text().count('"drop me"') == 1
+    assert store.compact(S) == 2
+    assert '"drop me"' not in objects.read_text()
+    assert store.get(S, kept.id).messages == kept_msgs
+    fresh = store.save(make(messages=(user("new"),)))
+    assert store.get(S, fresh.id).messages[0].text == "new"
+    assert store.get(S, kept.id).messages == kept_msgs  # the freed seqs were not reused
+
+
+def test_hostile_runs_are_refused_without_expanding_them(store: FileCheckpointStore) -> None:
+    import time
+
+    saved = store.save(make(messages=(user("a"), assistant("b"))))
+    path = next(store.folder(S).glob(f"*-{saved.id}-*.json"))
+    doc = json.loads(path.read_text())
+    doc["messages"] = [[0, 3_000_000_000]]
+    doc["message_count"] = 3_000_000_001
+    path.write_text(json.dumps(doc))
+    started = time.monotonic()
+    with pytest.raises(CorruptDocumentError, match="refers to 3000000001 messages"):
+        store.get(S, saved.id)
+    assert time.monotonic() - started < 1

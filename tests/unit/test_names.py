@@ -33,3 +33,11 @@ def test_invalid_names_are_usage_errors(name: str) -> None:
         SessionName.parse(name)
     assert info.value.exit_code == 2
     assert "\n" not in info.value.message and "\x00" not in info.value.message
+
+
+def test_urls_are_shown_without_credentials() -> None:
+    from koogcli.core.urls import masked
+
+    assert masked("https://bob:s3cret@api.example.com/v1") == "https://***@api.example.com/v1"
+    assert masked("http://h/v1?api_key=abc&model=x") == "http://h/v1?api_key=***&model=x"
+    assert masked("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"

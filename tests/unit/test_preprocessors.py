@@ -118,3 +118,20 @@ def test_custom_preprocessor_errors_name_the_callable() -> None:
         CustomPreprocessor("mod:text", lambda ms: "nope")([user("x")])
     upper = CustomPreprocessor("mod:up", lambda ms: [m.with_content(m.text.upper()) for m in ms])
     assert upper([user("x")])[0].text == "X"
+
+
+def test_a_catastrophic_pattern_fails_in_bounded_time() -> None:
+    import time
+
+    from koogcli.adapters.bounded_regex import BoundedPattern
+    from koogcli.core.errors import ConfigError
+    from koogcli.core.messages import user
+    from koogcli.core.preprocessors import RedactPreprocessor
+
+    slow = BoundedPattern(r"(a|aa)+$", "chat_memory.preprocessors.0.pattern", timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"chat_memory\.preprocessors\.0\.pattern"):
+        RedactPreprocessor(slow)([user("a" * 60 + "b")])
+    assert time.monotonic() - started < 3
+    fine = BoundedPattern(r"\d{4}", "k")
+    assert RedactPreprocessor(fine, "#")([user("pin 1234")])[0].text == "pin #"
