@@ -18,6 +18,30 @@ from koogcli.core.errors import KoogError
 class KoogGroup(TyperGroup):
     """Maps every failure of every subcommand to one message and an exit code."""
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Click's own usage errors (unknown option, missing argument) in koog's style:
+        `koog: error: ...` and a hint, exit 2."""
+        standalone = kwargs.pop("standalone_mode", True)
+        kwargs["standalone_mode"] = False
+        if not standalone:
+            return super().main(*args, **kwargs)
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError
+
+        try:
+            code = super().main(*args, **kwargs)
+        except NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            where = ctx.command_path if ctx is not None else "koog"
+            render.error(KoogError(exc.format_message(), hint=f"`{where} --help` shows usage"))
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            sys.stderr.write("\n")
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)

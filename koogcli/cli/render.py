@@ -33,8 +33,13 @@ def color_ok(stream: TextIO) -> bool:
 
 def out(text: str, stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
-    stream.write(text if text.endswith("\n") else text + "\n")
-    stream.flush()
+    try:
+        stream.write(text if text.endswith("\n") else text + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        if stream is not sys.stdout:
+            raise
+        silence_stdout()  # `koog ... | head`: the reader has all it wanted
 
 
 def json_out(data: Any) -> None:
@@ -134,22 +139,47 @@ def table(rows: Iterable[Sequence[str]], headers: Sequence[str]) -> str:
     )
 
 
+def silence_stdout() -> None:
+    """The reader of stdout went away (`| head`): send the rest nowhere, so neither the
+    turn nor Python's flush at exit fails on a broken pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # not a real file descriptor (tests): nothing more will be written anyway
+    finally:
+        os.close(devnull)
+
+
 class ReplyWriter:
-    """Shows a streamed reply: plain text as it arrives, or live Markdown on a terminal."""
+    """Shows a streamed reply: plain text as it arrives, or live Markdown on a terminal.
+    When the reader of a pipe goes away, the reply is still received and stored; the rest
+    is not written (SPEC §2)."""
 
     def __init__(self, stream: TextIO | None = None, markdown: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.markdown = markdown and is_tty(self.stream)
         self._parts: list[str] = []
         self._live: Any = None
+        self.closed = False
+
+    def _write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except BrokenPipeError:
+            self.closed = True
+            if self.stream is sys.stdout:
+                silence_stdout()
 
     def delta(self, text: str) -> None:
         self._parts.append(text)
         if self.markdown:
             self._update()
         else:
-            self.stream.write(text)
-            self.stream.flush()
+            self._write(text)
 
     def _update(self) -> None:
         from rich.console import Console
@@ -170,16 +200,14 @@ class ReplyWriter:
             self._live.stop()
             self._live = None
         elif not self.markdown:
-            self.stream.write("\n")
-            self.stream.flush()
+            self._write("\n")
 
     def abort(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
         elif self._parts:
-            self.stream.write("\n")
-            self.stream.flush()
+            self._write("\n")
 
 
 def confirm_destructive(question: str, yes: bool) -> None:

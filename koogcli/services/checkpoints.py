@@ -52,6 +52,7 @@ def restore_point(
 
 def create(ctx: AppContext, session: SessionName, label: str | None) -> Checkpoint:
     _require_enabled(ctx)
+    ctx.require_session(session)
     saved = restore_point(ctx, session, "manual", label=label, manual=True)
     assert saved is not None
     return saved
@@ -128,6 +129,8 @@ def choose(ctx: AppContext, session: SessionName, wanted: str | None, latest: bo
     _require_enabled(ctx)
     if latest == (wanted is not None):
         raise UsageError("name a checkpoint ID or pass --latest (one of them)")
+    if not ctx.checkpoints.headers(session):
+        ctx.require_session(session)  # a deleted session may still be rolled back
     if wanted is not None:
         return find(ctx, wanted, session)
     current = ctx.history.read(session).messages

@@ -162,6 +162,7 @@ def compress(
 
     settings = ctx.settings.compression
     strategy = build_strategy(settings, request.choice)
+    ctx.require_session(request.session)
     stored = ctx.history.read(request.session)
     if not stored.messages:
         raise UsageError(f"session {request.session.value} has no history to compress")

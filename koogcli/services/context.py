@@ -173,6 +173,17 @@ class AppContext:
             self._model = self.model_factory(self)
         return self._model
 
+    def require_session(self, session: SessionName) -> None:
+        """Commands that act on an existing session refuse a name that is none (exit 2),
+        creating nothing."""
+        if not self.history.exists(session) and not self.transcript.exists(session):
+            from koogcli.core.errors import SessionNotFoundError
+
+            raise SessionNotFoundError(
+                f"no session named {session.value!r}",
+                hint="`koog history list` shows the sessions",
+            )
+
     def session(self, raw: str | None) -> SessionName:
         return SessionName.parse(raw if raw is not None else self.settings.chat.default_session)
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from dataclasses import replace as replace_
 
-from koogcli.core.errors import KoogError, SessionNotFoundError, UsageError
+from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
@@ -19,10 +19,7 @@ def list_sessions(ctx: AppContext) -> list[SessionInfo]:
 
 
 def _require(ctx: AppContext, session: SessionName) -> None:
-    if not ctx.history.exists(session) and not ctx.transcript.exists(session):
-        raise SessionNotFoundError(
-            f"no session named {session.value!r}", hint="`koog history list` shows the sessions"
-        )
+    ctx.require_session(session)
 
 
 def show(

@@ -127,10 +127,7 @@ def ingest_messages(
 def ingest_session(
     ctx: AppContext, session: SessionName, namespace: str | None = None, roles: Sequence[str] = ()
 ) -> IngestResult:
-    if not ctx.history.exists(session):
-        raise UsageError(
-            f"no session named {session.value!r}", hint="`koog history list` shows the sessions"
-        )
+    ctx.require_session(session)
     settings = ctx.settings.long_term_memory.ingestion
     pending = ctx.pending_ingestion.load(session)
     present = {m.id for m in pending}
@@ -200,6 +197,7 @@ def recall(
     """Pin the hits into the session as one memory message (compression preserves it)."""
     if not query.strip():
         raise UsageError("nothing to recall: the query is empty")
+    ctx.require_session(session)
     hits = search(ctx, query, namespace, top_k)
     if not hits:
         return RecallResult([], None, None)

@@ -183,6 +183,8 @@ def test_failed_compensation_exits_1_after_running_the_rest(
     write_config(
         '[[tools]]\ncallable = "cli_undo_tools:make"\nrollback = "cli_undo_tools:unmake"\n'
     )
+    assert koog("checkpoint", "create", "-s", "x").exit_code == 2  # no such session yet
+    koog("chat", "-s", "x", "-m", "hello")
     checkpoint = koog("checkpoint", "create", "-s", "x").stdout.strip()
     fake_model.enqueue(
         Completion(
@@ -198,7 +200,7 @@ def test_failed_compensation_exits_1_after_running_the_rest(
     assert any("✗ undo make" in line and "stuck" in line for line in lines)
     assert any("✓ undo make" in line and "unmade good" in line for line in lines)
     assert lines[-1].startswith("koog: error: 1 compensating tool call(s) failed")
-    assert koog("history", "show", "-s", "x").stdout == ""
+    assert koog("history", "show", "-s", "x").stdout.endswith("[assistant] echo: hello\n")
 
 
 def test_checkpoint_show_and_delete(koog: Callable[..., Any]) -> None:

@@ -106,5 +106,5 @@ def test_bad_requests_are_usage_errors(
 
 
 def test_empty_session_cannot_be_compressed(make_ctx: Callable[..., Any]) -> None:
-    with pytest.raises(UsageError, match="no history"):
+    with pytest.raises(UsageError, match="no session named 'empty'"):
         compress(make_ctx(), CompressRequest(SessionName("empty")))

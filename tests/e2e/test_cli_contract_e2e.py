@@ -1,0 +1,63 @@
+"""Command-line contract details a script relies on: a closed pipe, Click's own usage
+errors, and commands naming a session that does not exist."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KOOG_BIN, snapshot
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def test_a_reader_that_leaves_early_still_gets_the_turn_stored(
+    run_koog: Run, server: FakeOpenAIServer, koog_env: dict[str, str]
+) -> None:
+    long_reply = " ".join(f"word{i}" for i in range(5000))
+    server.enqueue({"content": long_reply})
+    shell = f"'{KOOG_BIN}' chat -s pipe -m 'long question' | head -c 20"
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", shell], env=koog_env, capture_output=True, timeout=30
+    )
+    assert result.returncode == 0 and result.stdout == b"word0 word1 word2 wo"
+    assert result.stderr == b""
+    shown = json.loads(run_koog("history", "show", "-s", "pipe", "--format", "json").stdout)
+    assert shown[-1]["content"] == long_reply
+
+
+def test_click_usage_errors_speak_koog(run_koog: Run) -> None:
+    result = run_koog("chat", "--bogus")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "koog: error: No such option: --bogus",
+        "koog: hint: `koog chat --help` shows usage",
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("checkpoint", "create", "-s", "ghost"),
+        ("rollback", "-s", "ghost", "--latest", "--yes"),
+        ("compress", "-s", "ghost"),
+        ("memory", "ingest", "-s", "ghost"),
+        ("memory", "recall", "anything", "-s", "ghost"),
+        ("history", "show", "-s", "ghost"),
+    ],
+)
+def test_commands_on_a_missing_session_exit_2_and_create_nothing(
+    run_koog: Run, data_dir: Path, args: tuple[str, ...]
+) -> None:
+    run_koog("memory", "add", "anything at all")
+    before = snapshot(data_dir)
+    result = run_koog(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("koog: error: no session named 'ghost'")
+    assert snapshot(data_dir) == before
