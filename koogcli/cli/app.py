@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 import typer
@@ -12,6 +11,7 @@ from typer.core import TyperGroup
 
 from koogcli import __version__
 from koogcli.cli import render
+from koogcli.cli.options import Globals
 from koogcli.core.errors import KoogError
 
 
@@ -58,26 +58,6 @@ class KoogGroup(TyperGroup):
                 raise
             render.internal_error(exc)
             raise typer.Exit(1) from None
-
-
-@dataclass
-class Globals:
-    """Global options, plus a model factory tests may set through CliRunner's `obj`."""
-
-    config: str | None = None
-    data_dir: str | None = None
-    model_factory: Any = None
-    env: dict[str, str] | None = field(default=None)
-
-    def build(self, flags: dict[str, object] | None = None) -> Any:
-        from koogcli.services import context
-
-        return context.build(self.config, self.data_dir, self.env, flags, self.model_factory)
-
-
-def globals_of(ctx: typer.Context) -> Globals:
-    found = ctx.find_object(Globals)
-    return found if found is not None else Globals()
 
 
 app = typer.Typer(

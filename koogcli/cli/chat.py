@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from koogcli.cli import render
-from koogcli.cli.app import globals_of
+from koogcli.cli.options import globals_of
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
 

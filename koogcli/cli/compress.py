@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from koogcli.cli import render, views
-from koogcli.cli.app import globals_of
+from koogcli.cli.options import globals_of
 
 
 def compress(

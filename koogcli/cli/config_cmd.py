@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from koogcli.cli import render
-from koogcli.cli.app import globals_of
+from koogcli.cli.options import globals_of
 
 app = typer.Typer(help="Find, show, create and check the configuration.", no_args_is_help=True)
 

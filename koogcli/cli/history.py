@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from koogcli.cli import render
-from koogcli.cli.app import globals_of
+from koogcli.cli.options import globals_of
 from koogcli.core.errors import UsageError
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
