@@ -353,3 +353,43 @@ def test_persistence_disabled_takes_no_checkpoints(
     ctx = make_ctx()
     assert ask(ctx, "hi").checkpoint is None
     assert ctx.checkpoints.headers(S) == []
+
+
+def test_imported_tool_calls_are_not_compensated_unless_asked(
+    make_ctx: Callable[..., Any], tools: Callable[[], list[list[str]]]
+) -> None:
+    from koogcli.services import history
+
+    ctx = make_ctx()
+    ask(ctx, "hello")
+    point = checkpoints.create(ctx, S, "before-import")
+    doc = [
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": None,
+            "created_at": "2026-01-01T00:00:00Z",
+            "tool_calls": [
+                {
+                    "id": "imp1",
+                    "type": "function",
+                    "function": {"name": "create_user", "arguments": '{"name": "Imp"}'},
+                }
+            ],
+        },
+        {
+            "id": "t1",
+            "role": "tool",
+            "content": "created Imp",
+            "created_at": "2026-01-01T00:00:01Z",
+            "tool_call_id": "imp1",
+            "name": "create_user",
+        },
+    ]
+    history.import_(ctx, S, json.dumps(doc), "<test>")
+    done = checkpoints.rollback(ctx, S, checkpoints.find(ctx, "before-import", S), True)
+    assert done.compensations == [] and tools() == []
+    history.import_(ctx, S, json.dumps(doc), "<test>")
+    again = checkpoints.rollback(ctx, S, point, True, compensate_imported=True)
+    assert [c.call.id for c in again.compensations] == ["imp1"]
+    assert tools() == [["remove_user", "Imp"]]
