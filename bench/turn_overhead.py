@@ -52,7 +52,7 @@ def main() -> None:
             for size in (10, 10_000):
                 name = f"s{size}"
                 seed_session(data, name, size)
-                results[size] = median_seconds([KOOG, "chat", "-s", name, "-m", "hi"], runs, env)
+                results[size] = median_seconds([KOOG, "chat", "-s", name, "hi"], runs, env)
                 inproc = in_process(data, name, runs)
                 print(
                     f"{size:6d} messages: one-shot turn median {results[size] * 1000:7.1f} ms; "

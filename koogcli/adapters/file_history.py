@@ -97,8 +97,15 @@ class FileHistoryStore:
             except KoogError as err:
                 out.append(SessionInfo(name.value, 0, 0, None, problem=err.message))
                 continue
+            first = next((m.text for m in stored.messages if m.role == "user"), "")
             out.append(
-                SessionInfo(name.value, len(stored.messages), stored.revision, stored.updated_at)
+                SessionInfo(
+                    name.value,
+                    len(stored.messages),
+                    stored.revision,
+                    stored.updated_at,
+                    preview=first,
+                )
             )
         return out
 

@@ -199,6 +199,13 @@ class OpenAIChatModel:
             )
         return Completion("".join(parts), tool_calls, usage, finish)
 
+    def list_models(self) -> list[str]:
+        """The endpoint's models (`GET /models`), sorted."""
+        try:
+            return sorted(m.id for m in self._client.models.list())
+        except Exception as exc:
+            raise self._explain(exc, "") from exc
+
     def _explain(self, exc: Exception, model: str) -> ModelError:
         import openai
 

@@ -23,6 +23,8 @@ class KoogGroup(TyperGroup):
         `koog: error: ...` and a hint, exit 2."""
         standalone = kwargs.pop("standalone_mode", True)
         kwargs["standalone_mode"] = False
+        argv = kwargs.get("args")
+        kwargs["args"] = hoist_globals(list(sys.argv[1:] if argv is None else argv))
         if not standalone:
             return super().main(*args, **kwargs)
         from typer._click.exceptions import ClickException, NoArgsIsHelpError
@@ -58,6 +60,32 @@ class KoogGroup(TyperGroup):
                 raise
             render.internal_error(exc)
             raise typer.Exit(1) from None
+
+
+GLOBAL_OPTIONS = ("--config", "--data-dir")
+
+
+def hoist_globals(args: list[str]) -> list[str]:
+    """Global options work after the subcommand too (`koog chat --config F`): they are
+    moved in front of it before parsing. Nothing after `--` is touched."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest += args[index:]
+            break
+        if arg in GLOBAL_OPTIONS and index + 1 < len(args):
+            front += args[index : index + 2]
+            index += 2
+            continue
+        if arg.split("=", 1)[0] in GLOBAL_OPTIONS and "=" in arg:
+            front.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return front + rest
 
 
 app = typer.Typer(
@@ -97,9 +125,11 @@ def _global_options(
 
 
 def _register() -> None:
-    from koogcli.cli import chat, checkpoints, compress, config_cmd, history, memory
+    from koogcli.cli import catalog, chat, checkpoints, compress, config_cmd, history, memory
 
     app.command("chat")(chat.chat)
+    app.command("models")(catalog.models)
+    app.command("roles")(catalog.roles)
     app.add_typer(history.app, name="history")
     app.command("compress")(compress.compress)
     app.add_typer(checkpoints.app, name="checkpoint")

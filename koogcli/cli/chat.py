@@ -18,29 +18,29 @@ if TYPE_CHECKING:
     from koogcli.services.turn import TurnEvents, TurnResult
 
 
-def compose_message(message: str | None, piped: str | None) -> str:
-    """`-m` text, then piped standard input after a blank line (SPEC §2)."""
-    parts = [p for p in (message, piped.strip("\n") if piped else None) if p]
-    text = "\n\n".join(parts)
-    if not text.strip():
-        raise UsageError(
-            "nothing to send: the message is empty", hint="pass -m TEXT or pipe text in"
-        )
-    return text
-
-
 def chat(
     ctx: typer.Context,
+    prompt: list[str] | None = typer.Argument(
+        None, metavar="[PROMPT]...", help="The message (words are joined with spaces)."
+    ),
     session: str | None = typer.Option(
-        None, "-s", "--session", metavar="NAME", help="Session name."
+        None, "-s", "--session", metavar="NAME", help="Session to use (default: a new one)."
     ),
-    message: str | None = typer.Option(
-        None, "-m", "--message", metavar="TEXT", help="Send one message and exit."
+    continue_: bool = typer.Option(
+        False, "-c", "--continue", help="Continue the most recently used session."
     ),
-    model: str | None = typer.Option(None, "--model", metavar="MODEL", help="Model for this run."),
+    model: str | None = typer.Option(None, "-m", "--model", metavar="MODEL", help="Model to use."),
     system: str | None = typer.Option(
-        None, "--system", metavar="TEXT", help="System prompt for this run."
+        None, "--system", metavar="TEXT", help="System prompt for this turn."
     ),
+    role: str | None = typer.Option(
+        None, "-r", "--role", metavar="NAME", help="A role from config ([roles.NAME])."
+    ),
+    attach: list[str] | None = typer.Option(
+        None, "-a", "--attach", metavar="PATH", help="Add a text file ('-': stdin); repeatable."
+    ),
+    no_save: bool = typer.Option(False, "--no-save", help="Read the session, write nothing."),
+    usage: bool = typer.Option(False, "-u", "--usage", help="Print token usage on stderr."),
     no_stream: bool = typer.Option(False, "--no-stream", help="Wait for the whole reply."),
     ask_tools: bool = typer.Option(
         False, "--ask-tools", help="Ask before every tool call (refused without a terminal)."
@@ -52,8 +52,8 @@ def chat(
     ),
     as_json: bool = typer.Option(False, "--json", help="One-shot: print one JSON object."),
 ) -> None:
-    """Chat in a session: a REPL on a terminal, one turn with -m or piped input."""
-    from koogcli.services import turn
+    """Chat: a REPL on a terminal, one turn with a prompt or piped input."""
+    from koogcli.services import prompt_input, sessions, turn
 
     flags: dict[str, object] = {"llm.model": model, "llm.system_prompt": system}
     if no_stream:
@@ -61,34 +61,48 @@ def chat(
     if ask_tools:
         flags["tool_settings.ask"] = True
     app_ctx = globals_of(ctx).build(flags)
-    name = app_ctx.session(session)
+    if role is not None:
+        given = {k: v for k, v in flags.items() if v is not None}  # the command line wins
+        app_ctx = globals_of(ctx).build({**sessions.role_flags(app_ctx, role), **given})
+    if session is not None and continue_:
+        raise UsageError("-s and -c both name a session; give one of them")
+    name, generated = sessions.choose(app_ctx, session, continue_)
     app_ctx.require_endpoint()
     if resume:
-        if message is not None:
-            raise UsageError("--resume finishes the interrupted turn; send -m in the next command")
+        if prompt:
+            raise UsageError("--resume finishes the interrupted turn; send the prompt next")
         finish_interrupted(app_ctx, name, as_json)
         return
     if resume is False and (abandoned := turn.abandon(app_ctx, name)) is not None:
         render.note(f"abandoned the interrupted turn of {name.value} (after step {abandoned.step})")
     stdin_is_tty = render.is_tty(sys.stdin)
-    if message is None and stdin_is_tty:
+    files = attach or []
+    if not prompt and not files and stdin_is_tty:
         if as_json:
-            raise UsageError("--json needs a one-shot turn", hint="pass -m TEXT or pipe text in")
+            raise UsageError("--json needs a one-shot turn", hint="give a prompt or pipe text in")
         from koogcli.repl.loop import run
 
-        run(app_ctx, name, offer_resume=resume is None)
+        run(app_ctx, name, offer_resume=resume is None, save=not no_save)
         return
-    text = compose_message(message, None if stdin_is_tty else render.read_stdin())
+    limit = app_ctx.settings.chat.max_attachment_bytes
+    stdin_text = None if stdin_is_tty else render.read_stdin()
+    attachments = [
+        prompt_input.attachment("stdin", (stdin_text or "").encode(), limit)
+        if path == prompt_input.STDIN
+        else prompt_input.read_attachment(path, limit)
+        for path in files
+    ]
+    piped = None if prompt_input.STDIN in files else stdin_text
+    text = prompt_input.compose(" ".join(prompt or []), piped, attachments)
     if resume is None and (pending := turn.interrupted(app_ctx, name)) is not None:
         render.note(
             f"session {name.value} has an interrupted turn (after step {pending.step}); "
             f"`koog chat -s {name.value} --resume` finishes it"
         )
-    show(
-        lambda events: turn.run_turn(app_ctx, turn.TurnRequest(name, text), events),
-        app_ctx,
-        as_json,
-    )
+    if generated and render.is_tty(sys.stderr) and not no_save:
+        render.note(f"session {name.value}")
+    request = turn.TurnRequest(name, text, save=not no_save)
+    show(lambda events: turn.run_turn(app_ctx, request, events), app_ctx, as_json, usage)
 
 
 def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) -> None:
@@ -103,7 +117,10 @@ def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) ->
 
 
 def show(
-    run: Callable[[TurnEvents], TurnResult | None], app_ctx: AppContext, as_json: bool
+    run: Callable[[TurnEvents], TurnResult | None],
+    app_ctx: AppContext,
+    as_json: bool,
+    usage: bool = False,
 ) -> None:
     """Run a one-shot turn: the reply alone on stdout (or one JSON object), tools on stderr."""
     from koogcli.services.turn import TurnEvents
@@ -127,12 +144,15 @@ def show(
         return
     if writer:
         writer.finish(result.reply)
-        return
-    render.json_out(
-        {
-            "session": result.session,
-            "reply": result.reply,
-            "usage": result.usage.to_dict() if result.usage else None,
-            "checkpoint": result.checkpoint,
-        }
-    )
+    else:
+        render.json_out(
+            {
+                "session": result.session,
+                "reply": result.reply,
+                "model": result.model,
+                "usage": result.usage.to_dict() if result.usage else None,
+                "checkpoint": result.checkpoint,
+            }
+        )
+    if usage:
+        render.usage_line(result.usage)

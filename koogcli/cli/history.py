@@ -21,7 +21,7 @@ YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 @app.command("list")
 def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
-    """List sessions with their message counts."""
+    """List sessions, newest first: messages, last used, first message."""
     from koogcli.services import history
 
     sessions = history.list_sessions(globals_of(ctx).build())
@@ -30,9 +30,9 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
             [
                 {
                     "session": s.name,
-                    "messages": s.messages,
-                    "revision": s.revision,
+                    "message_count": s.messages,
                     "updated_at": s.updated_at,
+                    "preview": s.preview,
                     "error": s.problem,
                 }
                 for s in sessions
@@ -40,15 +40,20 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
         )
     elif sessions:
         rows = [
-            (s.name, "?" if s.problem else str(s.messages), s.updated_at or "unreadable")
+            (
+                s.name,
+                "?" if s.problem else str(s.messages),
+                render.local_time(s.updated_at) if s.updated_at else "unreadable",
+                render.one_line(s.preview, 50),
+            )
             for s in sessions
         ]
-        render.out(render.table(rows, ("SESSION", "MESSAGES", "UPDATED")))
+        render.out(render.table(rows, ("SESSION", "MESSAGES", "LAST USED", "FIRST MESSAGE")))
+    else:
+        render.note("no sessions yet; start one with `koog chat`")
     for s in sessions:
         if s.problem:
             render.warning(s.problem)
-    else:
-        render.note("no sessions yet; start one with `koog chat -s NAME`")
 
 
 @app.command()

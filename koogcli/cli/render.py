@@ -66,6 +66,14 @@ def note(text: str) -> None:
     out(text, sys.stderr)
 
 
+def usage_line(usage: Any) -> None:
+    """`-u`: token counts on stderr, whatever stdout carries."""
+    if usage is None:
+        note("tokens: not reported by the server")
+    else:
+        note(f"tokens: {usage.prompt_tokens} in, {usage.completion_tokens} out")
+
+
 def warning(text: str) -> None:
     out(f"koog: warning: {text}", sys.stderr)
 
@@ -116,6 +124,16 @@ def _message_block(m: Message, markdown: bool) -> str:
         return f"### {label}\n\n{body}"
     indented = body.replace("\n", "\n    ")
     return f"[{label}] {indented}"
+
+
+def local_time(stamp: str) -> str:
+    """An ISO-8601 UTC time as people read it: local `YYYY-MM-DD HH:MM`."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
 
 
 def one_line(text: str, limit: int = 120) -> str:

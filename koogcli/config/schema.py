@@ -45,16 +45,27 @@ class LLMSettings(_Strict):
 
 
 class ChatSettings(_Strict):
-    default_session: str = "default"
+    # Empty: every call without -s/-c starts a new session with a generated name.
+    default_session: str = ""
     stream: bool = True
     markdown: bool = True
     max_tool_rounds: int = Field(default=10, ge=1, le=100)
+    max_attachment_bytes: int = Field(default=1024 * 1024, ge=1)
 
     @field_validator("default_session")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        SessionName.parse(value)
+        if value:
+            SessionName.parse(value)
         return value
+
+
+class RoleSpec(_Strict):
+    """A named system prompt, optionally with its own model and temperature (`-r NAME`)."""
+
+    system: str
+    model: str | None = Field(default=None, min_length=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
 
 
 class FilterSpec(_Strict):
@@ -194,6 +205,7 @@ class LongTermMemorySettings(_Strict):
 class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
+    roles: dict[str, RoleSpec] = {}
     chat_memory: ChatMemorySettings = ChatMemorySettings()
     compression: CompressionSettings = CompressionSettings()
     persistence: PersistenceSettings = PersistenceSettings()

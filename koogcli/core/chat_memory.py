@@ -95,6 +95,12 @@ class ChatMemory:
         history = self.pipeline(stored.messages)
         return LoadedPrompt(merge(live_prompt, history), stored.revision, history)
 
+    def preview(
+        self, live_prompt: Sequence[Message], loaded: LoadedPrompt, new: Sequence[Message]
+    ) -> list[Message]:
+        """What `commit` would store, without storing it (`--no-save`)."""
+        return self.pipeline([*with_prompt(loaded.base, live_prompt), *new])
+
     def commit(
         self,
         session: SessionName,

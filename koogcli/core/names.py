@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from koogcli.core.errors import InvalidSessionNameError
 
@@ -29,3 +30,10 @@ class SessionName:
 
     def __str__(self) -> str:
         return self.value
+
+
+def generated(now: datetime, suffix: str) -> SessionName:
+    """A new session's name: sorting names sorts by creation time, even within a second
+    (`20261129-153012-417-a3f2`); `suffix` keeps two names of one millisecond apart."""
+    stamp = now.strftime("%Y%m%d-%H%M%S") + f"-{now.microsecond // 1000:03d}"
+    return SessionName.parse(f"{stamp}-{suffix}")

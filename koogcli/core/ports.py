@@ -28,6 +28,7 @@ class SessionInfo:
     revision: int
     updated_at: str | None
     problem: str | None = None  # set when the session's document cannot be read
+    preview: str = ""  # the first user message
 
 
 class HistoryStore(Protocol):
@@ -102,6 +103,10 @@ class ChatModel(Protocol):
         self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
     ) -> Completion:
         """One model request; text deltas are passed to on_delta as they arrive."""
+        ...
+
+    def list_models(self) -> list[str]:
+        """The models the endpoint offers."""
         ...
 
 

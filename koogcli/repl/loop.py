@@ -74,6 +74,7 @@ class ReplState:
     # y / n / a for a tool call that needs approval; "n" when there is nobody to ask.
     approve: Callable[[ToolCall], str] = lambda call: "n"
     approve_undo: Callable[[ToolCall], str] = lambda call: "n"
+    save: bool = True
 
 
 def run(
@@ -85,11 +86,12 @@ def run(
     ui: ReplUI | None = None,
     history_file: bool = True,
     offer_resume: bool = True,
+    save: bool = True,
 ) -> None:
-    state = ReplState(ctx, session, ui or ReplUI(markdown=ctx.settings.chat.markdown))
+    state = ReplState(ctx, session, ui or ReplUI(markdown=ctx.settings.chat.markdown), save=save)
     prompt = prompt_builder.build(
         REGISTRY.names(),
-        ctx.data.input_history_file if history_file else None,
+        ctx.data.input_history_file if history_file and save else None,
         input,
         output,
         redact=ctx.pipeline.redacts,
@@ -97,10 +99,8 @@ def run(
     state.ask = lambda question: _ask(prompt, question)
     state.approve = lambda call: _approve(prompt, call)
     state.approve_undo = lambda call: _approve(prompt, call, undo=True)
-    state.ui.info(
-        f"koog · session {session.value} · model {ctx.settings.llm.model} · /help, Ctrl-D to leave"
-    )
-    if offer_resume:
+    state.ui.info(banner(state))
+    if offer_resume and save:
         _offer_resume(state)
     while state.running:
         try:
@@ -118,6 +118,16 @@ def run(
             state.ui.info("(cancelled)")
         except KoogError as err:
             state.ui.error(err)
+
+
+def banner(state: ReplState) -> str:
+    count = len(state.ctx.history.load(state.session))
+    model = state.model or state.ctx.settings.llm.model
+    saving = " · not saved (--no-save)" if not state.save else ""
+    return (
+        f"koog · session {state.session.value} ({count} messages) · model {model}{saving}"
+        " · /help, Ctrl-D to leave"
+    )
 
 
 def _ask(prompt: PromptSession[str], question: str) -> bool:
@@ -165,7 +175,7 @@ def _offer_resume(state: ReplState) -> None:
 def _turn(state: ReplState, text: str) -> None:
     from koogcli.services.turn import TurnRequest, run_turn
 
-    request = TurnRequest(state.session, text, model=state.model)
+    request = TurnRequest(state.session, text, model=state.model, save=state.save)
     show_turn(state, lambda events: run_turn(state.ctx, request, events))
 
 

@@ -185,7 +185,23 @@ class AppContext:
             )
 
     def session(self, raw: str | None) -> SessionName:
-        return SessionName.parse(raw if raw is not None else self.settings.chat.default_session)
+        """The session a command acts on: named, else `chat.default_session`, else the most
+        recently used one."""
+        if raw is not None:
+            return SessionName.parse(raw)
+        if self.settings.chat.default_session:
+            return SessionName.parse(self.settings.chat.default_session)
+        return self.latest_session()
+
+    def latest_session(self) -> SessionName:
+        from koogcli.core.errors import SessionNotFoundError
+
+        used = [s for s in self.history.sessions() if s.updated_at and not s.problem]
+        if not used:
+            raise SessionNotFoundError(
+                "no session yet", hint="start one with `koog chat`, or name one with -s NAME"
+            )
+        return SessionName(max(used, key=lambda s: s.updated_at or "").name)
 
 
 def build(

@@ -15,7 +15,8 @@ from koogcli.services.context import AppContext, history_document, parse_history
 
 
 def list_sessions(ctx: AppContext) -> list[SessionInfo]:
-    return ctx.history.sessions()
+    """Newest first (by last use); unreadable ones last."""
+    return sorted(ctx.history.sessions(), key=lambda s: s.updated_at or "", reverse=True)
 
 
 def _require(ctx: AppContext, session: SessionName) -> None:

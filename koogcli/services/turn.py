@@ -52,17 +52,24 @@ def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
 
 
 def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
+    if not request.save:  # --no-save writes nothing at all, not even a lock file
+        return _run_turn(ctx, request, events)
     with ctx.turn_lock(request.session):
         return _run_turn(ctx, request, events)
 
 
 def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) -> TurnResult:
-    _finish_rollback(ctx, request.session, events or TurnEvents())
+    if request.save:
+        _finish_rollback(ctx, request.session, events or TurnEvents())
     stored = ctx.history.read(request.session)
     live = live_prompt(ctx, request.system_prompt)
     loaded = _auto_compress(ctx, ctx.memory.prepare(stored, live), events)
-    undo = restore_point(
-        ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
+    undo = (
+        restore_point(
+            ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
+        )
+        if request.save
+        else None
     )
     stream = ctx.settings.chat.stream if request.stream is None else request.stream
     turn = TurnState(
@@ -77,6 +84,7 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
         stream,
         undo.id if undo else None,
         events=events or TurnEvents(),
+        save=request.save,
     )
     try:
         turn.record(user_message(request.text), "load", None)

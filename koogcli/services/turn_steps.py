@@ -45,6 +45,7 @@ class TurnRequest:
     model: str | None = None
     system_prompt: str | None = None
     stream: bool | None = None
+    save: bool = True  # False (--no-save): read the session, write nothing at all
 
 
 Approval = Literal["y", "n", "a"]
@@ -101,9 +102,11 @@ class TurnState:
     retrieval_failed: bool = False
     # Sent with the next model request only: what the model got wrong in its last answer.
     corrections: list[Message] = field(default_factory=list)
+    save: bool = True
 
     def checkpoint(self, step: str, output: str | None) -> None:
-        if not (self.ctx.settings.persistence.enabled and self.ctx.settings.persistence.automatic):
+        settings = self.ctx.settings.persistence
+        if not (self.save and settings.enabled and settings.automatic):
             return
         base = self.loaded.base
         details: dict[str, object] = {
@@ -140,7 +143,8 @@ class TurnState:
         [safe] = self.ctx.pipeline.redact([message])
         self.written.append(safe)
         self.checkpoint(step, output)
-        self.ctx.transcript.append(self.session, [safe], self.turn_id)
+        if self.save:
+            self.ctx.transcript.append(self.session, [safe], self.turn_id)
 
 
 def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
@@ -154,6 +158,9 @@ def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
                 _tool_step(turn, pending[0])
             else:
                 break
+        if not turn.save:
+            history = turn.ctx.memory.preview(turn.live, turn.loaded, turn.new)
+            return result(turn, turn.loaded.revision, len(history), resumed_after)
         with interrupts.deferred() as held:
             committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
     except KeyboardInterrupt:
@@ -187,6 +194,8 @@ def fail(turn: TurnState, reason: str) -> None:
     """Close a failed or cancelled turn: tombstone it and drop its restore point, so it is
     neither offered for resume nor mistaken for a change by `rollback --latest`. Cleanup
     problems must not hide the failure being reported."""
+    if not turn.save:
+        return
     with contextlib.suppress(KoogError):
         tombstone(turn, reason)
     if turn.restore_id and turn.ctx.settings.persistence.enabled:
@@ -248,7 +257,8 @@ def _model_step(turn: TurnState) -> None:
         completion = ctx.model().complete(request, collect)
     except KeyboardInterrupt:
         partial = Message(role="assistant", content="".join(produced), meta={"cancelled": True})
-        ctx.transcript.append(turn.session, ctx.pipeline.redact([partial]), turn.turn_id)
+        if turn.save:
+            ctx.transcript.append(turn.session, ctx.pipeline.redact([partial]), turn.turn_id)
         raise
     turn.rounds += 1
     turn.usage = _add(turn.usage, completion.usage)
@@ -263,7 +273,11 @@ def _model_step(turn: TurnState) -> None:
     )
     if turn.corrections and not usable:
         return  # ask again; the round counts, so a model that keeps doing it runs out
-    turn.record(assistant(completion.text, usable), f"model:{turn.rounds}", completion.text)
+    meta: dict[str, object] = {"model": turn.model}
+    if completion.usage is not None:
+        meta["usage"] = completion.usage.to_dict()
+    reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
+    turn.record(reply, f"model:{turn.rounds}", completion.text)
 
 
 NAMELESS_CALL = (

@@ -24,12 +24,12 @@ def koog(fake_model: FakeChatModel) -> Callable[..., Any]:
 
 
 def chat(koog: Callable[..., Any], session: str, text: str) -> None:
-    result = koog("chat", "-s", session, "-m", text)
+    result = koog("chat", "-s", session, text)
     assert result.exit_code == 0, result.stderr
 
 
 def test_one_shot_prints_only_the_reply(koog: Callable[..., Any]) -> None:
-    result = koog("chat", "-s", "a", "-m", "hello")
+    result = koog("chat", "-s", "a", "hello")
     assert result.exit_code == 0
     assert result.stdout == "echo: hello\n"
 
@@ -37,7 +37,7 @@ def test_one_shot_prints_only_the_reply(koog: Callable[..., Any]) -> None:
 def test_message_and_piped_input_are_joined(
     koog: Callable[..., Any], fake_model: FakeChatModel
 ) -> None:
-    result = koog("chat", "-s", "a", "-m", "summarise:", input="line one\nline two\n")
+    result = koog("chat", "-s", "a", "summarise:", input="line one\nline two\n")
     assert result.exit_code == 0
     assert fake_model.requests[0].messages[-1].text == "summarise:\n\nline one\nline two"
 
@@ -90,11 +90,18 @@ def test_delete_removes_history_and_transcript(koog: Callable[..., Any], data_di
     assert koog("history", "show", "-s", "d").exit_code == 2
 
 
-def test_list_json(koog: Callable[..., Any]) -> None:
+def test_list_newest_first_with_counts_and_previews(koog: Callable[..., Any]) -> None:
     chat(koog, "one", "x")
-    chat(koog, "two", "y")
+    chat(koog, "two", "y\nmore lines")
     listed = json.loads(koog("history", "list", "--json").stdout)
-    assert [(s["session"], s["messages"]) for s in listed] == [("one", 3), ("two", 3)]
+    assert [(s["session"], s["message_count"], s["preview"]) for s in listed] == [
+        ("two", 3, "y\nmore lines"),
+        ("one", 3, "x"),
+    ]
+    assert listed[0]["updated_at"].endswith("Z")
+    text = koog("history", "list").stdout.splitlines()
+    assert text[0].split() == ["SESSION", "MESSAGES", "LAST", "USED", "FIRST", "MESSAGE"]
+    assert text[1].startswith("two") and text[1].endswith("y more lines")
 
 
 def test_export_import_round_trip(koog: Callable[..., Any], tmp_path: Path) -> None:
@@ -157,7 +164,7 @@ def test_internal_errors_are_one_line_without_debug(
 ) -> None:
     monkeypatch.delenv("KOOG_DEBUG")
     fake_model.enqueue(RuntimeError("a bug"))
-    result = koog("chat", "-s", "a", "-m", "x")
+    result = koog("chat", "-s", "a", "x")
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         "koog: internal error: RuntimeError: a bug",
@@ -184,7 +191,7 @@ def test_failed_compensation_exits_1_after_running_the_rest(
         '[[tools]]\ncallable = "cli_undo_tools:make"\nrollback = "cli_undo_tools:unmake"\n'
     )
     assert koog("checkpoint", "create", "-s", "x").exit_code == 2  # no such session yet
-    koog("chat", "-s", "x", "-m", "hello")
+    koog("chat", "-s", "x", "hello")
     checkpoint = koog("checkpoint", "create", "-s", "x").stdout.strip()
     fake_model.enqueue(
         Completion(

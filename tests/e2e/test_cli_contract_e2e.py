@@ -22,7 +22,7 @@ def test_a_reader_that_leaves_early_still_gets_the_turn_stored(
 ) -> None:
     long_reply = " ".join(f"word{i}" for i in range(5000))
     server.enqueue({"content": long_reply})
-    shell = f"'{KOOG_BIN}' chat -s pipe -m 'long question' | head -c 20"
+    shell = f"'{KOOG_BIN}' chat -s pipe 'long question' | head -c 20"
     result = subprocess.run(
         ["bash", "-o", "pipefail", "-c", shell], env=koog_env, capture_output=True, timeout=30
     )

@@ -33,7 +33,7 @@ def history(run_koog: Run, session: str, env: dict[str, str] | None = None) -> l
 
 def five_turns(run_koog: Run, session: str, env: dict[str, str] | None = None) -> None:
     for i in range(5):
-        assert run_koog("chat", "-s", session, "-m", f"question {i}", env=env).returncode == 0
+        assert run_koog("chat", "-s", session, f"question {i}", env=env).returncode == 0
 
 
 def summary_requests(server: FakeOpenAIServer) -> list[list[dict[str, Any]]]:
@@ -213,8 +213,8 @@ def test_auto_compression_before_the_model_request(
     config.write_text("[compression]\nauto_after_messages = 3\n")
     env = {"KOOG_CONFIG": str(config)}
     for i in range(2):
-        run_koog("chat", "-s", "a", "-m", f"q{i}", env=env)
-    third = run_koog("chat", "-s", "a", "-m", "q2", env=env)
+        run_koog("chat", "-s", "a", f"q{i}", env=env)
+    third = run_koog("chat", "-s", "a", "q2", env=env)
     assert "compressed the history (whole): 5 → 3 messages" in third.stderr
     asked = server.chat_requests[-1]["messages"]
     assert [m["content"][:10] for m in asked] == ["You are a ", "q0", "summary of", "q2"]

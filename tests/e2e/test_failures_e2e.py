@@ -60,23 +60,23 @@ def closed_port() -> int:
 def test_five_failed_turns_leave_no_trace(
     run_koog: Run, server: FakeOpenAIServer, koog_env: dict[str, str], data_dir: Path
 ) -> None:
-    assert run_koog("chat", "-s", "f", "-m", "good turn").returncode == 0
+    assert run_koog("chat", "-s", "f", "good turn").returncode == 0
     session_file = data_dir / "sessions" / "f.json"
     before = session_file.read_bytes()
     points = restore_points(run_koog, "f")
 
     server.enqueue({"status": 401})
-    assert run_koog("chat", "-s", "f", "-m", "401").returncode == 1
+    assert run_koog("chat", "-s", "f", "401").returncode == 1
     server.enqueue({"status": 500})
-    assert run_koog("chat", "-s", "f", "-m", "500").returncode == 1
+    assert run_koog("chat", "-s", "f", "500").returncode == 1
     server.enqueue({"delay": 2, "content": "late"})
-    slow = run_koog("chat", "-s", "f", "-m", "slow", env={"KOOG_TIMEOUT_SECONDS": "0.3"})
+    slow = run_koog("chat", "-s", "f", "slow", env={"KOOG_TIMEOUT_SECONDS": "0.3"})
     assert slow.returncode == 1
     refused_url = f"http://127.0.0.1:{closed_port()}/v1"
-    refused = run_koog("chat", "-s", "f", "-m", "refused", env={"OPENAI_BASE_URL": refused_url})
+    refused = run_koog("chat", "-s", "f", "refused", env={"OPENAI_BASE_URL": refused_url})
     assert refused.returncode == 1 and "cannot connect" in refused.stderr
     server.enqueue({"chunks": ["slow "] * 50, "chunk_delay": 0.1})
-    proc = spawn_koog("chat", "-s", "f", "-m", "ctrl-c", env=koog_env, capture=True)
+    proc = spawn_koog("chat", "-s", "f", "ctrl-c", env=koog_env, capture=True)
     assert proc.stdout is not None
     proc.stdout.read(5)  # the reply has started
     proc.send_signal(signal.SIGINT)
@@ -84,7 +84,7 @@ def test_five_failed_turns_leave_no_trace(
 
     assert session_file.read_bytes() == before
     assert restore_points(run_koog, "f") == points
-    after = run_koog("chat", "-s", "f", "-m", "next")
+    after = run_koog("chat", "-s", "f", "next")
     assert after.returncode == 0 and "interrupted" not in after.stderr
     resume = run_koog("chat", "-s", "f", "--resume")
     assert "nothing to resume" in resume.stderr
@@ -110,13 +110,13 @@ def test_a_live_turn_in_another_process_is_not_interrupted(
 ) -> None:
     env = {**koog_env, **tool_env, "TOOL_SLEEP": "4"}
     server.enqueue({"tool_calls": [call("a", "ca", x="1")]})
-    proc = spawn_koog("chat", "-s", "live", "-m", "slow tool", env=env, capture=True)
+    proc = spawn_koog("chat", "-s", "live", "slow tool", env=env, capture=True)
     deadline = time.monotonic() + 10
     while not tool_log(tool_env) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert tool_log(tool_env) == [["a", "1"]]  # the first process is inside the tool
     server.enqueue({"content": "meanwhile"}, {"content": "slow done"})
-    other = run_koog("chat", "-s", "live", "-m", "meanwhile", env=tool_env)
+    other = run_koog("chat", "-s", "live", "meanwhile", env=tool_env)
     assert other.returncode == 0 and "interrupted" not in other.stderr
     resume = run_koog("chat", "-s", "live", "--resume", env=tool_env)
     assert "nothing to resume" in resume.stderr
@@ -126,11 +126,11 @@ def test_a_live_turn_in_another_process_is_not_interrupted(
 
 
 def test_rollback_latest_skips_a_failed_turn(run_koog: Run, server: FakeOpenAIServer) -> None:
-    run_koog("chat", "-s", "rl", "-m", "one")
+    run_koog("chat", "-s", "rl", "one")
     after_one = history(run_koog, "rl")
-    run_koog("chat", "-s", "rl", "-m", "two")
+    run_koog("chat", "-s", "rl", "two")
     server.enqueue({"status": 500})
-    assert run_koog("chat", "-s", "rl", "-m", "three").returncode == 1
+    assert run_koog("chat", "-s", "rl", "three").returncode == 1
     rolled = run_koog("rollback", "-s", "rl", "--latest", "--yes")
     assert rolled.returncode == 0, rolled.stderr
     assert history(run_koog, "rl") == after_one
@@ -144,10 +144,10 @@ def test_rollback_latest_skips_a_failed_turn(run_koog: Run, server: FakeOpenAISe
 def test_rollback_never_restores_effects_that_were_undone(
     run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
 ) -> None:
-    run_koog("chat", "-s", "bob", "-m", "hello", env=tool_env)
+    run_koog("chat", "-s", "bob", "hello", env=tool_env)
     point = run_koog("checkpoint", "create", "-s", "bob", env=tool_env).stdout.strip()
     server.enqueue({"tool_calls": [call("create_user", "c1", name="bob")]}, {"content": "made"})
-    run_koog("chat", "-s", "bob", "-m", "create bob", env=tool_env)
+    run_koog("chat", "-s", "bob", "create bob", env=tool_env)
     undone = run_koog("rollback", "-s", "bob", point, "--yes", env=tool_env)
     assert undone.returncode == 0 and tool_log(tool_env)[-1] == ["remove_user", "bob"]
     before = history(run_koog, "bob")
@@ -174,12 +174,12 @@ def test_streams_answered_with_json_or_nothing(
     run_koog: Run, server: FakeOpenAIServer, data_dir: Path
 ) -> None:
     server.enqueue({"json": True, "content": "a whole JSON answer"})
-    ok = run_koog("chat", "-s", "js", "-m", "hi")
+    ok = run_koog("chat", "-s", "js", "hi")
     assert ok.returncode == 0 and ok.stdout == "a whole JSON answer\n"
     assert history(run_koog, "js")[-1]["content"] == "a whole JSON answer"
     before = snapshot(data_dir / "sessions")
     server.enqueue({"empty_stream": True})
-    empty = run_koog("chat", "-s", "js", "-m", "anything?")
+    empty = run_koog("chat", "-s", "js", "anything?")
     assert empty.returncode == 1 and "ended without a reply" in empty.stderr
     assert snapshot(data_dir / "sessions") == before
 
@@ -188,7 +188,7 @@ def test_servers_that_reject_stream_options_get_one_retry(
     run_koog: Run, server: FakeOpenAIServer
 ) -> None:
     server.reject_stream_options = True
-    result = run_koog("chat", "-s", "so", "-m", "hello")
+    result = run_koog("chat", "-s", "so", "hello")
     assert result.returncode == 0 and result.stdout == "echo: hello\n"
     sent = server.chat_requests
     assert len(sent) == 2 and "stream_options" in sent[0] and "stream_options" not in sent[1]
@@ -197,14 +197,14 @@ def test_servers_that_reject_stream_options_get_one_retry(
 def test_request_parameters(
     run_koog: Run, server: FakeOpenAIServer, configure: Callable[[str], Run]
 ) -> None:
-    run_koog("chat", "-s", "p", "-m", "defaults")
+    run_koog("chat", "-s", "p", "defaults")
     assert "temperature" not in server.chat_requests[-1]
     assert "max_tokens" not in server.chat_requests[-1]
     run = configure(
         '[llm]\ntemperature = 0.2\nmax_tokens = 99\nreasoning_effort = "low"\n'
         "[llm.extra_body]\ntop_k = 5\nmin_p = 0.1\n"
     )
-    assert run("chat", "-s", "p", "-m", "configured").returncode == 0
+    assert run("chat", "-s", "p", "configured").returncode == 0
     sent = server.chat_requests[-1]
     assert sent["temperature"] == 0.2 and sent["max_tokens"] == 99
     assert sent["reasoning_effort"] == "low"
@@ -224,15 +224,15 @@ def test_ingestion_failure_keeps_the_turn_and_retries_later(
 ) -> None:
     run_koog = memory_config(configure)
     server.embedding_faults.extend([500])
-    first = run_koog("chat", "-s", "in", "-m", "the blue door")
+    first = run_koog("chat", "-s", "in", "the blue door")
     assert first.returncode == 0 and first.stdout == "echo: the blue door\n"
     assert first.stderr.count("koog: warning:") == 1 and "ingestion failed" in first.stderr
     assert history(run_koog, "in")[-1]["content"] == "echo: the blue door"
-    assert "interrupted" not in run_koog("chat", "-s", "in", "-m", "second").stderr
+    assert "interrupted" not in run_koog("chat", "-s", "in", "second").stderr
     listed = json.loads(run_koog("memory", "list", "--json").stdout)
     contents = sorted(r["content"] for r in listed)
     assert contents == sorted(["the blue door", "echo: the blue door", "second", "echo: second"])
-    run_koog("chat", "-s", "in", "-m", "third")
+    run_koog("chat", "-s", "in", "third")
     assert len(json.loads(run_koog("memory", "list", "--json").stdout)) == 6
 
 
@@ -241,10 +241,10 @@ def test_ingestion_failure_with_fail_exits_1_but_the_turn_is_complete(
 ) -> None:
     run_koog = memory_config(configure, "fail")
     server.embedding_faults.extend([500])
-    result = run_koog("chat", "-s", "ff", "-m", "stored anyway")
+    result = run_koog("chat", "-s", "ff", "stored anyway")
     assert result.returncode == 1
     assert history(run_koog, "ff")[-1]["content"] == "echo: stored anyway"
-    assert "interrupted" not in run_koog("chat", "-s", "ff", "-m", "next").stderr
+    assert "interrupted" not in run_koog("chat", "-s", "ff", "next").stderr
 
 
 def test_retrieval_failure_answers_without_memory_or_fails(
@@ -255,13 +255,13 @@ def test_retrieval_failure_answers_without_memory_or_fails(
         '[long_term_memory.retrieval]\nenabled = true\n[long_term_memory.embeddings]\nmodel = "e"\n'
     )
     server.embedding_faults.extend([500])
-    warned = configure(config)("chat", "-s", "rt", "-m", "how do we deploy")
+    warned = configure(config)("chat", "-s", "rt", "how do we deploy")
     assert warned.returncode == 0 and warned.stderr.count("koog: warning:") == 1
     assert "retrieval failed" in warned.stderr
     server.embedding_faults.extend([500])
     requests = len(server.chat_requests)
     run = configure('[long_term_memory]\non_error = "fail"\n' + config)
-    failed = run("chat", "-s", "rt", "-m", "how do we deploy")
+    failed = run("chat", "-s", "rt", "how do we deploy")
     assert failed.returncode == 1 and len(server.chat_requests) == requests
 
 
@@ -285,7 +285,7 @@ def test_tool_needing_approval_is_refused_without_a_terminal(
     config = Path(tool_env["KOOG_CONFIG"])
     config.write_text(config.read_text().replace('remove_user"\n', 'remove_user"\nask = true\n', 1))
     server.enqueue({"tool_calls": [call("create_user", "c1", name="eve")]}, {"content": "ok"})
-    result = run_koog("chat", "-s", "ask", "-m", "make eve", env=tool_env)
+    result = run_koog("chat", "-s", "ask", "make eve", env=tool_env)
     assert result.returncode == 0
     assert tool_log(tool_env) == []
     told = [m["content"] for m in server.chat_requests[-1]["messages"] if m["role"] == "tool"]
@@ -300,7 +300,7 @@ def test_redaction_covers_every_file(
         "type = \"redact\"\npattern = '[\\w.+-]+@[\\w-]+\\.[\\w.-]+'\n"
         "[long_term_memory.ingestion]\nenabled = true\n"
     )
-    result = run_koog("chat", "-s", "rd", "-m", "mail me at ada@example.org please")
+    result = run_koog("chat", "-s", "rd", "mail me at ada@example.org please")
     assert result.returncode == 0
     # The request of the turn is sent as typed; nothing written keeps the address.
     assert "ada@example.org" in server.chat_requests[-1]["messages"][-1]["content"]
@@ -312,9 +312,9 @@ def test_redaction_covers_every_file(
 
 
 def test_system_prompt_is_per_turn(run_koog: Run) -> None:
-    run_koog("chat", "-s", "sp", "-m", "one")
-    run_koog("chat", "-s", "sp", "-m", "two", "--system", "Answer in French.")
-    run_koog("chat", "-s", "sp", "-m", "three")
+    run_koog("chat", "-s", "sp", "one")
+    run_koog("chat", "-s", "sp", "two", "--system", "Answer in French.")
+    run_koog("chat", "-s", "sp", "three")
     shown = [(m["role"], m["content"]) for m in history(run_koog, "sp")]
     assert shown == [
         ("system", "You are a helpful assistant."),

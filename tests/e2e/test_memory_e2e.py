@@ -74,7 +74,7 @@ def test_retrieval_reaches_the_model(
     env = {"KOOG_CONFIG": str(config)}
     add(run_koog, "The office wifi password is hunter2", env=env)
     server.enqueue({"content": "It is hunter2."})
-    assert run_koog("chat", "-s", "r", "-m", "what is the wifi password", env=env).returncode == 0
+    assert run_koog("chat", "-s", "r", "what is the wifi password", env=env).returncode == 0
     sent = server.chat_requests[-1]["messages"]
     target = [m for m in sent if m["role"] == role][-1 if role == "user" else 0]
     assert "Relevant information:\n[1] The office wifi password is hunter2" in target["content"]
@@ -88,15 +88,15 @@ def test_ingestion_of_completed_turns_only(
     config = tmp_path / "ingest.toml"
     config.write_text("[long_term_memory.ingestion]\nenabled = true\n")
     env = {"KOOG_CONFIG": str(config)}
-    assert run_koog("chat", "-s", "i", "-m", "my favourite colour is teal", env=env).returncode == 0
+    assert run_koog("chat", "-s", "i", "my favourite colour is teal", env=env).returncode == 0
     server.enqueue({"status": 500})
-    assert run_koog("chat", "-s", "i", "-m", "my least favourite is beige", env=env).returncode == 1
+    assert run_koog("chat", "-s", "i", "my least favourite is beige", env=env).returncode == 1
     assert [r["content"] for r in search(run_koog, "favourite", "--mode", "keyword", env=env)] == [
         "my favourite colour is teal",
         "echo: my favourite colour is teal",
     ]
     for i in range(10):
-        run_koog("chat", "-s", "i", "-m", f"turn number {i}", env=env)
+        run_koog("chat", "-s", "i", f"turn number {i}", env=env)
     contents = [r["content"] for r in json.loads(run_koog("memory", "list", "--json").stdout)]
     assert len(contents) == len(set(contents)) == 22
     again = run_koog("memory", "ingest", "-s", "i", "--json")
@@ -105,7 +105,7 @@ def test_ingestion_of_completed_turns_only(
 
 def test_ingest_twice_adds_no_duplicates(run_koog: Run) -> None:
     for i in range(3):
-        run_koog("chat", "-s", "g", "-m", f"note {i}")
+        run_koog("chat", "-s", "g", f"note {i}")
     first = json.loads(run_koog("memory", "ingest", "-s", "g", "--json").stdout)
     second = json.loads(run_koog("memory", "ingest", "-s", "g", "--json").stdout)
     assert (first["added"], second["added"]) == (6, 0)
@@ -145,12 +145,12 @@ def test_embeddings_mode(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
 
 
 def test_recall_then_compress_keeps_the_pin(run_koog: Run, server: FakeOpenAIServer) -> None:
-    run_koog("chat", "-s", "p", "-m", "hello")
+    run_koog("chat", "-s", "p", "hello")
     add(run_koog, "deploys are blue-green")
     pinned = run_koog("memory", "recall", "deploys blue-green", "-s", "p", "--json")
     message = json.loads(pinned.stdout)["message"]
     assert message["meta"] == {"kind": "memory"}
-    run_koog("chat", "-s", "p", "-m", "more")
+    run_koog("chat", "-s", "p", "more")
     assert run_koog("compress", "-s", "p").returncode == 0
     after = json.loads(run_koog("history", "show", "-s", "p", "--format", "json").stdout)
     assert message["id"] in [m["id"] for m in after]

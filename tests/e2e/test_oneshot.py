@@ -26,12 +26,12 @@ def contents(request: dict[str, Any]) -> list[str]:
 
 
 def test_sessions_remember_and_stay_isolated(run_koog: Run, server: FakeOpenAIServer) -> None:
-    first = run_koog("chat", "-s", "a", "-m", "hello")
+    first = run_koog("chat", "-s", "a", "hello")
     assert (first.returncode, first.stdout) == (0, "echo: hello\n")
-    second = run_koog("chat", "-s", "a", "-m", "and again")
+    second = run_koog("chat", "-s", "a", "and again")
     assert second.stdout == "echo: and again\n"
     assert contents(server.chat_requests[1]) == ["hello", "echo: hello", "and again"]
-    run_koog("chat", "-s", "b", "-m", "fresh")
+    run_koog("chat", "-s", "b", "fresh")
     assert contents(server.chat_requests[2]) == ["fresh"]
 
 
@@ -47,7 +47,7 @@ def test_pipelines_get_only_the_reply(
     question.write_text("file body\n")
     with question.open() as handle:
         result = subprocess.run(
-            [KOOG_BIN, "chat", "-s", "p", "-m", "q"],
+            [KOOG_BIN, "chat", "-s", "p", "q"],
             stdin=handle,
             capture_output=True,
             text=True,
@@ -55,7 +55,7 @@ def test_pipelines_get_only_the_reply(
             timeout=30,
         )
     assert result.stdout == "echo: q\n\nfile body\n"
-    as_json = run_koog("chat", "-s", "p", "-m", "json please", "--json")
+    as_json = run_koog("chat", "-s", "p", "json please", "--json")
     payload = json.loads(as_json.stdout)
     assert set(payload) == {"session", "reply", "usage", "checkpoint"}
     assert payload["reply"] == "echo: json please" and payload["session"] == "p"
@@ -81,11 +81,11 @@ def test_failed_turn_leaves_the_session_file_byte_identical(
     code: int,
     pattern: str,
 ) -> None:
-    run_koog("chat", "-s", "f", "-m", "before")
+    run_koog("chat", "-s", "f", "before")
     path = data_dir / "sessions" / "f.json"
     before = path.read_bytes()
     server.enqueue(fault)
-    result = run_koog("chat", "-s", "f", "-m", "during", env={"KOOG_TIMEOUT_SECONDS": "0.5"})
+    result = run_koog("chat", "-s", "f", "during", env={"KOOG_TIMEOUT_SECONDS": "0.5"})
     assert result.returncode == code
     assert re.search(pattern, result.stderr), result.stderr
     assert len(result.stderr.splitlines()) <= 2 and "Traceback" not in result.stderr
@@ -95,12 +95,12 @@ def test_failed_turn_leaves_the_session_file_byte_identical(
 def test_interrupt_mid_stream_exits_130_and_stores_nothing(
     koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, run_koog: Run
 ) -> None:
-    run_koog("chat", "-s", "i", "-m", "before")
+    run_koog("chat", "-s", "i", "before")
     path = data_dir / "sessions" / "i.json"
     before = path.read_bytes()
     server.enqueue({"chunks": ["slow "] * 50, "chunk_delay": 0.1})
     proc = subprocess.Popen(
-        [KOOG_BIN, "chat", "-s", "i", "-m", "slow"],
+        [KOOG_BIN, "chat", "-s", "i", "slow"],
         env=koog_env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -138,7 +138,7 @@ def test_four_processes_lose_no_turn(
 def test_invalid_session_names_touch_nothing(run_koog: Run, isolated: Path, name: str) -> None:
     before = snapshot(isolated)
     for args in (
-        ("chat", "-s", name, "-m", "hi"),
+        ("chat", "-s", name, "hi"),
         ("history", "show", "-s", name),
         ("history", "clear", "-s", name, "--yes"),
     ):
@@ -150,10 +150,10 @@ def test_invalid_session_names_touch_nothing(run_koog: Run, isolated: Path, name
 
 
 def test_corrupt_session_file_is_exit_3_and_left_alone(run_koog: Run, data_dir: Path) -> None:
-    run_koog("chat", "-s", "g", "-m", "hi")
+    run_koog("chat", "-s", "g", "hi")
     path = data_dir / "sessions" / "g.json"
     path.write_bytes(b"\x00garbage{{{")
-    for args in (("chat", "-s", "g", "-m", "more"), ("history", "show", "-s", "g")):
+    for args in (("chat", "-s", "g", "more"), ("history", "show", "-s", "g")):
         result = run_koog(*args)
         assert result.returncode == 3
         assert str(path) in result.stderr and "Traceback" not in result.stderr
@@ -163,17 +163,17 @@ def test_corrupt_session_file_is_exit_3_and_left_alone(run_koog: Run, data_dir: 
 def test_bad_config_is_exit_2_naming_line_and_key(run_koog: Run, tmp_path: Path) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[llm]\nmodel = "m"\nmodel = "twice"\n')
-    result = run_koog("--config", str(cfg), "chat", "-m", "x")
+    result = run_koog("--config", str(cfg), "chat", "x")
     assert result.returncode == 2 and "line 3" in result.stderr
     cfg.write_text('[llm]\nmodle = "m"\n')
-    result = run_koog("--config", str(cfg), "chat", "-m", "x")
+    result = run_koog("--config", str(cfg), "chat", "x")
     assert result.returncode == 2
     assert "unknown key 'llm.modle'" in result.stderr and "did you mean 'model'" in result.stderr
 
 
 def test_no_file_holds_the_key_and_all_are_private(run_koog: Run, data_dir: Path) -> None:
     for session in ("k1", "k2"):
-        assert run_koog("chat", "-s", session, "-m", f"my key is not {API_KEY[:3]}").returncode == 0
+        assert run_koog("chat", "-s", session, f"my key is not {API_KEY[:3]}").returncode == 0
     run_koog("history", "clear", "-s", "k1", "--yes")
     found = list(data_dir.rglob("*"))
     assert any(p.name == "k2.json" for p in found)
@@ -187,7 +187,7 @@ def test_no_file_holds_the_key_and_all_are_private(run_koog: Run, data_dir: Path
 
 
 def test_first_run_guide_without_endpoint(run_koog: Run) -> None:
-    result = run_koog("chat", "-m", "hi", env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
+    result = run_koog("chat", "hi", env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
     assert result.returncode == 2
     assert "OPENAI_API_KEY" in result.stderr and "OPENAI_BASE_URL" in result.stderr
     assert result.stdout == "" and "Traceback" not in result.stderr
@@ -198,20 +198,20 @@ def test_api_errors_name_what_to_check(
     run_koog: Run, server: FakeOpenAIServer, status: int, needle: str
 ) -> None:
     server.enqueue({"status": status})
-    result = run_koog("chat", "-m", "hi")
+    result = run_koog("chat", "hi")
     assert result.returncode == 1 and needle in result.stderr
     assert API_KEY not in result.stderr
 
 
 def test_connection_refused_names_the_url(run_koog: Run) -> None:
     url = "http://127.0.0.1:9/v1"
-    result = run_koog("chat", "-m", "hi", env={"OPENAI_BASE_URL": url})
+    result = run_koog("chat", "hi", env={"OPENAI_BASE_URL": url})
     assert result.returncode == 1
     assert f"cannot connect to {url}" in result.stderr
 
 
 def test_startup_paths_do_not_import_heavy_modules(koog_env: dict[str, str], run_koog: Run) -> None:
-    run_koog("chat", "-s", "imp", "-m", "x")
+    run_koog("chat", "-s", "imp", "x")
     for args in (["--help"], ["history", "show", "-s", "imp"]):
         result = subprocess.run(
             [

@@ -79,7 +79,7 @@ def test_rollback_compensates_newest_first(
     server.enqueue(
         {"tool_calls": [call("create_user", "c1", name="Alex")]}, {"content": "made Alex"}
     )
-    assert run_koog("chat", "-s", "u", "-m", "create Alex", env=tool_env).stdout == "made Alex\n"
+    assert run_koog("chat", "-s", "u", "create Alex", env=tool_env).stdout == "made Alex\n"
     created = run_koog("checkpoint", "create", "-s", "u", "--label", "after-alex", env=tool_env)
     checkpoint = created.stdout.strip()
     server.enqueue(
@@ -87,7 +87,7 @@ def test_rollback_compensates_newest_first(
         {"tool_calls": [call("create_user", "c3", name="Maria")]},
         {"content": "made both"},
     )
-    turn = run_koog("chat", "-s", "u", "-m", "create Daniel and Maria", env=tool_env)
+    turn = run_koog("chat", "-s", "u", "create Daniel and Maria", env=tool_env)
     assert turn.stdout == "made both\n" and "→ create_user" in turn.stderr
     history_before = run_koog("history", "show", "-s", "u", "--format", "json").stdout
 
@@ -121,14 +121,14 @@ def test_rollback_latest_does_not_compensate(
     run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
 ) -> None:
     server.enqueue({"tool_calls": [call("create_user", "c1", name="Alex")]}, {"content": "ok"})
-    run_koog("chat", "-s", "l", "-m", "one", env=tool_env)
+    run_koog("chat", "-s", "l", "one", env=tool_env)
     run_koog("checkpoint", "create", "-s", "l", env=tool_env)
     server.enqueue(
         {"tool_calls": [call("create_user", "c2", name="Daniel")]},
         {"tool_calls": [call("create_user", "c3", name="Maria")]},
         {"content": "ok"},
     )
-    run_koog("chat", "-s", "l", "-m", "two", env=tool_env)
+    run_koog("chat", "-s", "l", "two", env=tool_env)
     result = run_koog("rollback", "-s", "l", "--latest", "--yes", "--json", env=tool_env)
     assert result.returncode == 0
     report = json.loads(result.stdout)
@@ -148,7 +148,7 @@ def test_sigkill_in_a_tool_then_resume(
         {"tool_calls": [call("a", "ca", x="1"), call("b", "cb", x="2")]},
         {"content": "both tools ran"},
     )
-    killed = run_koog("chat", "-s", "k", "-m", "run a then b", env=env)
+    killed = run_koog("chat", "-s", "k", "run a then b", env=env)
     assert killed.returncode == -signal.SIGKILL
     assert not (data_dir / "sessions" / "k.json").exists()
     resumed = run_koog("chat", "-s", "k", "--resume", env=env)
@@ -176,7 +176,7 @@ def test_tool_errors_do_not_end_the_turn(
         },
         {"content": "I saw the errors"},
     )
-    result = run_koog("chat", "-s", "e", "-m", "try", env=tool_env)
+    result = run_koog("chat", "-s", "e", "try", env=tool_env)
     assert result.returncode == 0 and result.stdout == "I saw the errors\n"
     sent = [m["content"] for m in server.chat_requests[1]["messages"] if m["role"] == "tool"]
     assert sent[0] == "Error: ValueError: the database is on fire"
@@ -184,7 +184,7 @@ def test_tool_errors_do_not_end_the_turn(
 
 
 def test_checkpoint_list_json_and_all(run_koog: Run, tool_env: dict[str, str]) -> None:
-    run_koog("chat", "-s", "c", "-m", "hello")
+    run_koog("chat", "-s", "c", "hello")
     run_koog("checkpoint", "create", "-s", "c", "--label", "my label")
     listed = json.loads(run_koog("checkpoint", "list", "-s", "c", "--json").stdout)
     assert [(c["kind"], c["label"], c["reason"]) for c in listed] == [
@@ -196,7 +196,7 @@ def test_checkpoint_list_json_and_all(run_koog: Run, tool_env: dict[str, str]) -
     assert everything[0]["kind"] == "restore" and everything[1]["kind"] == "tombstone"
     text = run_koog("checkpoint", "list", "-s", "c").stdout
     assert "my label" in text and "before turn" in text
-    as_json = json.loads(run_koog("chat", "-s", "c", "-m", "again", "--json").stdout)
+    as_json = json.loads(run_koog("chat", "-s", "c", "again", "--json").stdout)
     assert as_json["checkpoint"] in {
         c["id"] for c in json.loads(run_koog("checkpoint", "list", "-s", "c", "--json").stdout)
     }
@@ -228,7 +228,7 @@ def test_random_sigkills_never_tear_a_file(
     for i in range(50):
         session = f"r{i}"
         proc = subprocess.Popen(
-            [KOOG_BIN, "chat", "-s", session, "-m", "go"],
+            [KOOG_BIN, "chat", "-s", session, "go"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

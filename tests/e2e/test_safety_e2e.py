@@ -84,14 +84,14 @@ def test_killed_rollbacks_lose_no_compensation(
     from koogcli.core.names import SessionName
     from koogcli.services import checkpoints, context
 
-    run_koog("chat", "-s", "rb", "-m", "hello", env=tool_env)
+    run_koog("chat", "-s", "rb", "hello", env=tool_env)
     target = run_koog("checkpoint", "create", "-s", "rb", env=tool_env).stdout.strip()
     names = [f"u{i}" for i in range(10)]
     server.enqueue(
         {"tool_calls": [call("create_user", f"c{n}", name=n) for n in names]},
         {"content": "ten users"},
     )
-    made = run_koog("chat", "-s", "rb", "-m", "make ten", env=tool_env)
+    made = run_koog("chat", "-s", "rb", "make ten", env=tool_env)
     assert made.returncode == 0 and len(log_of(tool_env)) == 10, made.stderr
     pristine = tmp_path / "pristine"
     shutil.copytree(data_dir, pristine)
@@ -136,7 +136,7 @@ def test_hostile_tool_calls_never_brick_the_session(
         {"tool_calls": [call("huge", "c2", x="big")]},
         {"content": "survived"},
     )
-    result = run_koog("chat", "-s", "h", "-m", "go", env=tool_env)
+    result = run_koog("chat", "-s", "h", "go", env=tool_env)
     assert result.returncode == 0 and result.stdout == "survived\n", result.stderr
     second = server.chat_requests[1]["messages"]
     assert "without giving its name" in second[-1]["content"]
@@ -147,7 +147,7 @@ def test_hostile_tool_calls_never_brick_the_session(
         c["function"]["name"] for m in json.loads(shown.stdout) for c in m.get("tool_calls", [])
     )
     assert run_koog("history", "list").returncode == 0
-    assert run_koog("chat", "-s", "h", "-m", "again", env=tool_env).returncode == 0
+    assert run_koog("chat", "-s", "h", "again", env=tool_env).returncode == 0
 
 
 def test_kills_at_tool_results_never_run_a_tool_twice(
@@ -177,7 +177,7 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
         transcript = data_dir / "transcripts" / f"{session}.jsonl"
         wanted = rng.randint(1, 3)  # kill once this many tool results are visible
         Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
-        proc = spawn_koog("chat", "-s", session, "-m", "go", env=env)
+        proc = spawn_koog("chat", "-s", session, "go", env=env)
         deadline = time.monotonic() + 20
         while proc.poll() is None and time.monotonic() < deadline:
             if transcript.exists() and transcript.read_bytes().count(b'"role": "tool"') >= wanted:
@@ -195,11 +195,11 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
 
 
 def test_torn_transcript_tail_is_closed_off(run_koog: Run, data_dir: Path) -> None:
-    run_koog("chat", "-s", "t", "-m", "one")
+    run_koog("chat", "-s", "t", "one")
     transcript = data_dir / "transcripts" / "t.jsonl"
     with transcript.open("ab") as handle:
         handle.write(b'{"id": "torn", "role": "us')  # a full disk cut this line short
-    assert run_koog("chat", "-s", "t", "-m", "two").returncode == 0
+    assert run_koog("chat", "-s", "t", "two").returncode == 0
     shown = run_koog("history", "show", "-s", "t", "--transcript")
     assert shown.returncode == 0
     assert "[user] two" in shown.stdout and "[assistant] echo: two" in shown.stdout
@@ -209,7 +209,7 @@ def test_torn_transcript_tail_is_closed_off(run_koog: Run, data_dir: Path) -> No
 def test_symlinks_in_the_data_dir_are_never_followed(
     run_koog: Run, data_dir: Path, tmp_path: Path
 ) -> None:
-    run_koog("chat", "-s", "s", "-m", "one")
+    run_koog("chat", "-s", "s", "one")
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim.txt"
@@ -234,7 +234,7 @@ def test_symlinks_in_the_data_dir_are_never_followed(
         shutil.rmtree(saved, ignore_errors=True)
         shutil.copytree(data_dir, saved, symlinks=True)
         plant(link, victim if link.name != "s" else outside)
-        for args in (("chat", "-s", "s", "-m", "two"), ("history", "delete", "-s", "s", "--yes")):
+        for args in (("chat", "-s", "s", "two"), ("history", "delete", "-s", "s", "--yes")):
             result = run_koog(*args)
             assert result.returncode == 3, (link, args, result.stderr)
             assert "symbolic link" in result.stderr and str(link) in result.stderr
@@ -291,11 +291,11 @@ def test_malformed_session_files_exit_3_naming_the_file(
     spoil: Callable[[Path], None],
     extra: tuple[str, ...],
 ) -> None:
-    run_koog("chat", "-s", "good", "-m", "fine")
+    run_koog("chat", "-s", "good", "fine")
     path = data_dir / where
     spoil(path)
     before = snapshot(data_dir)
-    for args in (("chat", "-s", "bad", "-m", "hi"), ("history", "show", "-s", "bad")):
+    for args in (("chat", "-s", "bad", "hi"), ("history", "show", "-s", "bad")):
         result = run_koog(*args)
         assert result.returncode == 3, (case, result.stderr)
         lines = result.stderr.splitlines()
@@ -311,7 +311,7 @@ def test_malformed_session_files_exit_3_naming_the_file(
 
 
 def test_other_malformed_inputs(run_koog: Run, data_dir: Path, configure_env: Any) -> None:
-    run_koog("chat", "-s", "good", "-m", "fine")
+    run_koog("chat", "-s", "good", "fine")
     (data_dir / "sessions" / "bad name.json").write_text("{}")
     assert "good" in run_koog("history", "list").stdout
     # Wrongly typed checkpoint fields: listed as unreadable, refused by name, turns go on.
@@ -322,7 +322,7 @@ def test_other_malformed_inputs(run_koog: Run, data_dir: Path, configure_env: An
     cid = restore.name.split("-")[1]
     refused = run_koog("rollback", "-s", "good", cid, "--yes")
     assert refused.returncode == 3 and str(restore) in refused.stderr
-    assert run_koog("chat", "-s", "good", "-m", "still fine").returncode == 0
+    assert run_koog("chat", "-s", "good", "still fine").returncode == 0
     # Non-UTF-8 standard input, an infinite timeout, a dropped memory table.
     binary = subprocess.run(
         [KOOG_BIN, "chat", "-s", "good"],
@@ -333,7 +333,7 @@ def test_other_malformed_inputs(run_koog: Run, data_dir: Path, configure_env: An
     )
     assert binary.returncode == 2 and b"not UTF-8" in binary.stderr
     inf = subprocess.run(
-        [KOOG_BIN, "chat", "-s", "good", "-m", "x"],
+        [KOOG_BIN, "chat", "-s", "good", "x"],
         capture_output=True,
         text=True,
         env=configure_env("[llm]\ntimeout_seconds = inf\n"),
@@ -363,13 +363,13 @@ def configure_env(koog_env: dict[str, str], tmp_path: Path) -> Callable[[str], d
 
 
 def test_truncated_objects_file_is_never_restored_from(run_koog: Run, data_dir: Path) -> None:
-    run_koog("chat", "-s", "o", "-m", "one")
+    run_koog("chat", "-s", "o", "one")
     first = run_koog("checkpoint", "create", "-s", "o").stdout.strip()
-    run_koog("chat", "-s", "o", "-m", "two")
+    run_koog("chat", "-s", "o", "two")
     objects = data_dir / "checkpoints" / "o" / "objects.jsonl"
     lines = objects.read_text().splitlines(keepends=True)
     objects.write_text("".join(lines[:1]))  # truncated: later seqs will be reused
-    run_koog("chat", "-s", "o", "-m", "three new messages take the freed numbers")
+    run_koog("chat", "-s", "o", "three new messages take the freed numbers")
     before = snapshot(data_dir / "sessions")
     result = run_koog("rollback", "-s", "o", first, "--yes")
     assert result.returncode == 3, result.stderr
@@ -385,7 +385,7 @@ def test_hanging_and_exiting_tools_do_not_end_the_turn(
         {"content": "carried on"},
     )
     started = time.monotonic()
-    result = run_koog("chat", "-s", "x", "-m", "go", env=tool_env)
+    result = run_koog("chat", "-s", "x", "go", env=tool_env)
     assert result.returncode == 0 and result.stdout == "carried on\n", result.stderr
     assert time.monotonic() - started < 15
     told = [m["content"] for m in server.chat_requests[-1]["messages"] if m["role"] == "tool"]
@@ -396,7 +396,7 @@ def test_hanging_and_exiting_tools_do_not_end_the_turn(
 def test_base_url_credentials_are_masked(run_koog: Run, server: FakeOpenAIServer) -> None:
     secret_url = server.base_url.replace("http://", "http://bob:hunter2@") + "?api_key=hunter3"
     server.enqueue({"status": 500, "message": "nope"})
-    failed = run_koog("chat", "-s", "m", "-m", "hi", env={"OPENAI_BASE_URL": secret_url})
+    failed = run_koog("chat", "-s", "m", "hi", env={"OPENAI_BASE_URL": secret_url})
     assert failed.returncode == 1 and "hunter" not in failed.stderr and "***@" in failed.stderr
     shown = run_koog("config", "show", env={"OPENAI_BASE_URL": secret_url})
     assert "hunter" not in shown.stdout and "***" in shown.stdout

@@ -24,6 +24,9 @@ class FakeChatModel:
             )
         )
 
+    def list_models(self) -> list[str]:
+        return ["fake-model", "gpt-4o-mini"]
+
     def enqueue(self, *items: Any) -> None:
         self.queue.extend(items)
 

@@ -1,0 +1,46 @@
+"""`koog models` and `koog roles`: what can be chosen with -m and -r."""
+
+from __future__ import annotations
+
+import typer
+
+from koogcli.cli import render
+from koogcli.cli.options import globals_of
+
+JSON = typer.Option(False, "--json", help="Print JSON.")
+
+
+def models(ctx: typer.Context, as_json: bool = JSON) -> None:
+    """List the endpoint's models; * marks the configured one."""
+    app_ctx = globals_of(ctx).build()
+    app_ctx.require_endpoint()
+    configured = app_ctx.settings.llm.model
+    found = app_ctx.model().list_models()
+    if as_json:
+        render.json_out([{"id": m, "configured": m == configured} for m in found])
+        return
+    for m in found:
+        render.out(f"{'*' if m == configured else ' '} {m}")
+    if configured not in found:
+        render.note(f"the configured model {configured!r} is not among them")
+
+
+def roles(ctx: typer.Context, as_json: bool = JSON) -> None:
+    """List the roles of the config file ([roles.NAME]), for `koog chat -r NAME`."""
+    settings = globals_of(ctx).build().settings
+    if as_json:
+        render.json_out(
+            [
+                {"name": n, "system": r.system, "model": r.model, "temperature": r.temperature}
+                for n, r in sorted(settings.roles.items())
+            ]
+        )
+        return
+    if not settings.roles:
+        render.note("no roles yet; add [roles.NAME] with system = \"...\" to the config file")
+        return
+    rows = [
+        (n, r.model or settings.llm.model, render.one_line(r.system, 60))
+        for n, r in sorted(settings.roles.items())
+    ]
+    render.out(render.table(rows, ("ROLE", "MODEL", "SYSTEM PROMPT")))

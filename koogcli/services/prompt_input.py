@@ -1,0 +1,69 @@
+"""The message of a one-shot turn (SPEC §2): the prompt words, then piped standard input
+after a blank line, then each `--attach` file as a fenced block headed by its name.
+
+Attachments are checked before any request: a file that cannot be read, is not UTF-8 text
+(or holds NUL bytes), or is larger than `chat.max_attachment_bytes` is a usage error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from koogcli.core.errors import UsageError
+
+STDIN = "-"
+
+
+@dataclass(frozen=True)
+class Attachment:
+    name: str
+    text: str
+
+
+def attachment(name: str, data: bytes, limit: int) -> Attachment:
+    if len(data) > limit:
+        raise UsageError(
+            f"attachment {name} is {len(data):,} bytes, over chat.max_attachment_bytes ({limit:,})",
+            hint="attach a smaller file, or raise chat.max_attachment_bytes",
+        )
+    try:
+        if b"\x00" in data:
+            raise UnicodeError("NUL byte")
+        text = data.decode("utf-8")
+    except UnicodeError:
+        raise UsageError(
+            f"attachment {name} is not a text file", hint="attach UTF-8 text only"
+        ) from None
+    return Attachment(name, text)
+
+
+def read_attachment(path: str, limit: int) -> Attachment:
+    file = Path(path).expanduser()
+    try:
+        with file.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read attachment {path}: {exc.strerror}") from exc
+    return attachment(file.name, data, limit)
+
+
+def fence(item: Attachment) -> str:
+    ticks = "```"
+    while ticks in item.text:  # a fence longer than any run of backticks inside
+        ticks += "`"
+    body = item.text if item.text.endswith("\n") else item.text + "\n"
+    return f"{item.name}:\n{ticks}\n{body}{ticks}"
+
+
+def compose(prompt: str, piped: str | None, attachments: Sequence[Attachment]) -> str:
+    parts = [p for p in (prompt, piped.strip("\n") if piped else None) if p]
+    parts += [fence(a) for a in attachments]
+    text = "\n\n".join(parts)
+    if not text.strip():
+        raise UsageError(
+            "nothing to send: the message is empty",
+            hint="give the prompt as arguments (`koog chat hello`) or pipe text in",
+        )
+    return text
