@@ -226,3 +226,21 @@ def shared_or_exclusive(path: Path, exclusive: bool, timeout: float = 30.0) -> I
         yield
     finally:
         os.close(fd)
+
+
+def rename(source: Path, target: Path) -> bool:
+    """Move a file or folder koog owns; False if there was nothing to move. Refuses links
+    and never replaces an existing target."""
+    if source.is_symlink():
+        raise symlink_error(source)
+    if not source.exists():
+        return False
+    if target.exists() or target.is_symlink():
+        raise StorageError(f"cannot move {source} to {target}: the target exists")
+    ensure_dir(target.parent)
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        raise _failure("move", source, exc) from exc
+    _fsync_dir(target.parent)
+    return True

@@ -190,6 +190,12 @@ class FileCheckpointStore:
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
 
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        """The whole folder moves; documents are found by folder, so none is rewritten."""
+        with atomic.file_lock(self.data.lock_file(old, "checkpoints"), self.lock_timeout):
+            atomic.rename(self.folder(old), self.folder(new))
+            self._objects.pop(old.value, None)
+
     def compensations(self, session: SessionName) -> list[CompensationEntry]:
         return journal.read(self._journal(session))
 

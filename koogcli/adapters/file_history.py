@@ -109,6 +109,16 @@ class FileHistoryStore:
             )
         return out
 
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        """The document under its new name (its header names the session), then the old
+        one removed: a crash between leaves both, never neither."""
+        stored = self.read(old)
+        with atomic.file_lock(self.data.lock_file(old), self.lock_timeout):
+            path = self.data.session_file(new)
+            text = dump_history(new.value, stored.revision + 1, utc_now(), stored.messages)
+            atomic.write_text(path, text)
+            atomic.remove(self.data.session_file(old))
+
     def delete(self, session: SessionName) -> bool:
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
             return atomic.remove(self.data.session_file(session))

@@ -49,5 +49,8 @@ class FilePendingIngestion:
         }
         atomic.write_text(self._path(session), json.dumps(doc, ensure_ascii=False) + "\n")
 
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        atomic.rename(self._path(old), self._path(new))
+
     def clear(self, session: SessionName) -> None:
         atomic.remove(self._path(session))

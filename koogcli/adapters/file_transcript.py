@@ -64,5 +64,8 @@ class FileTranscriptStore:
     def exists(self, session: SessionName) -> bool:
         return self.data.transcript_file(session).exists()
 
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        atomic.rename(self.data.transcript_file(old), self.data.transcript_file(new))
+
     def delete(self, session: SessionName) -> bool:
         return atomic.remove(self.data.transcript_file(session))

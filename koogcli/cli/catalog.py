@@ -37,7 +37,7 @@ def roles(ctx: typer.Context, as_json: bool = JSON) -> None:
         )
         return
     if not settings.roles:
-        render.note("no roles yet; add [roles.NAME] with system = \"...\" to the config file")
+        render.note('no roles yet; add [roles.NAME] with system = "..." to the config file')
         return
     rows = [
         (n, r.model or settings.llm.model, render.one_line(r.system, 60))

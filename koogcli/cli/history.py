@@ -95,15 +95,50 @@ def clear(ctx: typer.Context, session: str | None = SESSION, yes: bool = YES) ->
 
 
 @app.command()
-def delete(ctx: typer.Context, session: str | None = SESSION, yes: bool = YES) -> None:
-    """Delete a session: its history and its transcript."""
+def delete(
+    ctx: typer.Context,
+    names: list[str] | None = typer.Argument(None, metavar="[NAME]...", help="Sessions."),
+    session: str | None = SESSION,
+    older_than: float | None = typer.Option(
+        None, "--older-than", min=0, metavar="DAYS", help="Every session unused for DAYS."
+    ),
+    yes: bool = YES,
+) -> None:
+    """Delete sessions: history, transcript and checkpoints."""
+    from koogcli.core.names import SessionName
     from koogcli.services import history
 
     app_ctx = globals_of(ctx).build()
-    name = app_ctx.session(session)
-    render.confirm_destructive(f"delete session {name.value!r} and its transcript", yes)
-    history.delete(app_ctx, name)
-    render.note(f"deleted session {name.value}")
+    chosen = [SessionName.parse(n) for n in [*(names or []), *([session] if session else [])]]
+    if older_than is not None:
+        chosen += [n for n in history.older_than(app_ctx, older_than) if n not in chosen]
+    elif not chosen:
+        chosen = [app_ctx.session(None)]
+    if not chosen:
+        render.note(f"no session is older than {older_than:g} days")
+        return
+    for name in chosen:
+        app_ctx.require_session(name)
+    listed = ", ".join(repr(n.value) for n in chosen)
+    render.confirm_destructive(f"delete session(s) {listed} with their transcripts", yes)
+    for name in chosen:
+        history.delete(app_ctx, name)
+        render.note(f"deleted session {name.value}")
+
+
+@app.command()
+def rename(
+    ctx: typer.Context,
+    old: str = typer.Argument(..., metavar="OLD"),
+    new: str = typer.Argument(..., metavar="NEW"),
+) -> None:
+    """Rename a session (history, transcript, checkpoints); never over an existing one."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import history
+
+    app_ctx = globals_of(ctx).build()
+    history.rename(app_ctx, SessionName.parse(old), SessionName.parse(new))
+    render.note(f"renamed session {old} to {new}")
 
 
 @app.command()
@@ -133,7 +168,9 @@ def export(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    source: str = typer.Argument("-", help="Export document or message list; - for stdin."),
+    source: str = typer.Argument(
+        "-", help="Export document, JSON Lines, or an OpenAI messages array; - for stdin."
+    ),
     session: str | None = SESSION,
     replace: bool = typer.Option(
         False, "--replace", help="Replace the history instead of appending."

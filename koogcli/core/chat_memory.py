@@ -169,6 +169,10 @@ class InMemoryHistoryStore:
             for name, h in sorted(self._data.items())
         ]
 
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        with self._lock:
+            self._data[new.value] = self._data.pop(old.value)
+
     def delete(self, session: SessionName) -> bool:
         with self._lock:
             return self._data.pop(session.value, None) is not None

@@ -289,12 +289,26 @@ def history_document(
 
 
 def parse_history_document(text: str, source: str) -> list[Message]:
-    """Messages from an export document or a plain JSON list of messages."""
+    """Messages from an export document, JSON Lines (`history show --format jsonl`), or a
+    list of messages, koog's or a plain OpenAI `messages` array (ids and times filled in)."""
     import json
 
     from koogcli.adapters.documents import parse_history, parse_messages
+    from koogcli.core.messages import new_id, utc_now
 
-    raw = json.loads(text)
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise
+        raw = [json.loads(line) for line in lines]
     if isinstance(raw, list):
-        return parse_messages(raw, source)
+        filled = [
+            {"id": new_id(), "created_at": utc_now(), "content": None, **m}
+            if isinstance(m, dict)
+            else m
+            for m in raw
+        ]
+        return parse_messages(filled, source)
     return parse_history(raw, Path(source))[1]

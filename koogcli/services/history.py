@@ -64,6 +64,36 @@ def delete(ctx: AppContext, session: SessionName) -> None:
     ctx.pending_ingestion.clear(session)
 
 
+def rename(ctx: AppContext, old: SessionName, new: SessionName) -> None:
+    """Everything of the session moves to the new name; an existing name is never replaced."""
+    _require(ctx, old)
+    if ctx.history.exists(new) or ctx.transcript.exists(new) or ctx.checkpoints.headers(new):
+        raise UsageError(f"a session named {new.value!r} exists already", hint="pick another name")
+    ctx.checkpoints.rename(old, new)
+    ctx.transcript.rename(old, new)
+    ctx.pending_ingestion.rename(old, new)
+    if ctx.history.exists(old):
+        ctx.history.rename(old, new)
+
+
+def older_than(ctx: AppContext, days: float) -> list[SessionName]:
+    """Sessions last used more than `days` days ago."""
+    from datetime import UTC, datetime, timedelta
+
+    cutoff = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+    return [
+        SessionName(s.name)
+        for s in ctx.history.sessions()
+        if s.updated_at and not s.problem and _utc(s.updated_at) < cutoff
+    ]
+
+
+def _utc(stamp: str) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromisoformat(stamp).astimezone(UTC).isoformat()
+
+
 def export(ctx: AppContext, session: SessionName) -> dict[str, object]:
     _require(ctx, session)
     stored = ctx.history.read(session)

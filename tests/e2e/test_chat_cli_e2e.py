@@ -115,3 +115,37 @@ def test_global_options_after_the_subcommand(run_koog: Run, tmp_path: Path) -> N
     config.write_text('[llm]\nmodel = "from-config"\n')
     result = run_koog("chat", "-s", "g", "hi", "--config", str(config), "--json")
     assert result.returncode == 0 and json.loads(result.stdout)["model"] == "from-config"
+
+
+def test_rename_delete_and_import_formats(run_koog: Run, data_dir: Path, tmp_path: Path) -> None:
+    run_koog("chat", "-s", "old-name", "hello")
+    run_koog("checkpoint", "create", "-s", "old-name", "--label", "mark")
+    run_koog("chat", "-s", "taken", "hi")
+    refused = run_koog("history", "rename", "old-name", "taken")
+    assert refused.returncode == 2 and "exists already" in refused.stderr
+    assert run_koog("history", "rename", "old-name", "new-name").returncode == 0
+    shown = json.loads(run_koog("history", "show", "-s", "new-name", "--format", "json").stdout)
+    assert [m["content"] for m in shown][1:] == ["hello", "echo: hello"]
+    assert "mark" in run_koog("checkpoint", "list", "-s", "new-name").stdout
+    assert run_koog("history", "show", "-s", "old-name").returncode == 2
+
+    stale = data_dir / "sessions" / "taken.json"
+    doc = json.loads(stale.read_text())
+    doc["updated_at"] = "2020-01-01T00:00:00.000Z"
+    stale.write_text(json.dumps(doc))
+    assert run_koog("history", "delete", "--older-than", "30").returncode == 2  # needs --yes
+    gone = run_koog("history", "delete", "--older-than", "30", "--yes")
+    assert gone.returncode == 0 and "deleted session taken" in gone.stderr
+    assert [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)] == [
+        "new-name"
+    ]
+
+    jsonl = run_koog("history", "show", "-s", "new-name", "--format", "jsonl").stdout
+    assert run_koog("history", "import", "-s", "copy", "-", input=jsonl).returncode == 0
+    plain = json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
+    assert run_koog("history", "import", "-s", "plain", "-", input=plain).returncode == 0
+    copied = json.loads(run_koog("history", "show", "-s", "copy", "--format", "json").stdout)
+    assert copied == shown
+    imported = json.loads(run_koog("history", "show", "-s", "plain", "--format", "json").stdout)
+    assert [m["content"] for m in imported] == ["hi", "yo"] and all(m["id"] for m in imported)
+    assert run_koog("history", "delete", "copy", "plain", "--yes").returncode == 0

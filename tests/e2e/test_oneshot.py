@@ -57,7 +57,7 @@ def test_pipelines_get_only_the_reply(
     assert result.stdout == "echo: q\n\nfile body\n"
     as_json = run_koog("chat", "-s", "p", "json please", "--json")
     payload = json.loads(as_json.stdout)
-    assert set(payload) == {"session", "reply", "usage", "checkpoint"}
+    assert set(payload) == {"session", "reply", "model", "usage", "checkpoint"}
     assert payload["reply"] == "echo: json please" and payload["session"] == "p"
     assert payload["usage"]["total_tokens"] > 0
 
@@ -119,7 +119,7 @@ def test_interrupt_mid_stream_exits_130_and_stores_nothing(
 def test_four_processes_lose_no_turn(
     koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, run_koog: Run
 ) -> None:
-    script = "; ".join(f"{KOOG_BIN} chat -s shared -m w$W-t{t} >/dev/null" for t in range(5))
+    script = "; ".join(f"{KOOG_BIN} chat -s shared w$W-t{t} >/dev/null" for t in range(5))
     procs = [
         subprocess.Popen(
             ["bash", "-c", script], env={**koog_env, "W": str(w)}, stdin=subprocess.DEVNULL
