@@ -87,10 +87,15 @@ def list_(ctx: typer.Context, namespace: str | None = NAMESPACE, as_json: bool =
 
 
 @app.command()
-def delete(ctx: typer.Context, record_id: str = typer.Argument(..., metavar="ID")) -> None:
+def delete(
+    ctx: typer.Context,
+    record_id: str = typer.Argument(..., metavar="ID"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
     """Forget one record."""
     from koogcli.services import memory
 
+    render.confirm_destructive(f"delete memory record {record_id}", yes)
     memory.delete(globals_of(ctx).build(), record_id)
     render.note(f"deleted {record_id}")
 

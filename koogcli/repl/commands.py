@@ -44,6 +44,9 @@ def _clear(state: ReplState, args: str) -> None:
     if not state.ctx.history.exists(state.session):
         state.ui.info("nothing to clear")
         return
+    if not state.ask(f"clear the history of {state.session.value}?"):
+        state.ui.info("nothing changed")  # the answer is never sent as a message
+        return
     count = history.clear(state.ctx, state.session)
     state.ui.info(f"cleared {count} messages from {state.session.value}")
 

@@ -61,3 +61,20 @@ def test_commands_on_a_missing_session_exit_2_and_create_nothing(
     assert result.returncode == 2
     assert result.stderr.startswith("koog: error: no session named 'ghost'")
     assert snapshot(data_dir) == before
+
+
+def test_destructive_commands_need_yes_without_a_terminal(run_koog: Run, data_dir: Path) -> None:
+    run_koog("chat", "-s", "d", "hello")
+    point = run_koog("checkpoint", "create", "-s", "d").stdout.strip()
+    record = run_koog("memory", "add", "a fact").stdout.strip()
+    before = snapshot(data_dir)
+    for args in (
+        ("history", "clear", "-s", "d"),
+        ("history", "delete", "d"),
+        ("rollback", "-s", "d", point),
+        ("checkpoint", "delete", point),
+        ("memory", "delete", record),
+    ):
+        result = run_koog(*args)
+        assert result.returncode == 2 and "--yes" in result.stderr, args
+    assert snapshot(data_dir) == before

@@ -142,10 +142,12 @@ def test_errors_are_reported_and_the_loop_continues(repl: Callable[..., Any]) ->
     assert ui.replies == ["echo: hi"]
 
 
-def test_clear_and_help(repl: Callable[..., Any]) -> None:
-    ui, ctx = repl("hi" + ENTER + "/clear" + ENTER + "/help" + ENTER + CTRL_D)
+def test_clear_asks_and_help(repl: Callable[..., Any]) -> None:
+    keys = "hi" + ENTER + "/clear" + ENTER + "n" + ENTER + "/clear" + ENTER + "y" + ENTER
+    ui, ctx = repl(keys + "/help" + ENTER + CTRL_D)
     assert ctx.history.load(SessionName("r")) == []
-    assert "cleared 3 messages from r" in ui.infos
+    assert "nothing changed" in ui.infos and "cleared 3 messages from r" in ui.infos
+    assert [m.text for m in ctx.transcript.read(SessionName("r"))] == ["hi", "echo: hi"]
     assert "/history [N]" in ui.shown[-1] and "/session NAME" in ui.shown[-1]
 
 
