@@ -26,7 +26,10 @@ def models(ctx: typer.Context, as_json: bool = JSON) -> None:
 
 
 def roles(ctx: typer.Context, as_json: bool = JSON) -> None:
-    """List the roles of the config file ([roles.NAME]), for `koog chat -r NAME`."""
+    """List the roles for `koog chat -r NAME`.
+
+    Roles are [roles.NAME] tables in the config file.
+    """
     settings = globals_of(ctx).build().settings
     if as_json:
         render.json_out(

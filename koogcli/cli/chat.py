@@ -52,7 +52,10 @@ def chat(
     ),
     as_json: bool = typer.Option(False, "--json", help="One-shot: print one JSON object."),
 ) -> None:
-    """Chat: a REPL on a terminal, one turn with a prompt or piped input."""
+    """Chat with the model: a REPL, or one turn.
+
+    A prompt argument or piped input means one turn; neither, the REPL.
+    """
     from koogcli.services import prompt_input, sessions, turn
 
     flags: dict[str, object] = {"llm.model": model, "llm.system_prompt": system}

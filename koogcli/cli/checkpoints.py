@@ -108,7 +108,10 @@ def rollback(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
     as_json: bool = JSON,
 ) -> None:
-    """Restore a session's history to a restore point (undoing later tool calls for an ID)."""
+    """Restore a session's history to a restore point.
+
+    With an ID, later tool calls are undone by their compensating tools, newest first.
+    """
     from koogcli.services import checkpoints
 
     app_ctx = globals_of(ctx).build()
@@ -139,8 +142,8 @@ def rollback(
                 "undoes": result.undoes,
                 "note": result.note.text if result.note else None,
                 "undo": result.undo_point,
-                "messages_before": result.messages_before,
-                "messages_after": result.messages_after,
+                "before": {"message_count": result.messages_before},
+                "after": {"message_count": result.messages_after},
                 "compensations": [
                     {
                         "tool": c.call.name,

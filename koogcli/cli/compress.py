@@ -43,13 +43,19 @@ def compress(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the would-be history; write nothing."
     ),
+    model: str | None = typer.Option(
+        None, "-m", "--model", metavar="MODEL", help="Model that writes the summaries."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
 ) -> None:
-    """Replace a session's history with an LLM summary (undo: koog rollback --latest)."""
+    """Replace a session's history with a summary.
+
+    `koog rollback --latest` undoes it.
+    """
     from koogcli.services.compression import CompressRequest, StrategyChoice
     from koogcli.services.compression import compress as run
 
-    app_ctx = globals_of(ctx).build()
+    app_ctx = globals_of(ctx).build({"llm.model": model})
     choice = StrategyChoice(strategy, last, since, chunk_size, tuple(concept), fallback)
     request = CompressRequest(
         app_ctx.session(session), choice, False if no_preserve_memory else None, dry_run

@@ -23,7 +23,10 @@ def path(ctx: typer.Context) -> None:
 
 @app.command()
 def show(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Print the effective settings and where each non-default one came from (never the key)."""
+    """Print the effective settings and their sources.
+
+    The API key itself is never shown.
+    """
     from koogcli.services import config_info
 
     effective = config_info.effective(globals_of(ctx).build())

@@ -67,10 +67,12 @@ def show(
         "text", "--format", metavar="FORMAT", help="text, markdown, json or jsonl."
     ),
     transcript: bool = typer.Option(False, "--transcript", help="Every message ever exchanged."),
+    as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
 ) -> None:
     """Show a session's stored history (or its full transcript)."""
     from koogcli.services import history
 
+    fmt = "json" if as_json else fmt
     if fmt not in ("text", "markdown", "json", "jsonl"):
         raise UsageError(f"unknown --format {fmt!r}", hint="use text, markdown, json or jsonl")
     app_ctx = globals_of(ctx).build()
@@ -132,7 +134,10 @@ def rename(
     old: str = typer.Argument(..., metavar="OLD"),
     new: str = typer.Argument(..., metavar="NEW"),
 ) -> None:
-    """Rename a session (history, transcript, checkpoints); never over an existing one."""
+    """Rename a session; never over an existing one.
+
+    History, transcript and checkpoints move together.
+    """
     from koogcli.core.names import SessionName
     from koogcli.services import history
 
@@ -176,7 +181,10 @@ def import_(
         False, "--replace", help="Replace the history instead of appending."
     ),
 ) -> None:
-    """Import messages into a session (appends; ids already present are skipped)."""
+    """Import messages into a session.
+
+    Appends (ids already present are skipped) unless --replace.
+    """
     from koogcli.services import history
 
     app_ctx = globals_of(ctx).build()

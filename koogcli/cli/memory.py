@@ -60,7 +60,10 @@ def search(
     mode: str = typer.Option("similarity", "--mode", metavar="MODE", help="similarity or keyword."),
     as_json: bool = JSON,
 ) -> None:
-    """Search memory: word overlap (or embeddings) by default, substring with --mode keyword."""
+    """Search memory records.
+
+    Word overlap (or embeddings) by default, substring with --mode keyword.
+    """
     from koogcli.services import memory
 
     hits = memory.search(globals_of(ctx).build(), query, namespace, top_k, threshold, mode)
@@ -112,7 +115,7 @@ def ingest(
     ),
     as_json: bool = JSON,
 ) -> None:
-    """Store a session's messages as records (messages ingested before are skipped)."""
+    """Store a session's messages as records, once each."""
     from koogcli.services import memory
 
     bad = [r for r in role if r not in ("user", "assistant", "system", "tool")]
@@ -148,7 +151,10 @@ def recall(
     top_k: int = typer.Option(5, "--top-k", min=1, metavar="K", help="At most this many records."),
     as_json: bool = JSON,
 ) -> None:
-    """Pin matching records into a session as one memory message that compression keeps."""
+    """Pin matching records into a session.
+
+    They become one memory message, which compression keeps.
+    """
     from koogcli.services import memory
 
     app_ctx = globals_of(ctx).build()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from koogcli.cli.render import one_line, table
+from koogcli.cli.render import local_time, one_line, table
 
 
 def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
@@ -16,7 +16,7 @@ def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
     for c in checkpoints:
         if not c.readable:
             what = "unreadable" if c.format_version < 0 else f"format v{c.format_version}"
-            rows.append((c.id, c.created_at[:19].replace("T", " "), what, "", c.label or ""))
+            rows.append((c.id, local_time(c.created_at), what, "", c.label or ""))
             continue
         kind = c.kind if c.kind != "restore" else ("manual" if c.manual else f"before {c.reason}")
         if c.kind == "step":
@@ -24,7 +24,7 @@ def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
         elif c.kind == "tombstone":
             kind = f"turn {c.reason}"
         count = str(c.message_count) if c.kind != "tombstone" else ""
-        rows.append((c.id, c.created_at[:19].replace("T", " "), kind, count, c.label or ""))
+        rows.append((c.id, local_time(c.created_at), kind, count, c.label or ""))
     return table(rows, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL"))
 
 
@@ -42,7 +42,7 @@ def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
         "readable": c.readable,
         "turn_id": c.turn_id,
         "step": c.step,
-        "messages": c.message_count,
+        "message_count": c.message_count,
     }
     if with_messages:
         data["output"] = c.output
@@ -102,15 +102,16 @@ def compress_dict(result: Any) -> dict[str, Any]:
         "strategy": result.strategy,
         "dry_run": result.dry_run,
         "changed": result.changed,
-        "messages_before": len(result.before),
-        "messages_after": len(result.after),
-        "tokens_before": estimate_tokens(result.before),
-        "tokens_after": estimate_tokens(result.after),
+        "before": {
+            "message_count": len(result.before),
+            "tokens": estimate_tokens(result.before),
+        },
+        "after": {"message_count": len(result.after), "tokens": estimate_tokens(result.after)},
         "requests": result.requests,
         "checkpoint": result.checkpoint,
     }
     if result.dry_run:
-        data["history"] = [m.to_dict() for m in result.after]
+        data["messages"] = [m.to_dict() for m in result.after]
     return data
 
 
@@ -120,8 +121,9 @@ def compress_line(result: Any) -> str:
         return f"{result.strategy}: nothing to keep was found; the history of {result.session} is unchanged"
     verb = "would compress" if result.dry_run else "compressed"
     line = (
-        f"{verb} {result.session}: {data['messages_before']} → {data['messages_after']} messages, "
-        f"~{data['tokens_before']} → ~{data['tokens_after']} tokens, {result.requests} request(s)"
+        f"{verb} {result.session}: {data['before']['message_count']} → "
+        f"{data['after']['message_count']} messages, ~{data['before']['tokens']} → "
+        f"~{data['after']['tokens']} tokens, {result.requests} request(s)"
     )
     if result.checkpoint:
         line += f"; undo with `koog rollback -s {result.session} --latest`"

@@ -52,11 +52,11 @@ def test_whole_then_rollback_latest(run_koog: Run, server: FakeOpenAIServer) -> 
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     after = history(run_koog, "w")
-    assert len(after) < len(before) and report["messages_after"] == len(after) == 3
+    assert len(after) < len(before) and report["after"]["message_count"] == len(after) == 3
     assert after[0] == before[0] and after[0]["role"] == "system"
     assert after[1] == before[1] and after[1]["content"] == "question 0"
     assert after[2]["meta"] == {"kind": "summary"} and after[2]["content"].startswith("summary of")
-    assert report["requests"] == 1 and report["tokens_after"] < report["tokens_before"]
+    assert report["requests"] == 1 and report["after"]["tokens"] < report["before"]["tokens"]
     assert report["checkpoint"]
     undo = run_koog("rollback", "-s", "w", "--latest", "--yes")
     assert undo.returncode == 0, undo.stderr

@@ -132,7 +132,7 @@ def test_rollback_latest_does_not_compensate(
     result = run_koog("rollback", "-s", "l", "--latest", "--yes", "--json", env=tool_env)
     assert result.returncode == 0
     report = json.loads(result.stdout)
-    assert report["compensations"] == [] and report["messages_after"] == 5
+    assert report["compensations"] == [] and report["after"]["message_count"] == 5
     assert [e[0] for e in tool_log(tool_env)] == ["create_user"] * 3
 
 
