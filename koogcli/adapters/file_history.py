@@ -74,6 +74,23 @@ class FileHistoryStore:
     def exists(self, session: SessionName) -> bool:
         return _exists(self.data.session_file(session))
 
+    def names(self) -> list[str]:
+        """Session names from the folder listing alone (cheap: no document is read)."""
+        try:
+            entries = os.listdir(self.data.sessions_dir)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise atomic.read_failure(self.data.sessions_dir, exc) from exc
+        names = []
+        for entry in entries:
+            if entry.endswith(".json") and not entry.startswith("."):
+                try:
+                    names.append(SessionName.parse(entry[: -len(".json")]).value)
+                except KoogError:
+                    continue
+        return sorted(names)
+
     def sessions(self) -> list[SessionInfo]:
         """Every session; one that cannot be read is listed with its problem, so a bad file
         never hides the healthy sessions. Files that are no session of koog's are skipped."""

@@ -397,6 +397,13 @@ class SqliteMemoryStore:
         return None if row is None else int(row[0]) // array("f").itemsize
 
     @_sqlite_errors
+    def namespaces(self) -> list[str]:
+        db = self._read()
+        if db is None:
+            return []
+        return [r[0] for r in db.execute("SELECT DISTINCT namespace FROM records ORDER BY 1")]
+
+    @_sqlite_errors
     def vector_count(self, model: str) -> int:
         db = self._read()
         if db is None:

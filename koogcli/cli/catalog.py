@@ -13,7 +13,8 @@ JSON = typer.Option(False, "--json", help="Print JSON.")
 def models(ctx: typer.Context, as_json: bool = JSON) -> None:
     """List the endpoint's models; * marks the configured one."""
     app_ctx = globals_of(ctx).build()
-    app_ctx.require_endpoint()
+    if (found := app_ctx.require_endpoint()) is not None:
+        render.note(found)
     configured = app_ctx.settings.llm.model
     found = app_ctx.model().list_models()
     if as_json:

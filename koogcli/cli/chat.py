@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from koogcli.cli import render
-from koogcli.cli.options import globals_of
+from koogcli.cli.options import complete_roles, globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
 
@@ -23,9 +23,7 @@ def chat(
     prompt: list[str] | None = typer.Argument(
         None, metavar="[PROMPT]...", help="The message (words are joined with spaces)."
     ),
-    session: str | None = typer.Option(
-        None, "-s", "--session", metavar="NAME", help="Session to use (default: a new one)."
-    ),
+    session: str | None = session_option("Session to use (default: a new one)."),
     continue_: bool = typer.Option(
         False, "-c", "--continue", help="Continue the most recently used session."
     ),
@@ -34,7 +32,12 @@ def chat(
         None, "--system", metavar="TEXT", help="System prompt for this turn."
     ),
     role: str | None = typer.Option(
-        None, "-r", "--role", metavar="NAME", help="A role from config ([roles.NAME])."
+        None,
+        "-r",
+        "--role",
+        metavar="NAME",
+        help="A role from config ([roles.NAME]).",
+        autocompletion=complete_roles,
     ),
     attach: list[str] | None = typer.Option(
         None, "-a", "--attach", metavar="PATH", help="Add a text file ('-': stdin); repeatable."
@@ -70,7 +73,8 @@ def chat(
     if session is not None and continue_:
         raise UsageError("-s and -c both name a session; give one of them")
     name, generated = sessions.choose(app_ctx, session, continue_)
-    app_ctx.require_endpoint()
+    if (found := app_ctx.require_endpoint()) is not None:
+        render.note(found)
     if resume:
         if prompt:
             raise UsageError("--resume finishes the interrupted turn; send the prompt next")

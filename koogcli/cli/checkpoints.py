@@ -5,14 +5,12 @@ from __future__ import annotations
 import typer
 
 from koogcli.cli import render, views
-from koogcli.cli.options import globals_of
+from koogcli.cli.options import complete_checkpoints, globals_of, session_option
 from koogcli.core.errors import CompensationError
 
 app = typer.Typer(help="Restore points and step checkpoints of a session.", no_args_is_help=True)
 
-SESSION = typer.Option(
-    None, "-s", "--session", metavar="NAME", help="Session name (default: chat.default_session)."
-)
+SESSION = session_option()
 JSON = typer.Option(False, "--json", help="Print JSON.")
 
 
@@ -57,7 +55,7 @@ def list_(
 @app.command()
 def show(
     ctx: typer.Context,
-    checkpoint_id: str = typer.Argument(..., metavar="ID"),
+    checkpoint_id: str = typer.Argument(..., metavar="ID", autocompletion=complete_checkpoints),
     session: str | None = SESSION,
     as_json: bool = JSON,
 ) -> None:
@@ -77,7 +75,7 @@ def show(
 @app.command()
 def delete(
     ctx: typer.Context,
-    checkpoint_id: str = typer.Argument(..., metavar="ID"),
+    checkpoint_id: str = typer.Argument(..., metavar="ID", autocompletion=complete_checkpoints),
     session: str | None = SESSION,
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
@@ -93,7 +91,9 @@ def delete(
 
 def rollback(
     ctx: typer.Context,
-    checkpoint_id: str | None = typer.Argument(None, metavar="[ID]"),
+    checkpoint_id: str | None = typer.Argument(
+        None, metavar="[ID]", autocompletion=complete_checkpoints
+    ),
     session: str | None = SESSION,
     latest: bool = typer.Option(False, "--latest", help="The most recent restore point."),
     compensate: bool = typer.Option(

@@ -5,19 +5,18 @@ from __future__ import annotations
 import typer
 
 from koogcli.cli import render, views
-from koogcli.cli.options import globals_of
+from koogcli.cli.options import complete_strategies, globals_of, session_option
 
 
 def compress(
     ctx: typer.Context,
-    session: str | None = typer.Option(
-        None, "-s", "--session", metavar="NAME", help="Session name."
-    ),
+    session: str | None = session_option(),
     strategy: str | None = typer.Option(
         None,
         "--strategy",
         metavar="STRATEGY",
         help="whole, last-n, since, chunked, facts or per-system.",
+        autocompletion=complete_strategies,
     ),
     last: int | None = typer.Option(
         None, "--last", min=1, metavar="N", help="last-n: messages to summarise."

@@ -8,14 +8,12 @@ from pathlib import Path
 import typer
 
 from koogcli.cli import render
-from koogcli.cli.options import globals_of
+from koogcli.cli.options import globals_of, session_option
 from koogcli.core.errors import UsageError
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
-SESSION = typer.Option(
-    None, "-s", "--session", metavar="NAME", help="Session name (default: chat.default_session)."
-)
+SESSION = session_option()
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from koogcli.cli import render, views
-from koogcli.cli.options import globals_of
+from koogcli.cli.options import complete_namespaces, globals_of, session_option
 from koogcli.core.errors import UsageError
 
 app = typer.Typer(
@@ -13,7 +13,12 @@ app = typer.Typer(
 )
 
 NAMESPACE = typer.Option(
-    None, "--namespace", "-n", metavar="NS", help="Namespace (default: default)."
+    None,
+    "--namespace",
+    "-n",
+    metavar="NS",
+    help="Namespace (default: default).",
+    autocompletion=complete_namespaces,
 )
 JSON = typer.Option(False, "--json", help="Print JSON.")
 
@@ -106,9 +111,7 @@ def delete(
 @app.command()
 def ingest(
     ctx: typer.Context,
-    session: str | None = typer.Option(
-        None, "-s", "--session", metavar="NAME", help="Session name."
-    ),
+    session: str | None = session_option(),
     namespace: str | None = NAMESPACE,
     role: list[str] = typer.Option(
         [], "--role", metavar="ROLE", help="user, assistant, system or tool; repeatable."
@@ -144,9 +147,7 @@ def ingest(
 def recall(
     ctx: typer.Context,
     query: str = typer.Argument(...),
-    session: str | None = typer.Option(
-        None, "-s", "--session", metavar="NAME", help="Session name."
-    ),
+    session: str | None = session_option(),
     namespace: str | None = NAMESPACE,
     top_k: int = typer.Option(5, "--top-k", min=1, metavar="K", help="At most this many records."),
     as_json: bool = JSON,

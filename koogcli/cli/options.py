@@ -27,3 +27,47 @@ class Globals:
 def globals_of(ctx: typer.Context) -> Globals:
     found = ctx.find_object(Globals)
     return found if found is not None else Globals()
+
+
+def _app_ctx(ctx: typer.Context) -> Any:
+    """The context a completion runs in: global options may not have been processed."""
+    from koogcli.services import context
+
+    root = ctx.find_root().params
+    return context.build(root.get("config"), root.get("data_dir"))
+
+
+def complete_sessions(ctx: typer.Context, incomplete: str) -> list[str]:
+    from koogcli.services import completion
+
+    return completion.sessions(_app_ctx(ctx), incomplete)
+
+
+def complete_checkpoints(ctx: typer.Context, incomplete: str) -> list[str]:
+    from koogcli.services import completion
+
+    return completion.checkpoints(_app_ctx(ctx), incomplete)
+
+
+def complete_strategies(incomplete: str) -> list[str]:
+    from koogcli.services import completion
+
+    return completion.strategies(incomplete)
+
+
+def complete_roles(ctx: typer.Context, incomplete: str) -> list[str]:
+    from koogcli.services import completion
+
+    return completion.roles(_app_ctx(ctx), incomplete)
+
+
+def complete_namespaces(ctx: typer.Context, incomplete: str) -> list[str]:
+    from koogcli.services import completion
+
+    return completion.namespaces(_app_ctx(ctx), incomplete)
+
+
+def session_option(help: str = "Session name (default: the most recently used).") -> Any:
+    return typer.Option(
+        None, "-s", "--session", metavar="NAME", help=help, autocompletion=complete_sessions
+    )

@@ -93,12 +93,18 @@ def internal_error(exc: BaseException) -> None:
 
 
 FIRST_RUN_GUIDE = """\
-koog: no model endpoint configured (no API key and no base URL).
-Set one of these, then run `koog chat` again:
+koog: no model endpoint configured (no API key, no base URL, no local server answering
+on ports 11434, 1234 or 8080). Set one of these, then run `koog chat` again:
   export OPENAI_API_KEY=sk-...                       # OpenAI
   export OPENAI_BASE_URL=http://127.0.0.1:11434/v1   # a local server (Ollama, llama.cpp, vLLM)
-Or put them in the config file (`koog config init`, then edit `koog config path`):
-  [llm]  base_url = "http://127.0.0.1:8080/v1"   api_key_env = "MY_KEY_VAR"   model = "..."\
+Or put this in the config file (`koog config init` writes one, `koog config path` names it):
+
+[llm]
+base_url = "http://127.0.0.1:8080/v1"
+model = "my-model"
+api_key_env = "MY_KEY_VAR"
+
+`koog config show` prints the settings in effect.\
 """
 
 

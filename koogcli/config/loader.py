@@ -155,7 +155,8 @@ def _explain(
     shown = "" if isinstance(given, (dict, list)) else f" (got {given!r})"
     msg = str(err["msg"]).removeprefix("Value error, ")
     return ConfigError(
-        f"{where}: {key}: {msg}{shown}", hint="see config.example.toml for every key"
+        f"{where}: {key}: {msg}{shown}",
+        hint="`koog config init` writes a file that documents every key",
     )
 
 
@@ -182,7 +183,7 @@ def _suggest(loc: list[str]) -> str | None:
             else None
         )
     if model is None:
-        return "see config.example.toml for every key"
+        return "`koog config init` writes a file that documents every key"
     close = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1)
     return (
         f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(model.model_fields)}"

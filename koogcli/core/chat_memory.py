@@ -169,6 +169,9 @@ class InMemoryHistoryStore:
             for name, h in sorted(self._data.items())
         ]
 
+    def names(self) -> list[str]:
+        return sorted(self._data)
+
     def rename(self, old: SessionName, new: SessionName) -> None:
         with self._lock:
             self._data[new.value] = self._data.pop(old.value)

@@ -49,11 +49,19 @@ def as_toml(info: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n\n" + tomli_w.dumps(info["settings"])
 
 
+def commented(example: str) -> str:
+    """The example with every setting commented out: the file documents each key with its
+    default, yet sets none, so `config show` still attributes them to the defaults."""
+    import re
+
+    return re.sub(r"^(?=[a-z_]+ = )", "# ", example, flags=re.MULTILINE)
+
+
 def init(flag: str | None, env: Mapping[str, str] | None, force: bool) -> Path:
     path, _ = config_file(flag, env)
     if path.exists() and not force:
         raise UsageError(f"{path} already exists", hint="pass --force to overwrite it")
-    write_private_file(path, example_text())
+    write_private_file(path, commented(example_text()))
     return path
 
 

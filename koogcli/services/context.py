@@ -158,15 +158,36 @@ class AppContext:
 
         return ChatMemory(self.history, self.pipeline)
 
-    def require_endpoint(self) -> None:
-        """Fail early (first-run guide, exit 2) when no endpoint is configured at all."""
-        if self.model_factory is openai_model_factory:
-            from koogcli.adapters.openai_model import resolve_endpoint
+    def require_endpoint(self) -> str | None:
+        """Fail early (first-run guide, exit 2) when no endpoint is configured at all and no
+        local server answers; returns a line to show when a local server was found."""
+        if self.model_factory is not openai_model_factory:
+            return None
+        from dataclasses import replace
 
-            llm = self.settings.llm
+        from koogcli.adapters.openai_model import resolve_endpoint
+        from koogcli.core.errors import EndpointNotConfiguredError
+
+        llm = self.settings.llm
+        try:
             resolve_endpoint(
                 llm.base_url, llm.api_key_env, self.env, llm.timeout_seconds, llm.max_retries
             )
+            return None
+        except EndpointNotConfiguredError:
+            from koogcli.adapters import local_servers
+
+            listed = self.env.get("KOOG_LOCAL_SERVERS")
+            found = local_servers.find(listed.split(",") if listed else local_servers.DEFAULT_URLS)
+            if found is None:
+                raise
+        url, first_model = found
+        update: dict[str, object] = {"base_url": url}
+        if "llm.model" not in self.config.provenance:
+            update["model"] = first_model
+        settings = self.settings.model_copy(update={"llm": llm.model_copy(update=update)})
+        self.__dict__["config"] = replace(self.config, settings=settings)
+        return f"using the local server at {url} (model {settings.llm.model})"
 
     def model(self) -> ChatModel:
         if self._model is None:

@@ -186,11 +186,50 @@ def test_no_file_holds_the_key_and_all_are_private(run_koog: Run, data_dir: Path
             assert API_KEY.encode() not in path.read_bytes(), path
 
 
-def test_first_run_guide_without_endpoint(run_koog: Run) -> None:
-    result = run_koog("chat", "hi", env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_first_run_guide_without_endpoint(run_koog: Run, tmp_path: Path) -> None:
+    import tomllib
+
+    nobody = f"http://127.0.0.1:{closed_port()}/v1"
+    env = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "KOOG_LOCAL_SERVERS": nobody}
+    result = run_koog("chat", "hi", env=env)
     assert result.returncode == 2
     assert "OPENAI_API_KEY" in result.stderr and "OPENAI_BASE_URL" in result.stderr
     assert result.stdout == "" and "Traceback" not in result.stderr
+    pasted = result.stderr.split("[llm]", 1)[1].split("\n\n", 1)[0]
+    config = tomllib.loads("[llm]" + pasted)  # the guide's TOML works when pasted
+    assert set(config["llm"]) == {"base_url", "model", "api_key_env"}
+    assert "koog config init" in result.stderr
+
+
+def test_a_local_server_is_found_when_nothing_is_configured(
+    run_koog: Run, server: FakeOpenAIServer
+) -> None:
+    nobody = f"http://127.0.0.1:{closed_port()}/v1"
+    env = {
+        "OPENAI_BASE_URL": "",
+        "OPENAI_API_KEY": "",
+        "KOOG_LOCAL_SERVERS": f"{nobody},{server.base_url}",
+    }
+    result = run_koog("chat", "-s", "local", "hi", env=env)
+    assert result.returncode == 0 and result.stdout == "echo: hi\n"
+    assert f"using the local server at {server.base_url} (model test-model)" in result.stderr
+    assert server.chat_requests[-1]["model"] == "test-model"
+
+
+def test_config_init_leaves_every_default_to_the_defaults(run_koog: Run, tmp_path: Path) -> None:
+    path = tmp_path / "fresh.toml"
+    assert run_koog("--config", str(path), "config", "init").returncode == 0
+    shown = json.loads(run_koog("config", "show", "--json", "--config", str(path)).stdout)
+    assert not [where for where in shown["sources"].values() if str(path) in where]
+    assert shown["settings"]["llm"]["model"] == "gpt-4o-mini"
 
 
 @pytest.mark.parametrize("status, needle", [(401, "OPENAI_API_KEY"), (404, "model 'gpt-4o-mini'")])

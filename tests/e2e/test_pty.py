@@ -65,6 +65,7 @@ def test_repl_in_a_terminal(
 
 def test_repl_without_an_endpoint_shows_the_first_run_guide(koog_env: dict[str, str]) -> None:
     env = {k: v for k, v in koog_env.items() if not k.startswith("OPENAI_")}
+    env["KOOG_LOCAL_SERVERS"] = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
     child = pexpect.spawn(KOOG_BIN, ["chat"], env=env, encoding="utf-8", timeout=15)
     child.expect(pexpect.EOF)
     child.close()
