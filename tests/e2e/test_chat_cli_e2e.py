@@ -36,7 +36,8 @@ def test_a_new_session_per_call_unless_continued_or_configured(
     run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     for _ in range(3):
-        assert run_koog("chat", input="q\n").returncode == 0
+        made = run_koog("chat", input="q\n")
+        assert made.returncode == 0 and made.stderr == ""  # the name goes to terminals only
     assert [len(users(r)) for r in server.chat_requests] == [1, 1, 1]
     listed = json.loads(run_koog("history", "list", "--json").stdout)
     assert len(listed) == 3 and all(s["message_count"] == 3 for s in listed)

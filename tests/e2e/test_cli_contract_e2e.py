@@ -78,3 +78,20 @@ def test_destructive_commands_need_yes_without_a_terminal(run_koog: Run, data_di
         result = run_koog(*args)
         assert result.returncode == 2 and "--yes" in result.stderr, args
     assert snapshot(data_dir) == before
+
+
+def test_completion_offers_existing_session_names(run_koog: Run, koog_env: dict[str, str]) -> None:
+    for name in ("alpha", "alpine", "beta"):
+        run_koog("chat", "-s", name, "hi")
+    env = {
+        **koog_env,
+        "_KOOG_COMPLETE": "complete_bash",
+        "COMP_WORDS": "koog chat -s al",
+        "COMP_CWORD": "3",
+    }
+    result = subprocess.run([KOOG_BIN], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.split() == ["alpha", "alpine"]
+    shown = subprocess.run(
+        [KOOG_BIN, "--show-completion", "bash"], env=koog_env, capture_output=True, text=True
+    )
+    assert "_KOOG_COMPLETE=complete_bash" in shown.stdout

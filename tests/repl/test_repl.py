@@ -337,3 +337,24 @@ def test_tool_approval_asks_and_remembers_always(
     assert sum("→ shout" in i for i in ui.infos) == 3
     users = [m.text for m in ctx.history.load(SessionName("r")) if m.role == "user"]
     assert users == ["go", "go", "go"]  # the answers were never sent as messages
+
+
+def test_banner_names_session_count_and_model_and_no_save_writes_nothing(
+    make_ctx: Callable[..., Any], data_dir: Any
+) -> None:
+    from tests.conftest import snapshot
+
+    ctx = make_ctx()
+    ui = Recorder()
+    with create_pipe_input() as inp:
+        inp.send_text("first" + ENTER + CTRL_D)
+        loop.run(ctx, SessionName("b"), input=inp, output=DummyOutput(), ui=ui)
+    assert ui.infos[0].startswith("koog · session b (0 messages) · model gpt-4o-mini")
+    before = snapshot(data_dir)
+    ui = Recorder()
+    with create_pipe_input() as inp:
+        inp.send_text("second" + ENTER + CTRL_D)
+        loop.run(make_ctx(), SessionName("b"), input=inp, output=DummyOutput(), ui=ui, save=False)
+    assert "(3 messages)" in ui.infos[0] and "not saved (--no-save)" in ui.infos[0]
+    assert ui.replies == ["echo: second"]
+    assert snapshot(data_dir) == before
