@@ -151,7 +151,7 @@ def hits_table(hits: Sequence[Any]) -> str:
 
 def records_table(records: Sequence[Any]) -> str:
     rows = [
-        (r.id[:12], r.namespace, r.created_at[:19].replace("T", " "), one_line(r.content, 70))
+        (r.id[:12], r.namespace, local_time(r.created_at), one_line(r.content, 70))
         for r in records
     ]
     return table(rows, ("ID", "NAMESPACE", "CREATED", "CONTENT"))
