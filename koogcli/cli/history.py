@@ -10,6 +10,7 @@ import typer
 from koogcli.cli import render
 from koogcli.cli.options import globals_of, session_option
 from koogcli.core.errors import UsageError
+from koogcli.core.messages import local_time
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
@@ -41,7 +42,7 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
             (
                 s.name,
                 "?" if s.problem else str(s.messages),
-                render.local_time(s.updated_at) if s.updated_at else "unreadable",
+                local_time(s.updated_at) if s.updated_at else "unreadable",
                 render.one_line(s.preview, 50),
             )
             for s in sessions

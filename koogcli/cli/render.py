@@ -132,16 +132,6 @@ def _message_block(m: Message, markdown: bool) -> str:
     return f"[{label}] {indented}"
 
 
-def local_time(stamp: str) -> str:
-    """An ISO-8601 UTC time as people read it: local `YYYY-MM-DD HH:MM`."""
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return stamp
-
-
 def one_line(text: str, limit: int = 120) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -21,6 +21,14 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def local_time(stamp: str) -> str:
+    """An ISO-8601 time as people read it: local `YYYY-MM-DD HH:MM` (JSON keeps UTC)."""
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
+
+
 def new_id() -> str:
     return uuid.uuid4().hex
 

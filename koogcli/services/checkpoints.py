@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, StorageError, UsageError
-from koogcli.core.messages import Message, ToolCall, utc_now
+from koogcli.core.messages import Message, ToolCall, local_time, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ToolOutcome
 from koogcli.services.context import AppContext
@@ -143,7 +143,7 @@ def choose(ctx: AppContext, session: SessionName, wanted: str | None, latest: bo
 
 def describe(target: Checkpoint, current: Sequence[Message]) -> str:
     """The change that restoring `target` (with its messages) undoes, for people."""
-    when = _local(target.created_at)
+    when = local_time(target.created_at)
     if target.manual:
         return f"the changes since checkpoint {target.label or target.id} ({when})"
     if target.reason == "turn":
@@ -155,15 +155,6 @@ def describe(target: Checkpoint, current: Sequence[Message]) -> str:
         return f"the rollback of {when}"
     names = {"compress": "compression", "clear": "clear", "import": "import"}
     return f"the {names.get(target.reason, target.reason)} of {when}"
-
-
-def _local(stamp: str) -> str:
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return stamp
 
 
 def rollback(
