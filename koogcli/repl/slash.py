@@ -56,7 +56,15 @@ class Registry:
         command = self.commands.get(name)
         if command is None:
             raise UsageError(f"unknown command /{name}", hint="/help lists the commands")
+        if command.name in WRITES and not getattr(state, "save", True):
+            raise UsageError(
+                f"/{command.name} changes the session; this REPL runs with --no-save",
+                hint="start `koog chat` without --no-save to use it",
+            )
         command.handler(state, args.strip())
 
+
+# Commands that write to the session: refused in a --no-save REPL, which writes nothing.
+WRITES = frozenset({"clear", "compress", "checkpoint", "rollback"})
 
 REGISTRY = Registry()

@@ -353,8 +353,12 @@ def test_banner_names_session_count_and_model_and_no_save_writes_nothing(
     before = snapshot(data_dir)
     ui = Recorder()
     with create_pipe_input() as inp:
-        inp.send_text("second" + ENTER + CTRL_D)
+        inp.send_text("second" + ENTER + "/clear" + ENTER + "/checkpoint x" + ENTER + CTRL_D)
         loop.run(make_ctx(), SessionName("b"), input=inp, output=DummyOutput(), ui=ui, save=False)
     assert "(3 messages)" in ui.infos[0] and "not saved (--no-save)" in ui.infos[0]
     assert ui.replies == ["echo: second"]
+    assert [e.split(";")[0] for e in ui.errors] == [
+        "/clear changes the session",
+        "/checkpoint changes the session",
+    ]
     assert snapshot(data_dir) == before
