@@ -139,7 +139,7 @@ def show(
         on_tool_result=lambda call, outcome: render.note(render.tool_result_line(outcome)),
         on_note=render.note,
         on_warning=render.warning,
-        approve=render.tool_approver(),
+        approve=render.tool_approver(writer=writer),
     )
     try:
         result = run(events)

@@ -176,6 +176,7 @@ class ReplyWriter:
         self._parts: list[str] = []
         self._live: Any = None
         self.closed = False
+        self._paused = False
 
     def _write(self, text: str) -> None:
         if self.closed:
@@ -206,9 +207,21 @@ class ReplyWriter:
             self._live.start()
         self._live.update(Markdown("".join(self._parts)))
 
+    def pause(self) -> None:
+        """A question is about to be asked on the terminal: leave what was shown in place
+        and stop the live region; later text starts a new one."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        elif self._parts and is_tty(self.stream):
+            self._write("\n")
+        if self._parts:
+            self._parts = []
+            self._paused = True
+
     def finish(self, text: str | None = None) -> None:
         """End the reply; `text` covers non-streamed replies that had no deltas."""
-        if text and not self._parts:
+        if text and not self._parts and not self._paused:
             self.delta(text)
         if self._live is not None:
             self._live.stop()
@@ -258,11 +271,18 @@ def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -
             return answer
 
 
-def tool_approver(undo: bool = False) -> Any:
-    """An approval callback when stdin is a terminal; None elsewhere (calls are refused)."""
+def tool_approver(undo: bool = False, writer: ReplyWriter | None = None) -> Any:
+    """An approval callback when stdin is a terminal; None elsewhere (calls are refused).
+    A reply being shown is paused first, so the question is not drawn inside it."""
     if not is_tty(sys.stdin):
         return None
-    return lambda call: ask_tool(call, undo=undo)
+
+    def approve(call: ToolCall) -> str:
+        if writer is not None:
+            writer.pause()
+        return ask_tool(call, undo=undo)
+
+    return approve
 
 
 class ProgressBar:

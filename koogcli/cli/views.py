@@ -152,7 +152,6 @@ def hits_table(hits: Sequence[Any]) -> str:
 
 def records_table(records: Sequence[Any]) -> str:
     rows = [
-        (r.id[:12], r.namespace, local_time(r.created_at), one_line(r.content, 70))
-        for r in records
+        (r.id[:12], r.namespace, local_time(r.created_at), one_line(r.content, 70)) for r in records
     ]
     return table(rows, ("ID", "NAMESPACE", "CREATED", "CONTENT"))

@@ -39,6 +39,8 @@ class ReplyDisplay(Protocol):
 
     def abort(self) -> None: ...
 
+    def pause(self) -> None: ...
+
 
 class ReplUI:
     """Where the REPL shows things; tests substitute a recording subclass."""
@@ -151,6 +153,11 @@ def _approve(prompt: PromptSession[str], call: ToolCall, undo: bool = False) -> 
             return choice
 
 
+def _paused(display: ReplyDisplay, ask: Callable[[ToolCall], str], call: ToolCall) -> str:
+    display.pause()  # the question is asked below the reply, not inside its live region
+    return ask(call)
+
+
 def _offer_resume(state: ReplState) -> None:
     from koogcli.services import turn
 
@@ -190,7 +197,7 @@ def show_turn(state: ReplState, run: Callable[[TurnEvents], TurnResult | None]) 
         on_tool_result=lambda call, outcome: state.ui.info(render.tool_result_line(outcome)),
         on_note=state.ui.info,
         on_warning=state.ui.warning,
-        approve=state.approve,  # type: ignore[arg-type]
+        approve=lambda call: _paused(display, state.approve, call),  # type: ignore[arg-type,return-value]
     )
     try:
         result = run(events)

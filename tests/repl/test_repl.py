@@ -42,6 +42,9 @@ class Recorder(loop.ReplUI):
             def abort(self) -> None:
                 ui.infos.append("aborted")
 
+            def pause(self) -> None:
+                ui.infos.append("paused")
+
         return Display()
 
     def show(self, text: str) -> None:
