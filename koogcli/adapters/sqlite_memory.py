@@ -397,6 +397,25 @@ class SqliteMemoryStore:
         return None if row is None else int(row[0]) // array("f").itemsize
 
     @_sqlite_errors
+    def ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        db = self._read()
+        if db is None:
+            return []
+        rows = db.execute(
+            "SELECT id FROM records WHERE substr(id, 1, ?) = ? ORDER BY seq LIMIT ?",
+            (len(prefix), prefix, limit),
+        )
+        return [r[0] for r in rows]
+
+    @_sqlite_errors
+    def get(self, record_id: str) -> MemoryRecord | None:
+        db = self._read()
+        if db is None:
+            return None
+        row = db.execute(f"SELECT {_COLUMNS} FROM records WHERE id = ?", (record_id,)).fetchone()
+        return None if row is None else _record(row)
+
+    @_sqlite_errors
     def namespaces(self) -> list[str]:
         db = self._read()
         if db is None:

@@ -7,6 +7,7 @@ import typer
 from koogcli.cli import render, views
 from koogcli.cli.options import complete_namespaces, globals_of, session_option
 from koogcli.core.errors import UsageError
+from koogcli.core.messages import local_time
 
 app = typer.Typer(
     help="Long-term memory: records searchable across sessions.", no_args_is_help=True
@@ -21,6 +22,7 @@ NAMESPACE = typer.Option(
     autocompletion=complete_namespaces,
 )
 JSON = typer.Option(False, "--json", help="Print JSON.")
+ALL_NAMESPACES = typer.Option(False, "--all-namespaces", help="Every namespace.")
 
 
 def _meta(pairs: list[str]) -> dict[str, object]:
@@ -63,15 +65,22 @@ def search(
         0.0, "--threshold", min=0.0, max=1.0, metavar="T", help="Minimum score."
     ),
     mode: str = typer.Option("similarity", "--mode", metavar="MODE", help="similarity or keyword."),
+    all_namespaces: bool = ALL_NAMESPACES,
     as_json: bool = JSON,
 ) -> None:
     """Search memory records.
 
-    Word overlap (or embeddings) by default, substring with --mode keyword.
+    Word overlap (or embeddings) by default, substring with --mode keyword; in the retrieval
+    namespace unless --namespace or --all-namespaces.
     """
     from koogcli.services import memory
 
-    hits = memory.search(globals_of(ctx).build(), query, namespace, top_k, threshold, mode)
+    app_ctx = globals_of(ctx).build()
+    if all_namespaces:
+        hits = memory.search_everywhere(app_ctx, query, top_k, threshold, mode)
+    else:
+        where = namespace or memory.default_namespace(app_ctx)
+        hits = memory.search(app_ctx, query, where, top_k, threshold, mode)
     if as_json:
         render.json_out([views.record_dict(h.record, h) for h in hits])
     elif hits:
@@ -81,17 +90,41 @@ def search(
 
 
 @app.command("list")
-def list_(ctx: typer.Context, namespace: str | None = NAMESPACE, as_json: bool = JSON) -> None:
-    """List records, oldest first (every namespace unless --namespace)."""
+def list_(
+    ctx: typer.Context,
+    namespace: str | None = NAMESPACE,
+    all_namespaces: bool = ALL_NAMESPACES,
+    as_json: bool = JSON,
+) -> None:
+    """List records, oldest first, in the retrieval namespace (or --all-namespaces)."""
     from koogcli.services import memory
 
-    records = memory.list_(globals_of(ctx).build(), namespace)
+    records = memory.list_(globals_of(ctx).build(), namespace, all_namespaces)
     if as_json:
         render.json_out([views.record_dict(r) for r in records])
     elif records:
         render.out(views.records_table(records))
     else:
         render.note("no memory records")
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    record_id: str = typer.Argument(..., metavar="ID", help="An id, or 6+ characters of one."),
+    as_json: bool = JSON,
+) -> None:
+    """Show one record with its metadata."""
+    from koogcli.services import memory
+
+    record = memory.show(globals_of(ctx).build(), record_id)
+    if as_json:
+        render.json_out(views.record_dict(record))
+        return
+    render.out(f"{record.id}  {record.namespace}  {local_time(record.created_at)}")
+    for key, value in record.metadata.items():
+        render.out(f"  {key} = {value}")
+    render.out("\n" + record.content)
 
 
 @app.command()

@@ -146,8 +146,11 @@ def record_dict(record: Any, hit: Any = None) -> dict[str, Any]:
 
 
 def hits_table(hits: Sequence[Any]) -> str:
-    rows = [(f"{h.score:.3f}", h.record.id[:12], one_line(h.record.content, 90)) for h in hits]
-    return table(rows, ("SCORE", "ID", "CONTENT"))
+    rows = [
+        (f"{h.score:.3f}", h.record.id[:12], h.record.namespace, one_line(h.record.content, 80))
+        for h in hits
+    ]
+    return table(rows, ("SCORE", "ID", "NAMESPACE", "CONTENT"))
 
 
 def records_table(records: Sequence[Any]) -> str:

@@ -93,12 +93,61 @@ def search(
     return ctx.memory_store.search_vectors(vector, ns, model, top_k, threshold)
 
 
-def list_(ctx: AppContext, namespace: str | None = None) -> list[MemoryRecord]:
-    return ctx.memory_store.records(namespace_of(namespace) if namespace is not None else None)
+def search_everywhere(
+    ctx: AppContext, query: str, top_k: int = 10, threshold: float = 0.0, mode: str = "similarity"
+) -> list[SearchHit]:
+    """`--all-namespaces`: the best hits of every namespace, best first."""
+    hits = [
+        hit
+        for ns in ctx.memory_store.namespaces()
+        for hit in search(ctx, query, ns, top_k, threshold, mode)
+    ]
+    return sorted(hits, key=lambda h: -h.score)[:top_k]
+
+
+def default_namespace(ctx: AppContext) -> str:
+    """`memory search` and `memory list` look where retrieval looks, unless told otherwise."""
+    return ctx.settings.long_term_memory.retrieval.namespace
+
+
+def list_(
+    ctx: AppContext, namespace: str | None = None, all_namespaces: bool = False
+) -> list[MemoryRecord]:
+    if all_namespaces:
+        return ctx.memory_store.records(None)
+    return ctx.memory_store.records(namespace_of(namespace, default_namespace(ctx)))
+
+
+MIN_ID_PREFIX = 6
+
+
+def resolve_id(ctx: AppContext, wanted: str) -> str:
+    """A record id from any unique prefix of 6 or more characters (what `list` shows)."""
+    if len(wanted) < MIN_ID_PREFIX:
+        raise UsageError(
+            f"record id {wanted!r} is too short",
+            hint=f"give at least {MIN_ID_PREFIX} characters of an id from `koog memory list`",
+        )
+    found = ctx.memory_store.ids_starting(wanted)
+    if not found:
+        raise UsageError(f"no memory record {wanted!r}", hint="`koog memory list` shows the ids")
+    if len(found) > 1 and wanted not in found:
+        raise UsageError(
+            f"record id {wanted!r} is ambiguous: {', '.join(found[:5])}",
+            hint="give more characters",
+        )
+    return wanted if wanted in found else found[0]
+
+
+def show(ctx: AppContext, wanted: str) -> MemoryRecord:
+    record = ctx.memory_store.get(resolve_id(ctx, wanted))
+    if record is None:
+        raise UsageError(f"no memory record {wanted!r}")
+    return record
 
 
 def delete(ctx: AppContext, record_id: str) -> None:
-    if not ctx.memory_store.delete(record_id):
+    if not ctx.memory_store.delete(resolve_id(ctx, record_id)):
         raise UsageError(f"no memory record {record_id!r}", hint="`koog memory list` shows the ids")
 
 

@@ -52,6 +52,7 @@ def test_documented_shapes_match_real_output(
     point = out("checkpoint", "create", "-s", "j", "--json")
     out("chat", "-s", "j", "more", "--json")
     server.enqueue({"content": "a summary"})
+    added = out("memory", "add", "blue doors", "--json")
     real = {
         "chat --json": made,
         "models --json": out("models", "--json"),
@@ -64,7 +65,8 @@ def test_documented_shapes_match_real_output(
         "checkpoint show --json": out("checkpoint", "show", point["id"], "--json"),
         "compress --json": out("compress", "-s", "j", "--json"),
         "rollback --json": out("rollback", "-s", "j", point["id"], "--yes", "--json"),
-        "memory add --json": out("memory", "add", "blue doors", "--json"),
+        "memory add --json": added,
+        "memory show --json": out("memory", "show", added["id"][:8], "--json"),
         "memory search --json": out("memory", "search", "blue", "--json"),
         "memory list --json": out("memory", "list", "--json"),
         "memory ingest --json": out("memory", "ingest", "-s", "j", "--json"),

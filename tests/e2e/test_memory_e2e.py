@@ -62,7 +62,7 @@ def test_keyword_and_similarity_search(run_koog: Run) -> None:
     )
     assert search(run_koog, "programming", "--namespace", "nowhere") == []
     table = run_koog("memory", "search", "kotlin", "--namespace", "langs").stdout
-    assert table.splitlines()[0].split() == ["SCORE", "ID", "CONTENT"]
+    assert table.splitlines()[0].split() == ["SCORE", "ID", "NAMESPACE", "CONTENT"]
 
 
 @pytest.mark.parametrize("augmenter, role", [("system", "system"), ("user", "user")])

@@ -265,8 +265,23 @@ def test_bad_input(make_ctx: Callable[..., Any]) -> None:
     with pytest.raises(UsageError, match="unknown search mode"):
         memory.search(ctx, "x", mode="fuzzy")
     with pytest.raises(UsageError, match="no memory record"):
+        memory.delete(ctx, "nope-nope")
+    with pytest.raises(UsageError, match="too short"):
         memory.delete(ctx, "nope")
     assert memory.search(ctx, "x", "unknown-namespace") == []
+
+
+def test_ids_by_prefix_and_the_namespace_rule(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    first = memory.add(ctx, "deploys are blue-green")
+    other = memory.add(ctx, "deploys happen on fridays", "ops")
+    assert memory.show(ctx, first.id[:12]).content == "deploys are blue-green"
+    assert [r.id for r in memory.list_(ctx)] == [first.id]  # the retrieval namespace
+    assert {r.id for r in memory.list_(ctx, all_namespaces=True)} == {first.id, other.id}
+    everywhere = memory.search_everywhere(ctx, "deploys")
+    assert {h.record.namespace for h in everywhere} == {"default", "ops"}
+    memory.delete(ctx, other.id[:6])
+    assert memory.list_(ctx, "ops") == []
 
 
 def test_retrieve_and_ingest_are_checkpointed_steps(
