@@ -306,15 +306,13 @@ def _compensate(
     approve: Approve | None,
 ) -> ToolOutcome:
     """One compensation: asked for when its tool asks, journalled before and after it runs."""
-    key = (session.value, call.name)
-    if ctx.toolbox.asks(call.name) and key not in ctx.approved_tools:
-        answer = approve(call) if approve else None
-        if answer == "a":
-            ctx.approved_tools.add(key)
-        elif answer != "y":
-            _journal(ctx, session, [call], "refused", point)
-            why = "declined" if approve else "could not be asked (no terminal)"
-            return ToolOutcome(f"not run: the user {why}", True)
+    from koogcli.services import approval
+
+    verdict = approval.decide(ctx, session, call, approve)
+    if verdict != "run":
+        _journal(ctx, session, [call], "refused", point)
+        why = "declined" if verdict == "declined" else "could not be asked (no terminal)"
+        return ToolOutcome(f"not run: the user {why}", True)
 
     def started() -> None:  # from here on it never runs again: at most once
         _journal(ctx, session, [call], "running", point, durable=False)

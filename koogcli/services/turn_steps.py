@@ -303,21 +303,17 @@ def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
 
 def _approved(turn: TurnState, call: ToolCall) -> ToolOutcome | None:
     """None when the call may run; else the refusal the model is told."""
-    ctx = turn.ctx
-    key = (turn.session.value, call.name)
-    if not ctx.toolbox.asks(call.name) or key in ctx.approved_tools:
+    from koogcli.services import approval
+
+    verdict = approval.decide(turn.ctx, turn.session, call, turn.events.approve)
+    if verdict == "run":
         return None
-    if turn.events.approve is None:
+    if verdict == "no terminal":
         return ToolOutcome(
             f"Error: calls of {call.name} need the user's approval and there is no terminal "
             "to ask on; the call was not made.",
             True,
         )
-    answer = turn.events.approve(call)
-    if answer == "a":
-        ctx.approved_tools.add(key)
-    if answer in ("y", "a"):
-        return None
     return ToolOutcome(f"Error: the user declined this call of {call.name}; it was not made.", True)
 
 

@@ -31,6 +31,7 @@ def create_user(name: str) -> str:
     return f"created {name}"
 def remove_user(name: str) -> str:
     _log("remove_user", name)
+    time.sleep(float(os.environ.get("UNDO_SLEEP", "0")))
     return f"removed {name}"
 def a(x: str) -> str:
     """Step a."""

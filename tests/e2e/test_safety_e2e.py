@@ -17,25 +17,18 @@ from typing import Any
 import pytest
 
 from tests.conftest import KOOG_BIN, snapshot, spawn_koog
+from tests.e2e.test_persistence_e2e import TOOLS as PERSISTENCE_TOOLS
 from tests.e2e.test_persistence_e2e import call
+from tests.e2e.test_persistence_e2e import tool_log as log_of
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
-TOOLS = '''
-import json, os, sys, time
-def _log(*entry):  # the log is looked up per call: in-process resumes reuse this module
-    with open(os.environ["TOOL_LOG"], "a") as f:
-        f.write(json.dumps(list(entry)) + "\\n")
-def create_user(name: str) -> str:
-    """Create a user account."""
-    _log("create_user", name)
-    return f"created {name}"
-def remove_user(name: str) -> str:
-    _log("remove_user", name)
-    time.sleep(float(os.environ.get("UNDO_SLEEP", "0")))
-    return f"removed {name}"
+TOOLS = (
+    PERSISTENCE_TOOLS
+    + '''
+import sys
 def step(x: str) -> str:
     """One step of work."""
     _log("step", x)
@@ -51,6 +44,7 @@ def huge(x: str) -> str:
     """A very large result."""
     return "x" * 10_000_000
 '''
+)
 
 
 @pytest.fixture
@@ -67,9 +61,15 @@ def tool_env(tmp_path: Path) -> dict[str, str]:
     return {"KOOG_CONFIG": str(config), "TOOL_LOG": str(tmp_path / "tools.log")}
 
 
-def log_of(env: dict[str, str]) -> list[list[str]]:
-    path = Path(env["TOOL_LOG"])
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> None:
+    """SIGKILL the process as soon as `ready()` holds (polled every millisecond)."""
+    deadline = time.monotonic() + 20
+    while proc.poll() is None and time.monotonic() < deadline:
+        if ready():
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.001)
+    proc.wait(timeout=10)
 
 
 def test_killed_rollbacks_lose_no_compensation(
@@ -108,14 +108,10 @@ def test_killed_rollbacks_lose_no_compensation(
         # compensation is inside its tool, after its effect and before it is marked done.
         wanted = i % 11
         proc = spawn_koog("rollback", "-s", "rb", target, "--yes", env=env)
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            seen = len(log_of(tool_env)) if wanted else journal.exists()
-            if seen >= wanted if wanted else seen:
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.001)
-        proc.wait(timeout=10)
+        kill_when(
+            proc,
+            (lambda n=wanted: len(log_of(tool_env)) >= n) if wanted else journal.exists,
+        )
         ctx = context.build(env={**env, "KOOG_DATA_DIR": str(data_dir)})
         finished = checkpoints.finish_compensations(ctx, SessionName("rb"))  # the one rerun
         reruns += bool(finished)
@@ -178,13 +174,12 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
         wanted = rng.randint(1, 3)  # kill once this many tool results are visible
         Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
         proc = spawn_koog("chat", "-s", session, "go", env=env)
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            if transcript.exists() and transcript.read_bytes().count(b'"role": "tool"') >= wanted:
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.001)
-        proc.wait(timeout=10)
+        kill_when(
+            proc,
+            lambda path=transcript, n=wanted: (
+                path.exists() and path.read_bytes().count(b'"role": "tool"') >= n
+            ),
+        )
         ctx = context.build(env=env)
         if turn.interrupted(ctx, SessionName(session)) is not None:
             result = turn.resume_turn(ctx, SessionName(session))
