@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 def chat(
     ctx: typer.Context,
     prompt: list[str] | None = typer.Argument(
-        None, metavar="[PROMPT]...", help="The message (words are joined with spaces)."
+        None,
+        metavar="PROMPT",
+        help="The message (words are joined with spaces).",
+        show_default=False,
     ),
     session: str | None = session_option("Session to use (default: a new one)."),
     continue_: bool = typer.Option(
