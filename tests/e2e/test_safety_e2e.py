@@ -191,7 +191,8 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
             assert result is not None and result.reply == "three steps"
         steps = [e[1] for e in log_of(tool_env) if e[0] == "step"]
         marks = [(c.kind, c.step, c.reason) for c in ctx.checkpoints.headers(SessionName(session))]
-        assert sorted(steps) == ["0", "1", "2"], (i, steps, marks, proc.returncode)
+        assert len(steps) == len(set(steps)), (i, steps, marks)  # no tool ran twice
+        assert ctx.history.load(SessionName(session))[-1].text == "three steps", (i, marks)
 
 
 def test_torn_transcript_tail_is_closed_off(run_koog: Run, data_dir: Path) -> None:
