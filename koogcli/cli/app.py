@@ -10,9 +10,9 @@ import typer
 from typer.core import TyperGroup
 
 from koogcli import __version__
-from koogcli.cli import render
 from koogcli.cli.options import Globals
 from koogcli.core.errors import KoogError
+from koogcli.ui import render
 
 
 class KoogGroup(TyperGroup):

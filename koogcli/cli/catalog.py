@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli import render
 from koogcli.cli.options import globals_of
+from koogcli.ui import render
 
 JSON = typer.Option(False, "--json", help="Print JSON.")
 

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from koogcli.cli import render
 from koogcli.cli.options import complete_roles, globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
+from koogcli.ui import render
 
 if TYPE_CHECKING:
     from koogcli.services.context import AppContext

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli import render, views
+from koogcli.cli.confirm import confirm_destructive
 from koogcli.cli.options import complete_checkpoints, globals_of, session_option
 from koogcli.core.errors import CompensationError
+from koogcli.ui import render, views
 
 app = typer.Typer(help="Restore points and step checkpoints of a session.", no_args_is_help=True)
 
@@ -84,7 +85,7 @@ def delete(
 
     app_ctx = globals_of(ctx).build()
     target = checkpoints.find(app_ctx, checkpoint_id, app_ctx.session(session) if session else None)
-    render.confirm_destructive(f"delete checkpoint {target.id} of session {target.session!r}", yes)
+    confirm_destructive(f"delete checkpoint {target.id} of session {target.session!r}", yes)
     checkpoints.delete(app_ctx, target.id, app_ctx.session(target.session))
     render.note(f"deleted checkpoint {target.id}")
 
@@ -122,7 +123,7 @@ def rollback(
         render.note(line)
     target = checkpoints.choose(app_ctx, name, checkpoint_id, latest)
     undoing = checkpoints.preview(app_ctx, name, target, force)
-    render.confirm_destructive(
+    confirm_destructive(
         f"roll session {name.value!r} back to checkpoint {target.id}, undoing {undoing}", yes
     )
     result = checkpoints.rollback(

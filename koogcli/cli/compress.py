@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli import render, views
 from koogcli.cli.options import complete_strategies, globals_of, session_option
+from koogcli.ui import render, views
 
 
 def compress(

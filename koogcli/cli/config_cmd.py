@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from koogcli.cli import render
 from koogcli.cli.options import globals_of
+from koogcli.ui import render
 
 app = typer.Typer(help="Find, show, create and check the configuration.", no_args_is_help=True)
 

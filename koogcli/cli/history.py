@@ -7,10 +7,11 @@ from pathlib import Path
 
 import typer
 
-from koogcli.cli import render
+from koogcli.cli.confirm import confirm_destructive
 from koogcli.cli.options import globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import local_time
+from koogcli.ui import render
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
@@ -90,7 +91,7 @@ def clear(ctx: typer.Context, session: str | None = SESSION, yes: bool = YES) ->
 
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
-    render.confirm_destructive(f"clear the history of session {name.value!r}", yes)
+    confirm_destructive(f"clear the history of session {name.value!r}", yes)
     count = history.clear(app_ctx, name)
     render.note(f"cleared {count} messages from {name.value}")
 
@@ -121,7 +122,7 @@ def delete(
     for name in chosen:
         app_ctx.require_session(name)
     listed = ", ".join(repr(n.value) for n in chosen)
-    render.confirm_destructive(f"delete session(s) {listed} with their transcripts", yes)
+    confirm_destructive(f"delete session(s) {listed} with their transcripts", yes)
     for name in chosen:
         history.delete(app_ctx, name)
         render.note(f"deleted session {name.value}")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli import render, views
+from koogcli.cli.confirm import confirm_destructive
 from koogcli.cli.options import complete_namespaces, globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import local_time
+from koogcli.ui import render, views
 
 app = typer.Typer(
     help="Long-term memory: records searchable across sessions.", no_args_is_help=True
@@ -136,7 +137,7 @@ def delete(
     """Forget one record."""
     from koogcli.services import memory
 
-    render.confirm_destructive(f"delete memory record {record_id}", yes)
+    confirm_destructive(f"delete memory record {record_id}", yes)
     memory.delete(globals_of(ctx).build(), record_id)
     render.note(f"deleted {record_id}")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koogcli.cli import views
 from koogcli.repl.slash import REGISTRY
+from koogcli.ui import views
 
 if TYPE_CHECKING:
-    from koogcli.repl.loop import ReplState
+    from koogcli.repl.state import ReplState
 
 
 @REGISTRY.add("checkpoint", "/checkpoint [LABEL]", "take a restore point of this session now")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koogcli.cli import render
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
 from koogcli.repl.slash import REGISTRY
+from koogcli.ui import render
 
 if TYPE_CHECKING:
-    from koogcli.repl.loop import ReplState
+    from koogcli.repl.state import ReplState
 
 
 @REGISTRY.add("help", "/help", "list the commands")

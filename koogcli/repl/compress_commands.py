@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koogcli.cli import render, views
 from koogcli.repl.slash import REGISTRY
+from koogcli.ui import render, views
 
 if TYPE_CHECKING:
-    from koogcli.repl.loop import ReplState
+    from koogcli.repl.state import ReplState
 
 
 @REGISTRY.add(

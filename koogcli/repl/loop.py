@@ -7,14 +7,11 @@ command is reported and the loop goes on.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
 
-from koogcli.cli import render
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.names import SessionName
 from koogcli.repl import (  # noqa: F401  (register slash commands)
@@ -25,58 +22,13 @@ from koogcli.repl import (  # noqa: F401  (register slash commands)
 )
 from koogcli.repl import prompt as prompt_builder
 from koogcli.repl.slash import REGISTRY
+from koogcli.repl.state import ReplState, ReplUI, ReplyDisplay
 from koogcli.services.context import AppContext
+from koogcli.ui import render
 
 if TYPE_CHECKING:
     from koogcli.core.messages import ToolCall
     from koogcli.services.turn import TurnEvents, TurnResult
-
-
-class ReplyDisplay(Protocol):
-    def delta(self, text: str) -> None: ...
-
-    def finish(self, text: str | None = None) -> None: ...
-
-    def abort(self) -> None: ...
-
-    def pause(self) -> None: ...
-
-
-class ReplUI:
-    """Where the REPL shows things; tests substitute a recording subclass."""
-
-    def __init__(self, stdout: TextIO | None = None, markdown: bool = True) -> None:
-        self.stdout = stdout or sys.stdout
-        self.markdown = markdown
-
-    def reply(self) -> ReplyDisplay:
-        return render.ReplyWriter(self.stdout, markdown=self.markdown)
-
-    def show(self, text: str) -> None:
-        render.out(text, self.stdout)
-
-    def info(self, text: str) -> None:
-        render.note(text)
-
-    def warning(self, text: str) -> None:
-        render.warning(text)
-
-    def error(self, err: KoogError) -> None:
-        render.error(err)
-
-
-@dataclass
-class ReplState:
-    ctx: AppContext
-    session: SessionName
-    ui: ReplUI
-    model: str | None = None
-    running: bool = True
-    ask: Callable[[str], bool] = lambda question: False
-    # y / n / a for a tool call that needs approval; "n" when there is nobody to ask.
-    approve: Callable[[ToolCall], str] = lambda call: "n"
-    approve_undo: Callable[[ToolCall], str] = lambda call: "n"
-    save: bool = True
 
 
 def run(

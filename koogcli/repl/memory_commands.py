@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from koogcli.cli import views
 from koogcli.core.errors import UsageError
 from koogcli.repl.slash import REGISTRY
+from koogcli.ui import views
 
 if TYPE_CHECKING:
-    from koogcli.repl.loop import ReplState
+    from koogcli.repl.state import ReplState
 
 
 @REGISTRY.add("memory", "/memory QUERY", "search long-term memory")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from koogcli.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from koogcli.repl.loop import ReplState
+    from koogcli.repl.state import ReplState
 
 
 Handler = Callable[["ReplState", str], None]

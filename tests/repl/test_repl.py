@@ -11,14 +11,14 @@ from prompt_toolkit.output import DummyOutput
 
 from koogcli.core.errors import KoogError
 from koogcli.core.names import SessionName
-from koogcli.repl import loop
+from koogcli.repl import loop, state
 from koogcli.repl.keys import should_submit
 from tests.fakes.chat_model import FakeChatModel, ProcessDeath, mortal
 
 ENTER, ESC_ENTER, CTRL_C, CTRL_D = "\r", "\x1b\r", "\x03", "\x04"
 
 
-class Recorder(loop.ReplUI):
+class Recorder(state.ReplUI):
     def __init__(self) -> None:
         super().__init__(markdown=False)
         self.replies: list[str] = []
@@ -26,7 +26,7 @@ class Recorder(loop.ReplUI):
         self.infos: list[str] = []
         self.errors: list[str] = []
 
-    def reply(self) -> loop.ReplyDisplay:
+    def reply(self) -> state.ReplyDisplay:
         ui = self
 
         class Display:

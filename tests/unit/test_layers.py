@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "koogcli"
 
 THIRD_PARTY_HOMES = {
     "typer": ("cli",),
-    "rich": ("cli",),
+    "rich": ("ui",),
     "prompt_toolkit": ("repl",),
     "openai": ("adapters/openai_model.py",),
     "platformdirs": ("adapters/paths.py",),
@@ -25,8 +25,9 @@ ALLOWED_INTERNAL = {
     "config": {"config", "core"},
     "adapters": {"adapters", "core"},
     "services": {"services", "core", "config"},
-    "cli": {"cli", "services", "core", "repl"},
-    "repl": {"repl", "cli", "services", "core"},
+    "ui": {"ui", "core"},
+    "cli": {"cli", "ui", "services", "core", "repl"},
+    "repl": {"repl", "ui", "services", "core"},
 }
 
 

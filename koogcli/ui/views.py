@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from koogcli.cli.render import one_line, table
 from koogcli.core.messages import local_time
+from koogcli.ui.render import one_line, table
 
 
 def checkpoint_rows(checkpoints: Sequence[Any]) -> str:

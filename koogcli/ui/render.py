@@ -237,20 +237,6 @@ class ReplyWriter:
             self._write("\n")
 
 
-def confirm_destructive(question: str, yes: bool) -> None:
-    """Ask on a terminal; elsewhere demand --yes (SPEC §2: exit 2, nothing changed)."""
-    from koogcli.core.errors import UsageError
-
-    if yes:
-        return
-    if not is_tty(sys.stdin):
-        raise UsageError(f"refusing to {question} without confirmation", hint="pass --yes")
-    import typer
-
-    if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
-        raise UsageError("cancelled; nothing changed")
-
-
 def approval_question(call: ToolCall, undo: bool = False) -> str:
     """A turn's call is already on screen; a compensation is shown whole."""
     what = f"undo {call.name}({one_line(call.arguments, 100)})" if undo else f"run {call.name}"

@@ -1,0 +1,65 @@
+"""What the REPL loop and its slash commands share: the session in use, the model chosen,
+and where things are shown. Its own module so the commands and the loop need not import
+each other."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from koogcli.core.errors import KoogError
+from koogcli.core.names import SessionName
+from koogcli.services.context import AppContext
+from koogcli.ui import render
+
+if TYPE_CHECKING:
+    from koogcli.core.messages import ToolCall
+
+
+class ReplyDisplay(Protocol):
+    def delta(self, text: str) -> None: ...
+
+    def finish(self, text: str | None = None) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+
+class ReplUI:
+    """Where the REPL shows things; tests substitute a recording subclass."""
+
+    def __init__(self, stdout: TextIO | None = None, markdown: bool = True) -> None:
+        self.stdout = stdout or sys.stdout
+        self.markdown = markdown
+
+    def reply(self) -> ReplyDisplay:
+        return render.ReplyWriter(self.stdout, markdown=self.markdown)
+
+    def show(self, text: str) -> None:
+        render.out(text, self.stdout)
+
+    def info(self, text: str) -> None:
+        render.note(text)
+
+    def warning(self, text: str) -> None:
+        render.warning(text)
+
+    def error(self, err: KoogError) -> None:
+        render.error(err)
+
+
+@dataclass
+class ReplState:
+    ctx: AppContext
+    session: SessionName
+    ui: ReplUI
+    model: str | None = None
+    running: bool = True
+    ask: Callable[[str], bool] = lambda question: False
+    # y / n / a for a tool call that needs approval; "n" when there is nobody to ask.
+    approve: Callable[[ToolCall], str] = lambda call: "n"
+    approve_undo: Callable[[ToolCall], str] = lambda call: "n"
+    save: bool = True

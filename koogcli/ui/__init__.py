@@ -1,0 +1,1 @@
+"""Terminal output shared by the command line and the REPL: text, JSON, Markdown, views."""
