@@ -141,14 +141,11 @@ def _turn(state: ReplState, text: str) -> None:
 def show_turn(state: ReplState, run: Callable[[TurnEvents], TurnResult | None]) -> None:
     """Stream the reply; tool calls and results as one dim line each."""
     from koogcli.services.turn import TurnEvents
+    from koogcli.ui.reply import turn_handlers
 
     display = state.ui.reply()
     events = TurnEvents(
-        on_delta=display.delta,
-        on_tool_call=lambda call: state.ui.info(render.tool_call_line(call)),
-        on_tool_result=lambda call, outcome: state.ui.info(render.tool_result_line(outcome)),
-        on_note=state.ui.info,
-        on_warning=state.ui.warning,
+        **turn_handlers(display, state.ui.info, state.ui.warning),
         approve=lambda call: _paused(display, state.approve, call),  # type: ignore[arg-type,return-value]
     )
     try:

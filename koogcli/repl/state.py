@@ -27,6 +27,8 @@ class ReplyDisplay(Protocol):
 
     def pause(self) -> None: ...
 
+    def waiting(self, label: str = "waiting") -> None: ...
+
 
 class ReplUI:
     """Where the REPL shows things; tests substitute a recording subclass."""
@@ -36,7 +38,9 @@ class ReplUI:
         self.markdown = markdown
 
     def reply(self) -> ReplyDisplay:
-        return render.ReplyWriter(self.stdout, markdown=self.markdown)
+        from koogcli.ui.reply import ReplyWriter
+
+        return ReplyWriter(self.stdout, markdown=self.markdown)
 
     def show(self, text: str) -> None:
         render.out(text, self.stdout)

@@ -54,6 +54,8 @@ Approval = Literal["y", "n", "a"]
 @dataclass
 class TurnEvents:
     on_delta: Callable[[str], None] | None = None
+    # A model request went out, or a tool started: nothing to show until the next event.
+    on_waiting: Callable[[str], None] | None = None
     on_tool_call: Callable[[ToolCall], None] | None = None
     on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
     on_note: Callable[[str], None] | None = None
@@ -148,6 +150,11 @@ class TurnState:
 
 
 def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
+    with interrupts.watched():
+        return _drive(turn, resumed_after)
+
+
+def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
     try:
         while True:
             last = turn.new[-1]
@@ -161,9 +168,10 @@ def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
         if not turn.save:
             history = turn.ctx.memory.preview(turn.live, turn.loaded, turn.new)
             return result(turn, turn.loaded.revision, len(history), resumed_after)
-        with interrupts.deferred() as held:
+        with interrupts.deferred(check_first=True) as held:
             committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
     except KeyboardInterrupt:
+        interrupts.handled()
         fail(turn, "cancelled")
         raise TurnCancelledError("turn cancelled; the session history is unchanged") from None
     except Exception:
@@ -196,10 +204,9 @@ def fail(turn: TurnState, reason: str) -> None:
     problems must not hide the failure being reported."""
     if not turn.save:
         return
-    with contextlib.suppress(KoogError):
+    with interrupts.deferred(), contextlib.suppress(KoogError):  # never half-closed
         tombstone(turn, reason)
-    if turn.restore_id and turn.ctx.settings.persistence.enabled:
-        with contextlib.suppress(KoogError):
+        if turn.restore_id and turn.ctx.settings.persistence.enabled:
             turn.ctx.checkpoints.delete(turn.session, turn.restore_id)
 
 
@@ -249,12 +256,16 @@ def _model_step(turn: TurnState) -> None:
     produced: list[str] = []
 
     def collect(delta: str) -> None:
+        interrupts.check()
         produced.append(delta)
         if turn.events.on_delta:
             turn.events.on_delta(delta)
 
+    if turn.events.on_waiting:
+        turn.events.on_waiting(f"waiting for {turn.model}")
     try:
         completion = ctx.model().complete(request, collect)
+        interrupts.check()
     except KeyboardInterrupt:
         partial = Message(role="assistant", content="".join(produced), meta={"cancelled": True})
         if turn.save:
@@ -318,9 +329,14 @@ def _approved(turn: TurnState, call: ToolCall) -> ToolOutcome | None:
 
 
 def _tool_step(turn: TurnState, call: ToolCall) -> None:
+    interrupts.check()
     if turn.events.on_tool_call:
         turn.events.on_tool_call(call)
-    outcome = _approved(turn, call) or turn.ctx.toolbox.call(call.name, call.arguments)
+    outcome = _approved(turn, call)
+    if outcome is None:
+        if turn.events.on_waiting:
+            turn.events.on_waiting(f"running {call.name}")
+        outcome = turn.ctx.toolbox.call(call.name, call.arguments)
     if turn.events.on_tool_result:
         turn.events.on_tool_result(call, outcome)
     message = tool_result(call.id, call.name, outcome.text)

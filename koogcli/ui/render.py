@@ -165,78 +165,6 @@ def silence_stdout() -> None:
         os.close(devnull)
 
 
-class ReplyWriter:
-    """Shows a streamed reply: plain text as it arrives, or live Markdown on a terminal.
-    When the reader of a pipe goes away, the reply is still received and stored; the rest
-    is not written (SPEC §2)."""
-
-    def __init__(self, stream: TextIO | None = None, markdown: bool = False) -> None:
-        self.stream = stream or sys.stdout
-        self.markdown = markdown and is_tty(self.stream)
-        self._parts: list[str] = []
-        self._live: Any = None
-        self.closed = False
-        self._paused = False
-
-    def _write(self, text: str) -> None:
-        if self.closed:
-            return
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except BrokenPipeError:
-            self.closed = True
-            if self.stream is sys.stdout:
-                silence_stdout()
-
-    def delta(self, text: str) -> None:
-        self._parts.append(text)
-        if self.markdown:
-            self._update()
-        else:
-            self._write(text)
-
-    def _update(self) -> None:
-        from rich.console import Console
-        from rich.live import Live
-        from rich.markdown import Markdown
-
-        if self._live is None:
-            console = Console(file=self.stream, no_color=bool(os.environ.get("NO_COLOR")))
-            self._live = Live(console=console, refresh_per_second=12, vertical_overflow="visible")
-            self._live.start()
-        self._live.update(Markdown("".join(self._parts)))
-
-    def pause(self) -> None:
-        """A question is about to be asked on the terminal: leave what was shown in place
-        and stop the live region; later text starts a new one."""
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        elif self._parts and is_tty(self.stream):
-            self._write("\n")
-        if self._parts:
-            self._parts = []
-            self._paused = True
-
-    def finish(self, text: str | None = None) -> None:
-        """End the reply; `text` covers non-streamed replies that had no deltas."""
-        if text and not self._parts and not self._paused:
-            self.delta(text)
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        elif not self.markdown:
-            self._write("\n")
-
-    def abort(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        elif self._parts:
-            self._write("\n")
-
-
 def approval_question(call: ToolCall, undo: bool = False) -> str:
     """A turn's call is already on screen; a compensation is shown whole."""
     what = f"undo {call.name}({one_line(call.arguments, 100)})" if undo else f"run {call.name}"
@@ -257,7 +185,7 @@ def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -
             return answer
 
 
-def tool_approver(undo: bool = False, writer: ReplyWriter | None = None) -> Any:
+def tool_approver(undo: bool = False, writer: Any = None) -> Any:
     """An approval callback when stdin is a terminal; None elsewhere (calls are refused).
     A reply being shown is paused first, so the question is not drawn inside it."""
     if not is_tty(sys.stdin):

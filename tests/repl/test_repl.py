@@ -25,6 +25,7 @@ class Recorder(state.ReplUI):
         self.shown: list[str] = []
         self.infos: list[str] = []
         self.errors: list[str] = []
+        self.waits: list[str] = []
 
     def reply(self) -> state.ReplyDisplay:
         ui = self
@@ -44,6 +45,9 @@ class Recorder(state.ReplUI):
 
             def pause(self) -> None:
                 ui.infos.append("paused")
+
+            def waiting(self, label: str = "waiting") -> None:
+                ui.waits.append(label)
 
         return Display()
 

@@ -108,3 +108,36 @@ def test_custom_preprocessor_from_the_config_folder(
     ctx = make_ctx()
     turn(ctx, "a")
     assert [m.role for m in ctx.history.load(S)] == ["user"]
+
+
+def test_a_ctrl_c_swallowed_mid_stream_still_cancels_the_turn(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    """A SIGINT whose KeyboardInterrupt lands in code that drops exceptions (a __del__,
+    a callback) must still stop the reply: it is raised again at the next delta."""
+    import os
+    import signal
+    import time
+
+    ctx = make_ctx()
+    turn(ctx, "first")
+    before = ctx.history.read(S)
+    deltas: list[str] = []
+
+    def swallowing(request: Any, on_delta: Any) -> str:
+        on_delta("partial ")
+        try:  # as Python does for an exception raised inside __del__
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        for word in ("and ", "the ", "rest"):
+            on_delta(word)
+            deltas.append(word)
+        return ""
+
+    fake_model.enqueue(swallowing)
+    with pytest.raises(TurnCancelledError):
+        turn(ctx, "second")
+    assert deltas == []  # nothing after the Ctrl-C was shown
+    assert ctx.history.read(S).messages == before.messages

@@ -1,0 +1,69 @@
+"""What a person sees on a real terminal: a long streamed reply once in the scrollback,
+a spinner while waiting that leaves nothing behind, and none of it in a pipe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.conftest import KOOG_BIN
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.terminal import run_on_terminal
+
+pytestmark = pytest.mark.e2e
+
+
+def long_reply(paragraphs: int) -> str:
+    blocks = []
+    for n in range(1, paragraphs + 1):
+        words = " ".join(f"word{(n * 7 + i) % 97}" for i in range(45))
+        blocks.append(f"P{n}. {words} **bold {n}**.")
+        if n % 5 == 0:
+            blocks.append(f"```python\ndef f{n}(x):\n    return x + {n}\n```")
+        if n % 7 == 0:
+            blocks.append(f"- item {n} a\n- item {n} b")
+    return "\n\n".join(blocks)
+
+
+def chunks(text: str, size: int = 5) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def test_a_long_reply_on_a_terminal_is_in_the_scrollback_once(
+    koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    paragraphs = 60  # far more than the 40 rows of the terminal
+    server.enqueue({"chunks": chunks(long_reply(paragraphs)), "chunk_delay": 0.0005})
+    env = {**koog_env, "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    shown = run_on_terminal([KOOG_BIN, "chat", "-s", "r", "tell me"], env, 120, 40)
+    assert shown.returncode == 0, shown.stderr
+    counts = {n: shown.text.count(f"P{n}. ") for n in range(1, paragraphs + 1)}
+    assert set(counts.values()) == {1}, {n: c for n, c in counts.items() if c != 1}
+    assert "def f55(x):" in shown.text  # code blocks are rendered too
+    assert "```" not in shown.text  # as Markdown, not as typed
+    assert b"\x1b[" in shown.raw  # a terminal gets the rendering
+
+
+def test_a_spinner_shows_while_waiting_and_leaves_nothing_behind(
+    koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    server.enqueue({"content": "The answer after a wait.", "delay": 1.2})
+    shown = run_on_terminal([KOOG_BIN, "chat", "-s", "w", "slow one"], koog_env, 100, 30)
+    assert shown.returncode == 0, shown.stderr
+    assert b"waiting for" in shown.raw  # it was drawn while the server thought
+    assert b"1.0s" in shown.raw  # with the seconds counting
+    assert "The answer after a wait." in shown.text
+    assert "waiting" not in shown.text  # and erased: nothing of it on screen or above
+
+
+def test_a_pipe_gets_plain_text_and_no_spinner(
+    run_koog: Callable[..., object], server: FakeOpenAIServer
+) -> None:
+    server.enqueue({"chunks": ["# Head\n\n", "Some **bold** text."], "delay": 0.6})
+    done = run_koog("chat", "-s", "p", "question")
+    assert done.returncode == 0  # type: ignore[attr-defined]
+    assert done.stdout == "# Head\n\nSome **bold** text.\n"  # type: ignore[attr-defined]
+    assert "waiting" not in done.stderr  # type: ignore[attr-defined]
+    assert "\x1b" not in done.stdout + done.stderr  # type: ignore[attr-defined]
