@@ -92,7 +92,11 @@ def chat(
             raise UsageError("--json needs a one-shot turn", hint="give a prompt or pipe text in")
         from koogcli.repl.loop import run
 
-        run(app_ctx, name, offer_resume=resume is None, save=not no_save)
+        def rebuild(role: dict[str, object]) -> AppContext:  # /role: the later choice wins
+            built: AppContext = globals_of(ctx).build({**flags, **role})
+            return built
+
+        run(app_ctx, name, offer_resume=resume is None, save=not no_save, rebuild=rebuild)
         return
     limit = app_ctx.settings.chat.max_attachment_bytes
     stdin_text = None if stdin_is_tty else render.read_stdin()

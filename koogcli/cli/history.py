@@ -11,7 +11,7 @@ from koogcli.cli.confirm import confirm_destructive
 from koogcli.cli.options import globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import local_time
-from koogcli.ui import render
+from koogcli.ui import render, views
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
@@ -82,6 +82,8 @@ def show(
         render.warning(problem)
     if messages or fmt == "json":
         render.out(render.format_messages(messages, fmt))
+    elif fmt in ("text", "markdown"):
+        render.note(views.empty_history(name.value))
 
 
 @app.command()

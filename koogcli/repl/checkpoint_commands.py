@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from koogcli.repl import completers
 from koogcli.repl.slash import REGISTRY
 from koogcli.ui import views
 
@@ -34,6 +35,7 @@ def _checkpoints(state: ReplState, args: str) -> None:
     "rollback",
     "/rollback [ID] [--force]",
     "restore a checkpoint and undo later tool calls (no ID: the last change, no undo)",
+    complete=completers.checkpoints,
 )
 def _rollback(state: ReplState, args: str) -> None:
     from koogcli.services import checkpoints
@@ -55,7 +57,7 @@ def _rollback(state: ReplState, args: str) -> None:
         force=force,
         approve=state.approve_undo,
     )
-    for line in views.rollback_lines(result):
+    for line in views.rollback_lines(result, repl=True):
         state.ui.info(line)
     for failed in result.failed:
         state.ui.info(f"compensating {failed.call.name} failed")

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
+from koogcli.repl import completers
 from koogcli.repl.slash import REGISTRY
-from koogcli.ui import render
+from koogcli.ui import render, views
 
 if TYPE_CHECKING:
     from koogcli.repl.state import ReplState
@@ -32,7 +33,7 @@ def _history(state: ReplState, args: str) -> None:
         else []
     )
     if not messages:
-        state.ui.info(f"session {state.session.value} has no stored messages")
+        state.ui.info(views.empty_history(state.session.value))
         return
     state.ui.show(render.format_messages(messages, "text"))
 
@@ -51,7 +52,7 @@ def _clear(state: ReplState, args: str) -> None:
     state.ui.info(f"cleared {count} messages from {state.session.value}")
 
 
-@REGISTRY.add("session", "/session NAME", "switch to another session")
+@REGISTRY.add("session", "/session NAME", "switch to another session", complete=completers.sessions)
 def _session(state: ReplState, args: str) -> None:
     if not args:
         state.ui.info(f"session: {state.session.value}")
@@ -60,11 +61,56 @@ def _session(state: ReplState, args: str) -> None:
     state.ui.info(f"switched to session {state.session.value}")
 
 
-@REGISTRY.add("model", "/model NAME", "use another model for the rest of this REPL")
+@REGISTRY.add(
+    "model",
+    "/model NAME",
+    "use another model for the rest of this REPL",
+    complete=completers.models,
+)
 def _model(state: ReplState, args: str) -> None:
     if args:
         state.model = args
     state.ui.info(f"model: {state.model or state.ctx.settings.llm.model}")
+
+
+@REGISTRY.add("rename", "/rename NEW", "give this session a new name")
+def _rename(state: ReplState, args: str) -> None:
+    from koogcli.services import history
+
+    if not args:
+        raise UsageError("usage: /rename NEW")
+    new = SessionName.parse(args)
+    if state.ctx.history.exists(state.session) or state.ctx.transcript.exists(state.session):
+        history.rename(state.ctx, state.session, new)
+        state.ui.info(f"renamed {state.session.value} to {new.value}")
+    else:  # nothing stored yet: the session simply starts under the new name
+        state.ui.info(f"session: {new.value}")
+    state.session = new
+
+
+@REGISTRY.add(
+    "role",
+    "/role NAME",
+    "use a role's system prompt (and its model) from the next message on",
+    complete=completers.roles,
+)
+def _role(state: ReplState, args: str) -> None:
+    from koogcli.services import sessions
+
+    if not args:
+        roles = ", ".join(sorted(state.ctx.settings.roles)) or "none configured"
+        state.ui.info(f"role: {state.role or 'none'} (roles: {roles})")
+        return
+    if state.rebuild is None:
+        raise UsageError("roles cannot be switched in this REPL")
+    flags = sessions.role_flags(state.ctx, args)
+    state.ctx = state.rebuild(flags)
+    state.role = args
+    model = flags.get("llm.model")
+    if isinstance(model, str):
+        state.model = model
+    system = render.one_line(str(flags["llm.system_prompt"]), 80)
+    state.ui.info(f"role {args}: model {state.model or state.ctx.settings.llm.model}, {system!r}")
 
 
 @REGISTRY.add("exit", "/exit", "leave the REPL", aliases=("quit",))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from koogcli.repl import completers
 from koogcli.repl.slash import REGISTRY
 from koogcli.ui import render, views
 
@@ -12,13 +13,18 @@ if TYPE_CHECKING:
 
 
 @REGISTRY.add(
-    "compress", "/compress [STRATEGY]", "summarise this session's history (undo: /rollback)"
+    "compress",
+    "/compress [STRATEGY]",
+    "summarise this session's history with the model in use (undo: /rollback)",
+    complete=completers.strategies,
 )
 def _compress(state: ReplState, args: str) -> None:
     from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 
     with render.ProgressBar("summarising") as bar:
         result = compress(
-            state.ctx, CompressRequest(state.session, StrategyChoice(args or None)), bar.update
+            state.ctx,
+            CompressRequest(state.session, StrategyChoice(args or None), model=state.model),
+            bar.update,
         )
-    state.ui.info(views.compress_line(result))
+    state.ui.info(views.compress_line(result, repl=True))

@@ -19,16 +19,17 @@ from koogcli.repl import (  # noqa: F401  (register slash commands)
     commands,
     compress_commands,
     memory_commands,
+    turn_commands,
+    turns,
 )
 from koogcli.repl import prompt as prompt_builder
 from koogcli.repl.slash import REGISTRY
-from koogcli.repl.state import ReplState, ReplUI, ReplyDisplay
+from koogcli.repl.state import ReplState, ReplUI
 from koogcli.services.context import AppContext
 from koogcli.ui import render
 
 if TYPE_CHECKING:
     from koogcli.core.messages import ToolCall
-    from koogcli.services.turn import TurnEvents, TurnResult
 
 
 def run(
@@ -41,19 +42,30 @@ def run(
     history_file: bool = True,
     offer_resume: bool = True,
     save: bool = True,
+    rebuild: Callable[[dict[str, object]], AppContext] | None = None,
 ) -> None:
-    state = ReplState(ctx, session, ui or ReplUI(markdown=ctx.settings.chat.markdown), save=save)
+    state = ReplState(
+        ctx,
+        session,
+        ui or ReplUI(markdown=ctx.settings.chat.markdown),
+        save=save,
+        rebuild=rebuild,
+    )
     prompt = prompt_builder.build(
-        REGISTRY.names(),
+        REGISTRY,
         ctx.data.input_history_file if history_file and save else None,
         input,
         output,
         redact=ctx.pipeline.redacts,
+        state=lambda: state,
     )
     state.ask = lambda question: _ask(prompt, question)
     state.approve = lambda call: _approve(prompt, call)
     state.approve_undo = lambda call: _approve(prompt, call, undo=True)
     state.ui.info(banner(state))
+    recent = context_on_entry(state)
+    if recent:
+        state.ui.info(recent)
     if offer_resume and save:
         _offer_resume(state)
     while state.running:
@@ -67,7 +79,7 @@ def run(
             if line.startswith("/"):
                 REGISTRY.dispatch(state, line)
             else:
-                _turn(state, line)
+                turns.send(state, line)
         except (TurnCancelledError, KeyboardInterrupt):
             state.ui.info("(cancelled)")
         except KoogError as err:
@@ -82,6 +94,17 @@ def banner(state: ReplState) -> str:
         f"koog · session {state.session.value} ({count} messages) · model {model}{saving}"
         " · /help, Ctrl-D to leave"
     )
+
+
+def context_on_entry(state: ReplState) -> str:
+    """The last `chat.show_on_resume` exchanges of the session, so the user sees where
+    the conversation stands; long messages are cut to a few lines."""
+    from koogcli.ui.views import recent_exchanges
+
+    count = state.ctx.settings.chat.show_on_resume
+    if not count or not state.ctx.history.exists(state.session):
+        return ""
+    return recent_exchanges(state.ctx.history.load(state.session), count)
 
 
 def _ask(prompt: PromptSession[str], question: str) -> bool:
@@ -105,11 +128,6 @@ def _approve(prompt: PromptSession[str], call: ToolCall, undo: bool = False) -> 
             return choice
 
 
-def _paused(display: ReplyDisplay, ask: Callable[[ToolCall], str], call: ToolCall) -> str:
-    display.pause()  # the question is asked below the reply, not inside its live region
-    return ask(call)
-
-
 def _offer_resume(state: ReplState) -> None:
     from koogcli.services import turn
 
@@ -121,7 +139,7 @@ def _offer_resume(state: ReplState) -> None:
             f"session {state.session.value} has an interrupted turn (after step {pending.step})"
         )
         if state.ask("resume it?"):
-            show_turn(state, lambda events: turn.resume_turn(state.ctx, state.session, events))
+            turns.resume(state)
         else:
             turn.abandon(state.ctx, state.session)
             state.ui.info("abandoned it; its restore point stays in /checkpoints")
@@ -129,28 +147,3 @@ def _offer_resume(state: ReplState) -> None:
         state.ui.info("(cancelled)")
     except KoogError as err:
         state.ui.error(err)
-
-
-def _turn(state: ReplState, text: str) -> None:
-    from koogcli.services.turn import TurnRequest, run_turn
-
-    request = TurnRequest(state.session, text, model=state.model, save=state.save)
-    show_turn(state, lambda events: run_turn(state.ctx, request, events))
-
-
-def show_turn(state: ReplState, run: Callable[[TurnEvents], TurnResult | None]) -> None:
-    """Stream the reply; tool calls and results as one dim line each."""
-    from koogcli.services.turn import TurnEvents
-    from koogcli.ui.reply import turn_handlers
-
-    display = state.ui.reply()
-    events = TurnEvents(
-        **turn_handlers(display, state.ui.info, state.ui.warning),
-        approve=lambda call: _paused(display, state.approve, call),  # type: ignore[arg-type,return-value]
-    )
-    try:
-        result = run(events)
-    except BaseException:
-        display.abort()
-        raise
-    display.finish(result.reply if result else None)

@@ -8,24 +8,50 @@ from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.completion import (
+    CompleteEvent,
+    Completer,
+    Completion,
+    PathCompleter,
+    ThreadedCompleter,
+)
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
 from koogcli.repl.keys import bindings
+from koogcli.repl.slash import Registry
 
 
 class SlashCompleter(Completer):
-    def __init__(self, names: Iterable[str]) -> None:
-        self.names = sorted(names)
+    """Slash commands, then their arguments: values from the command's completer (with a
+    description beside each), or file paths."""
+
+    def __init__(self, registry: Registry, state: Callable[[], Any] | None = None) -> None:
+        self.registry = registry
+        self.state = state or (lambda: None)
+        self._paths = PathCompleter(expanduser=True)
 
     def get_completions(self, document: Document, event: CompleteEvent) -> Iterable[Completion]:
         text = document.text_before_cursor
-        if not text.startswith("/") or " " in text:
+        if not text.startswith("/") or "\n" in text:
             return
-        for name in self.names:
-            if name.startswith(text[1:]):
-                yield Completion("/" + name, start_position=-len(text))
+        name, space, argument = text[1:].partition(" ")
+        if not space:
+            for known in self.registry.names():
+                if known.startswith(name):
+                    yield Completion("/" + known, start_position=-len(text))
+            return
+        command = self.registry.commands.get(name)
+        if command is None:
+            return
+        if command.paths:
+            yield from self._paths.get_completions(Document(argument), event)
+            return
+        state = self.state()
+        if command.complete is None or state is None:
+            return
+        for value, meta in command.complete(state, argument):
+            yield Completion(value, start_position=-len(argument), display_meta=meta or None)
 
 
 class RedactedFileHistory(FileHistory):
@@ -50,18 +76,22 @@ def input_history(path: Path | None, redact: Callable[[str], str] = lambda text:
 
 
 def build(
-    commands: Iterable[str],
+    registry: Registry,
     history_file: Path | None,
     input: Any = None,
     output: Any = None,
     redact: Callable[[str], str] = lambda text: text,
+    state: Callable[[], Any] | None = None,
 ) -> PromptSession[str]:
+    """Completion runs in a thread: `/model ` asks the endpoint once, and typing never
+    waits for it. Ctrl-X Ctrl-E edits the message in $VISUAL / $EDITOR."""
     return PromptSession(
         history=input_history(history_file, redact),
-        completer=SlashCompleter(commands),
+        completer=ThreadedCompleter(SlashCompleter(registry, state)),
         complete_while_typing=True,
         key_bindings=bindings(),
         multiline=False,
+        enable_open_in_editor=True,
         input=input,
         output=output,
     )

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 
 Handler = Callable[["ReplState", str], None]
+# Values for the argument typed so far, each with a short description (may be "").
+ArgumentCompleter = Callable[["ReplState", str], list[tuple[str, str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,8 @@ class SlashCommand:
     help: str
     handler: Handler
     aliases: tuple[str, ...] = ()
+    complete: ArgumentCompleter | None = None
+    paths: bool = False  # the argument is a file path
 
 
 @dataclass
@@ -32,10 +36,16 @@ class Registry:
     commands: dict[str, SlashCommand] = field(default_factory=dict)
 
     def add(
-        self, name: str, usage: str, help: str, aliases: tuple[str, ...] = ()
+        self,
+        name: str,
+        usage: str,
+        help: str,
+        aliases: tuple[str, ...] = (),
+        complete: ArgumentCompleter | None = None,
+        paths: bool = False,
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            command = SlashCommand(name, usage, help, handler, aliases)
+            command = SlashCommand(name, usage, help, handler, aliases, complete, paths)
             for key in (name, *aliases):
                 self.commands[key] = command
             return handler
@@ -65,6 +75,8 @@ class Registry:
 
 
 # Commands that write to the session: refused in a --no-save REPL, which writes nothing.
-WRITES = frozenset({"clear", "compress", "checkpoint", "rollback"})
+WRITES = frozenset(
+    {"clear", "compress", "checkpoint", "rollback", "retry", "edit", "resume", "rename"}
+)
 
 REGISTRY = Registry()

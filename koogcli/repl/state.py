@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from koogcli.core.errors import KoogError
@@ -16,6 +16,8 @@ from koogcli.ui import render
 
 if TYPE_CHECKING:
     from koogcli.core.messages import ToolCall
+    from koogcli.core.ports import Usage
+    from koogcli.services.prompt_input import Attachment
 
 
 class ReplyDisplay(Protocol):
@@ -67,3 +69,11 @@ class ReplState:
     approve: Callable[[ToolCall], str] = lambda call: "n"
     approve_undo: Callable[[ToolCall], str] = lambda call: "n"
     save: bool = True
+    # Settings with a role's changes applied (`/role`); None: roles cannot be switched.
+    rebuild: Callable[[dict[str, object]], AppContext] | None = None
+    role: str | None = None
+    models: list[str] | None = None  # the endpoint's models, fetched once for completion
+    attachments: list[Attachment] = field(default_factory=list)  # for the next message
+    last_text: str | None = None  # the last message sent, as typed (before redaction)
+    last_reply: str | None = None
+    usage: Usage | None = None  # tokens used by the turns of this REPL

@@ -43,6 +43,7 @@ class CompressRequest:
     choice: StrategyChoice = field(default_factory=lambda: StrategyChoice())
     preserve_memory: bool | None = None
     dry_run: bool = False
+    model: str | None = None  # the model that summarises; None: llm.model
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,15 @@ class CompressResult:
 class ModelSummarizer:
     """Sends summary requests through the chat model, `concurrency` at a time, in order."""
 
-    def __init__(self, ctx: AppContext, concurrency: int, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        ctx: AppContext,
+        concurrency: int,
+        progress: Progress | None = None,
+        model: str | None = None,
+    ) -> None:
         self.ctx = ctx
+        self.model = model or ctx.settings.llm.model
         self.concurrency = concurrency
         self.progress = progress
         self.requests = 0
@@ -69,7 +77,7 @@ class ModelSummarizer:
 
     def _one(self, prompt: Sequence[Message]) -> str:
         llm = self.ctx.settings.llm
-        request = ModelRequest(llm.model, list(prompt), llm.temperature, stream=False)
+        request = ModelRequest(self.model, list(prompt), llm.temperature, stream=False)
         with self._lock:
             self.requests += 1
         return self.ctx.model().complete(request).text
@@ -148,9 +156,10 @@ def compress_prompt(
     strategy: core.Strategy,
     preserve_memory: bool,
     progress: Progress | None = None,
+    model: str | None = None,
 ) -> tuple[list[Message] | None, int]:
     """The compressed prompt (None: unchanged) and the number of requests made."""
-    summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, progress)
+    summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, progress, model)
     memory = core.memory_messages(prompt, preserve_memory)
     return strategy.compress(list(prompt), memory, summarizer), summarizer.requests
 
@@ -170,7 +179,7 @@ def compress(
     preserve = (
         settings.preserve_memory if request.preserve_memory is None else request.preserve_memory
     )
-    compressed, requests = compress_prompt(ctx, prompt, strategy, preserve, progress)
+    compressed, requests = compress_prompt(ctx, prompt, strategy, preserve, progress, request.model)
     after = ctx.pipeline(compressed) if compressed is not None else list(stored.messages)
     result = CompressResult(
         request.session.value,

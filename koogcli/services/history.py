@@ -141,3 +141,32 @@ def _parse_import(text: str, source: str) -> list[Message]:
         raise UsageError(f"{source} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     except KoogError as exc:
         raise UsageError(exc.message, hint="expected the output of `koog history export`") from exc
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    replies: int  # model answers recorded in the transcript
+    reported: int  # of them, those the server reported token counts for
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def usage_totals(ctx: AppContext, session: SessionName) -> UsageTotals:
+    """Tokens the session's model requests used, from the transcript: every answer ever
+    received, including those compression or a rollback later removed from the history."""
+    messages = ctx.transcript.read(session) if ctx.transcript.exists(session) else []
+    answers = [m for m in messages if m.role == "assistant" and not m.meta.get("cancelled")]
+    counted: list[dict[str, object]] = [
+        u for m in answers if isinstance(u := m.meta.get("usage"), dict)
+    ]
+    return UsageTotals(
+        len(answers),
+        len(counted),
+        sum(_count(u, "prompt_tokens") for u in counted),
+        sum(_count(u, "completion_tokens") for u in counted),
+    )
+
+
+def _count(usage: dict[str, object], key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) else 0

@@ -19,14 +19,20 @@ def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
             what = "unreadable" if c.format_version < 0 else f"format v{c.format_version}"
             rows.append((c.id, local_time(c.created_at), what, "", c.label or ""))
             continue
-        kind = c.kind if c.kind != "restore" else ("manual" if c.manual else f"before {c.reason}")
-        if c.kind == "step":
-            kind = f"step {c.step}"
-        elif c.kind == "tombstone":
-            kind = f"turn {c.reason}"
+        kind = checkpoint_kind(c)
         count = str(c.message_count) if c.kind != "tombstone" else ""
         rows.append((c.id, local_time(c.created_at), kind, count, c.label or ""))
     return table(rows, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL"))
+
+
+def checkpoint_kind(c: Any) -> str:
+    if c.kind == "step":
+        return f"step {c.step}"
+    if c.kind == "tombstone":
+        return f"turn {c.reason}"
+    if c.kind == "restore":
+        return "manual" if c.manual else f"before {c.reason}"
+    return str(c.kind)
 
 
 def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
@@ -52,7 +58,8 @@ def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
     return data
 
 
-def rollback_lines(result: Any) -> list[str]:
+def rollback_lines(result: Any, repl: bool = False) -> list[str]:
+    """`repl`: hints name the REPL's slash commands instead of shell commands."""
     lines = [
         f"restored {result.session} to checkpoint {result.restored.id} "
         f"({result.messages_before} → {result.messages_after} messages), "
@@ -63,11 +70,15 @@ def rollback_lines(result: Any) -> list[str]:
     lines += compensation_lines(result.compensations)
     if result.undo_point:
         undone = any(c.outcome is not None and not c.outcome.error for c in result.compensations)
+        if repl:
+            force, again = "/rollback --force", "/rollback"
+        else:
+            base = f"koog rollback -s {result.session} --latest"
+            force, again = f"`{base} --force`", f"`{base}`"
         lines.append(
-            f"`koog rollback -s {result.session} --latest --force` brings the history back "
-            "with a note; the tools' effects stay undone"
+            f"{force} brings the history back with a note; the tools' effects stay undone"
             if undone
-            else f"undo this rollback with `koog rollback -s {result.session} --latest`"
+            else f"undo this rollback with {again}"
         )
     return lines
 
@@ -116,7 +127,7 @@ def compress_dict(result: Any) -> dict[str, Any]:
     return data
 
 
-def compress_line(result: Any) -> str:
+def compress_line(result: Any, repl: bool = False) -> str:
     data = compress_dict(result)
     if not result.changed:
         return f"{result.strategy}: nothing to keep was found; the history of {result.session} is unchanged"
@@ -127,7 +138,11 @@ def compress_line(result: Any) -> str:
         f"~{data['after']['tokens']} tokens, {result.requests} request(s)"
     )
     if result.checkpoint:
-        line += f"; undo with `koog rollback -s {result.session} --latest`"
+        line += (
+            "; undo with /rollback"
+            if repl
+            else f"; undo with `koog rollback -s {result.session} --latest`"
+        )
     return line
 
 
@@ -158,3 +173,30 @@ def records_table(records: Sequence[Any]) -> str:
         (r.id[:12], r.namespace, local_time(r.created_at), one_line(r.content, 70)) for r in records
     ]
     return table(rows, ("ID", "NAMESPACE", "CREATED", "CONTENT"))
+
+
+def empty_history(session: str) -> str:
+    """Said the same way by `koog history show` and the REPL's /history."""
+    return f"session {session} has no stored messages"
+
+
+def recent_exchanges(messages: Sequence[Any], pairs: int, lines_each: int = 4) -> str:
+    """The last `pairs` user messages and what answered them, each cut to a few lines."""
+    talk = [
+        m
+        for m in messages
+        if m.role in ("user", "assistant") and m.text.strip() and not m.meta.get("kind")
+    ]
+    starts = [i for i, m in enumerate(talk) if m.role == "user"]
+    if not starts or pairs <= 0:
+        return ""
+    shown = talk[starts[-pairs] if len(starts) >= pairs else 0 :]
+    blocks = []
+    for m in shown:
+        lines = m.text.strip().splitlines()
+        cut = [line if len(line) <= 200 else line[:199] + "…" for line in lines[:lines_each]]
+        if len(lines) > lines_each:
+            cut.append(f"… ({len(lines) - lines_each} more lines)")
+        body = "\n    ".join(cut)
+        blocks.append(f"[{m.role}] {body}")
+    return "\n".join(blocks)

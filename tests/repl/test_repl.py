@@ -168,18 +168,6 @@ def test_model_errors_do_not_end_the_repl(
     assert ui.errors == ["server down"] and ui.replies == ["echo: b"]
 
 
-def test_slash_completion() -> None:
-    from prompt_toolkit.completion import CompleteEvent
-    from prompt_toolkit.document import Document
-
-    from koogcli.repl.prompt import SlashCompleter
-
-    completer = SlashCompleter(["help", "history", "model"])
-    found = [c.text for c in completer.get_completions(Document("/h"), CompleteEvent())]
-    assert found == ["/help", "/history"]
-    assert list(completer.get_completions(Document("hello"), CompleteEvent())) == []
-
-
 def test_input_history_persists_privately_and_ctrl_r_finds_it(
     repl: Callable[..., Any], fake_model: FakeChatModel, data_dir: Any
 ) -> None:

@@ -1,0 +1,76 @@
+"""Sending a message from the REPL and showing the turn; used by the loop and by the
+commands that send (/retry, /edit, /editor, /resume)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from koogcli.repl.state import ReplState, ReplyDisplay
+
+if TYPE_CHECKING:
+    from koogcli.core.messages import ToolCall
+    from koogcli.services.turn import TurnEvents, TurnResult
+
+
+def send(state: ReplState, text: str) -> None:
+    """One turn with `text` and the files /attach queued for it."""
+    from koogcli.services.prompt_input import compose
+    from koogcli.services.turn import TurnRequest, run_turn
+
+    message = compose(text, None, state.attachments)
+    request = TurnRequest(state.session, message, model=state.model, save=state.save)
+    result = show_turn(state, lambda events: run_turn(state.ctx, request, events))
+    state.attachments = []  # sent; a failed turn keeps them for the next try
+    state.last_text = message
+    if result is not None:
+        _count(state, result)
+
+
+def resume(state: ReplState) -> bool:
+    """Finish the session's interrupted turn; False when there is none."""
+    from koogcli.services import turn
+
+    result = show_turn(state, lambda events: turn.resume_turn(state.ctx, state.session, events))
+    if result is not None:
+        _count(state, result)
+    return result is not None
+
+
+def show_turn(
+    state: ReplState, run: Callable[[TurnEvents], TurnResult | None]
+) -> TurnResult | None:
+    """Stream the reply; tool calls and results as one dim line each."""
+    from koogcli.services.turn import TurnEvents
+    from koogcli.ui.reply import turn_handlers
+
+    display = state.ui.reply()
+    events = TurnEvents(
+        **turn_handlers(display, state.ui.info, state.ui.warning),
+        approve=lambda call: _paused(display, state.approve, call),  # type: ignore[arg-type,return-value]
+    )
+    try:
+        result = run(events)
+    except BaseException:
+        display.abort()
+        raise
+    display.finish(result.reply if result else None)
+    return result
+
+
+def _paused(display: ReplyDisplay, ask: Callable[[ToolCall], str], call: ToolCall) -> str:
+    display.pause()  # the question is asked below the reply, not inside its live region
+    return ask(call)
+
+
+def _count(state: ReplState, result: TurnResult) -> None:
+    from koogcli.core.ports import Usage
+
+    state.last_reply = result.reply
+    if result.usage is not None:
+        before = state.usage or Usage(0, 0, 0)
+        state.usage = Usage(
+            before.prompt_tokens + result.usage.prompt_tokens,
+            before.completion_tokens + result.usage.completion_tokens,
+            before.total_tokens + result.usage.total_tokens,
+        )

@@ -1,0 +1,56 @@
+"""Undoing the last turn to send it again (the REPL's /retry and /edit).
+
+The turn is undone by restoring its restore point, as `rollback --latest` would (a restore
+point of the current history is taken first, so the undo can itself be undone); its tool
+calls' effects are not compensated, which only a rollback to a named checkpoint does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.errors import UsageError
+from koogcli.core.names import SessionName
+from koogcli.services import checkpoints
+from koogcli.services.context import AppContext
+
+
+@dataclass(frozen=True)
+class LastTurn:
+    text: str  # the user message as stored (after the redact preprocessors)
+    undoes: str  # what undoing it means, in words
+    target: Checkpoint  # the turn's restore point
+
+
+def last_turn(ctx: AppContext, session: SessionName) -> LastTurn:
+    """The last change of the session, if it was a turn; anything else is refused, since
+    undoing a compression or a clear in order to resend a message is not what was asked."""
+    if not ctx.history.exists(session) or not ctx.history.load(session):
+        raise UsageError(f"session {session.value} has no turn to send again")
+    target = _target(ctx, session)
+    current = ctx.history.read(session).messages
+    change = checkpoints.describe(target, current)
+    if target.reason != "turn" or target.manual:
+        raise UsageError(
+            f"the last change of {session.value} is {change}, not a turn",
+            hint="/rollback undoes it",
+        )
+    text = next((m.text for m in reversed(current) if m.role == "user"), None)
+    if text is None:
+        raise UsageError(f"session {session.value} has no user message to send again")
+    return LastTurn(text, change, target)
+
+
+def undo(ctx: AppContext, session: SessionName, turn: LastTurn) -> None:
+    checkpoints.rollback(ctx, session, turn.target, compensate=False)
+
+
+def _target(ctx: AppContext, session: SessionName) -> Checkpoint:
+    try:
+        return checkpoints.choose(ctx, session, None, latest=True)
+    except UsageError as err:
+        raise UsageError(
+            f"cannot undo the last turn of {session.value}: {err.message}",
+            hint="checkpoints are needed for /retry and /edit ([persistence] enabled)",
+        ) from err

@@ -1,0 +1,268 @@
+"""The REPL's daily-driver commands, driven through prompt-toolkit's pipe input over real
+files: completion of arguments, /retry, /edit, /editor, /copy, /usage, /rename, /role,
+/attach, /resume, and the last exchanges shown on entry."""
+
+from __future__ import annotations
+
+import base64
+import io
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from koogcli.core.names import SessionName
+from koogcli.repl import loop
+from koogcli.repl.prompt import SlashCompleter
+from koogcli.repl.slash import REGISTRY
+from koogcli.repl.state import ReplState
+from tests.fakes.chat_model import FakeChatModel
+from tests.repl.test_repl import CTRL_D, ENTER, Recorder
+
+S = SessionName("r")
+
+
+class TerminalOut(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def drive(make_ctx: Callable[..., Any]) -> Iterator[Callable[..., tuple[Recorder, Any]]]:
+    def run(keys: str, session: str = "r", ctx: Any = None, **kw: Any) -> tuple[Recorder, Any]:
+        ctx = ctx or make_ctx()
+        ui = Recorder()
+        ui.stdout = TerminalOut()
+        with create_pipe_input() as inp:
+            inp.send_text(keys)
+            loop.run(
+                ctx,
+                SessionName(session),
+                input=inp,
+                output=DummyOutput(),
+                ui=ui,
+                history_file=False,
+                **kw,
+            )
+        return ui, ctx
+
+    yield run
+
+
+def completions(state: Any, text: str) -> list[tuple[str, str]]:
+    completer = SlashCompleter(REGISTRY, lambda: state)
+    found = completer.get_completions(Document(text), CompleteEvent())
+    return [(c.text, c.display_meta_text) for c in found]
+
+
+def test_completion_of_commands_and_their_arguments(
+    drive: Callable[..., Any], make_ctx: Callable[..., Any], write_config: Any
+) -> None:
+    write_config('[roles.reviewer]\nsystem = "Review."\nmodel = "big"\n')
+    drive("hello" + ENTER + "/checkpoint before-lunch" + ENTER + CTRL_D, session="work")
+    drive("hi" + ENTER + CTRL_D, session="other")
+    model = FakeChatModel()
+    listed: list[int] = []
+    model.list_models = lambda: listed.append(1) or ["m-large", "m-small"]  # type: ignore[method-assign]
+    state = ReplState(make_ctx(model=model), SessionName("work"), Recorder())
+
+    assert [t for t, _ in completions(state, "/h")] == ["/help", "/history"]
+    assert [t for t, _ in completions(state, "/re")] == [
+        "/rename",
+        "/resume",
+        "/retry",
+    ]
+    assert completions(state, "/session ") == [("other", ""), ("work", "this one")]
+    assert completions(state, "/session o") == [("other", "")]
+    assert [t for t, _ in completions(state, "/compress ")] == [
+        "whole",
+        "last-n",
+        "since",
+        "chunked",
+        "facts",
+        "per-system",
+    ]
+    points = completions(state, "/rollback ")
+    assert any("manual before-lunch" in meta for _, meta in points)
+    assert any("before turn" in meta for _, meta in points)
+    assert completions(state, "/role ") == [("reviewer", "big")]
+    assert completions(state, "/model m-s") == [("m-small", "")]
+    assert completions(state, "/model ") == [("m-large", ""), ("m-small", "")]
+    assert listed == [1]  # the endpoint is asked once per REPL
+    assert completions(state, "hello /session ") == []
+
+
+def test_attach_completes_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    assert [t for t, _ in completions(None, "/attach no")] == ["tes.txt"]
+
+
+def test_retry_keeps_one_copy_of_the_exchange_with_the_new_reply(
+    drive: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    fake_model.enqueue("first answer", "second answer")
+    ui, ctx = drive("what is it?" + ENTER + "/retry" + ENTER + CTRL_D)
+    assert ui.replies == ["first answer", "second answer"]
+    stored = [(m.role, m.text) for m in ctx.history.load(S) if m.role != "system"]
+    assert stored == [("user", "what is it?"), ("assistant", "second answer")]
+    assert fake_model.requests[-1].messages[-1].text == "what is it?"
+
+
+def test_retry_refuses_when_the_last_change_was_not_a_turn(
+    drive: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    drive("one" + ENTER + "two" + ENTER + CTRL_D)
+    fake_model.enqueue("the summary")
+    ui, _ctx = drive("/compress whole" + ENTER + "/retry" + ENTER + CTRL_D)
+    [error] = ui.errors
+    assert error.startswith("the last change of r is the compression of ")
+    assert error.endswith(", not a turn")
+    assert len(fake_model.requests) == 3  # nothing was sent again
+
+
+def test_edit_sends_what_the_editor_wrote(
+    drive: Callable[..., Any],
+    fake_model: FakeChatModel,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    editor = tmp_path / "rewrite.sh"
+    editor.write_text('#!/bin/sh\nsed -i "s/cats/dogs/" "$1"\n')
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+    _ui, ctx = drive("tell me about cats" + ENTER + "/edit" + ENTER + CTRL_D)
+    assert fake_model.requests[-1].messages[-1].text == "tell me about dogs"
+    stored = [(m.role, m.text) for m in ctx.history.load(S) if m.role != "system"]
+    assert stored == [("user", "tell me about dogs"), ("assistant", "echo: tell me about dogs")]
+
+
+def test_an_editor_that_fails_changes_nothing(
+    drive: Callable[..., Any], fake_model: FakeChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EDITOR", "false")
+    monkeypatch.delenv("VISUAL", raising=False)
+    ui, ctx = drive("keep me" + ENTER + "/edit" + ENTER + "/editor" + ENTER + CTRL_D)
+    assert [m.text for m in ctx.history.load(S)][1:] == ["keep me", "echo: keep me"]
+    assert "the editor left no message; nothing changed" in ui.infos
+    assert len(fake_model.requests) == 1
+
+
+def test_editor_composes_a_new_message(
+    drive: Callable[..., Any],
+    fake_model: FakeChatModel,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    editor = tmp_path / "write.sh"
+    editor.write_text('#!/bin/sh\nprintf "line one\\nline two\\n" > "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("VISUAL", str(editor))
+    drive("/editor" + ENTER + CTRL_D)
+    assert fake_model.requests[-1].messages[-1].text == "line one\nline two"
+
+
+def test_copy_writes_an_osc52_sequence_with_the_last_reply(
+    drive: Callable[..., Any], fake_model: FakeChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("TMUX", raising=False)
+    monkeypatch.delenv("STY", raising=False)
+    fake_model.enqueue("copy me: ünïcode")
+    ui, _ = drive("question" + ENTER + "/copy" + ENTER + CTRL_D)
+    payload = base64.b64encode("copy me: ünïcode".encode()).decode()
+    assert f"\x1b]52;c;{payload}\x07" in ui.stdout.getvalue()
+    assert any(i.startswith("copied the last reply") for i in ui.infos)
+
+
+def test_copy_says_when_the_terminal_cannot(
+    drive: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TERM", "dumb")
+    ui, _ = drive("question" + ENTER + "/copy" + ENTER + CTRL_D)
+    assert any("cannot copy" in e and "TERM=dumb" in e for e in ui.errors)
+    assert "\x1b]52" not in ui.stdout.getvalue()
+
+
+def test_usage_totals_the_sessions_tokens(
+    drive: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ui, _ = drive("one" + ENTER + "two" + ENTER + "/usage" + ENTER + CTRL_D)
+    assert "session r: 2 replies, 2 tokens in + 2 out = 4" in ui.shown
+    assert "this REPL: 2 in + 2 out = 4" in ui.shown
+
+
+def test_rename_moves_the_session(drive: Callable[..., Any]) -> None:
+    ui, ctx = drive("hello" + ENTER + "/rename renamed" + ENTER + "again" + ENTER + CTRL_D)
+    assert not ctx.history.exists(S)
+    assert [m.text for m in ctx.history.load(SessionName("renamed"))][-1] == "echo: again"
+    assert "renamed r to renamed" in ui.infos
+
+
+def test_role_switches_system_prompt_and_model(
+    drive: Callable[..., Any], fake_model: FakeChatModel, write_config: Any
+) -> None:
+    write_config('[roles.pirate]\nsystem = "Talk like a pirate."\nmodel = "sea-model"\n')
+    from koogcli.services import context
+
+    def rebuild(flags: dict[str, object]) -> Any:
+        return context.build(flags=flags, model_factory=lambda ctx: fake_model)
+
+    ui, _ = drive("/role pirate" + ENTER + "ahoy" + ENTER + CTRL_D, rebuild=rebuild)
+    request = fake_model.requests[-1]
+    assert request.model == "sea-model"
+    assert request.messages[0].text == "Talk like a pirate."
+    assert any(i.startswith("role pirate: model sea-model") for i in ui.infos)
+
+
+def test_attach_adds_a_file_to_the_next_message_only(
+    drive: Callable[..., Any], fake_model: FakeChatModel, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("line from the file\n")
+    drive(f"/attach {notes}" + ENTER + "read this" + ENTER + "and then" + ENTER + CTRL_D)
+    first, second = (r.messages[-1].text for r in fake_model.requests)
+    assert first == "read this\n\nnotes.txt:\n```\nline from the file\n```"
+    assert second == "and then"
+
+
+def test_the_last_exchanges_are_shown_on_entry(drive: Callable[..., Any]) -> None:
+    drive("one" + ENTER + "two" + ENTER + "three" + ENTER + CTRL_D)
+    ui, _ = drive(CTRL_D)
+    shown = "\n".join(ui.infos)
+    assert "[user] two\n[assistant] echo: two\n[user] three\n[assistant] echo: three" in shown
+    assert "[user] one" not in shown
+
+
+def test_show_on_resume_zero_shows_nothing(drive: Callable[..., Any], write_config: Any) -> None:
+    write_config("[chat]\nshow_on_resume = 0\n")
+    drive("one" + ENTER + CTRL_D)
+    ui, _ = drive(CTRL_D)
+    assert not any("[user]" in i for i in ui.infos)
+
+
+def test_compress_uses_the_model_chosen_with_model(
+    drive: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    drive("a" + ENTER + "b" + ENTER + CTRL_D)
+    fake_model.enqueue("summary of it all")
+    ui, _ = drive("/model summariser" + ENTER + "/compress whole" + ENTER + CTRL_D)
+    assert fake_model.requests[-1].model == "summariser"
+    assert any(i.endswith("undo with /rollback") for i in ui.infos)
+
+
+def test_resume_with_nothing_to_resume(drive: Callable[..., Any]) -> None:
+    ui, _ = drive("/resume" + ENTER + CTRL_D)
+    assert "nothing to resume in session r" in ui.infos
+
+
+def test_history_of_an_empty_session_says_so(drive: Callable[..., Any]) -> None:
+    ui, _ = drive("/history" + ENTER + CTRL_D)
+    assert "session r has no stored messages" in ui.infos
