@@ -54,7 +54,24 @@ class ReplUI:
         render.warning(text)
 
     def error(self, err: KoogError) -> None:
+        if err.hint:
+            err.hint = in_repl_terms(err.hint)
         render.error(err)
+
+
+# Shell commands that hints name, and what does the same inside the REPL.
+SLASH_EQUIVALENTS = {
+    "`koog compress`": "/compress",
+    "`koog checkpoint list --all`": "/checkpoints",
+    "`koog checkpoint list`": "/checkpoints",
+    "`koog history list`": "/session and Tab",
+}
+
+
+def in_repl_terms(hint: str) -> str:
+    for shell, slash in SLASH_EQUIVALENTS.items():
+        hint = hint.replace(shell, slash)
+    return hint
 
 
 @dataclass

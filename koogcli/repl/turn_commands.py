@@ -102,7 +102,8 @@ def _usage(state: ReplState, args: str) -> None:
         state.ui.info(f"session {state.session.value} has no replies yet")
         return
     line = (
-        f"session {state.session.value}: {totals.replies} replies, "
+        f"session {state.session.value}: {totals.replies} "
+        f"{'reply' if totals.replies == 1 else 'replies'}, "
         f"{totals.prompt_tokens:,} tokens in + {totals.completion_tokens:,} out = "
         f"{totals.prompt_tokens + totals.completion_tokens:,}"
     )

@@ -59,9 +59,10 @@ class ReplyWriter:
         self._spinner.start()
 
     def _stop_spinner(self) -> None:
+        # Forgotten only once stopped: a Ctrl-C inside stop() leaves it for abort() to stop.
         if self._spinner is not None:
-            spinner, self._spinner = self._spinner, None
-            spinner.stop()  # transient: erased, nothing of it stays in the scrollback
+            self._spinner.stop()  # transient: erased, nothing of it stays in the scrollback
+            self._spinner = None
 
     # -- text --------------------------------------------------------------------------
     def delta(self, text: str) -> None:
@@ -171,9 +172,9 @@ class ReplyWriter:
 
     def _stop_live(self) -> None:
         if self._live is not None:
-            live, self._live = self._live, None
-            live.update("", refresh=False)
-            live.stop()
+            self._live.update("", refresh=False)
+            self._live.stop()
+            self._live = None
 
     def _write(self, text: str) -> None:
         if self.closed:

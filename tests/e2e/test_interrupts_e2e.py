@@ -51,7 +51,7 @@ def test_interrupts_at_random_moments_in_the_repl_always_cancel(
         server.enqueue(SLOW_REPLY)
         child.send(f"question {attempt}\r")
         child.expect_exact("chunk")
-        time.sleep(rng.uniform(0, 0.5))
+        time.sleep(rng.uniform(0, 0.3))
         child.sendintr()
         index = child.expect_exact(["(cancelled)", "int>"])
         assert index == 0, f"attempt {attempt}: the reply was not cancelled"
@@ -66,7 +66,8 @@ def test_interrupts_at_random_moments_in_the_repl_always_cancel(
 def test_interrupts_at_random_moments_of_a_one_shot_exit_130(
     koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, cpu_hog: None
 ) -> None:
-    runs = int(os.environ.get("KOOG_INTERRUPT_RUNS", "8"))
+    # Each run starts a process (about a second); KOOG_INTERRUPT_RUNS=50 for the full count.
+    runs = int(os.environ.get("KOOG_INTERRUPT_RUNS", "4"))
     rng = random.Random(7)
     for attempt in range(runs):
         server.enqueue(SLOW_REPLY)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -71,3 +72,84 @@ def test_repl_without_an_endpoint_shows_the_first_run_guide(koog_env: dict[str, 
     child.close()
     assert child.exitstatus == 2
     assert "no model endpoint configured" in (child.before or "")
+
+
+class Recording:
+    """Everything the REPL wrote to the terminal, to be read back as a screen."""
+
+    def __init__(self) -> None:
+        self.raw = ""
+
+    def write(self, text: str) -> None:
+        self.raw += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_tab_completes_sessions_and_strategies(
+    koog_env: dict[str, str], server: FakeOpenAIServer, run_koog: Any
+) -> None:
+    server.enqueue({"content": "a"}, {"content": "b"})
+    assert run_koog("chat", "-s", "alpha-notes", "hi").returncode == 0
+    assert run_koog("chat", "-s", "beta-notes", "hi").returncode == 0
+    child = spawn(koog_env)
+    expect(child, PROMPT)
+    child.send("/session \t")
+    expect(child, "alpha-notes")
+    expect(child, "beta-notes")
+    child.sendcontrol("u")
+    child.send("/compress \t")
+    for strategy in ("whole", "last-n", "chunked", "facts", "per-system"):
+        expect(child, strategy)
+    child.sendcontrol("u")
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+
+
+def test_spinner_while_waiting_in_the_repl_leaves_nothing_behind(
+    koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    from tests.terminal import screen_lines
+
+    child = spawn(koog_env)
+    screen = Recording()
+    child.logfile_read = screen  # type: ignore[assignment]
+    expect(child, PROMPT)
+    server.enqueue({"content": "Here it is at last.", "delay": 1.2})
+    child.send("take your time\r")
+    expect(child, "waiting for")
+    expect(child, "Here it is at last.")
+    expect(child, PROMPT)
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    shown = "\n".join(screen_lines(screen.raw.encode(), 100, 30))
+    assert "Here it is at last." in shown
+    assert "waiting" not in shown
+
+
+def test_retry_and_copy_on_the_real_binary(
+    koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path
+) -> None:
+    import base64
+
+    child = spawn(koog_env)
+    screen = Recording()
+    child.logfile_read = screen  # type: ignore[assignment]
+    expect(child, PROMPT)
+    server.enqueue({"content": "first try"}, {"content": "second try"})
+    child.send("a question\r")
+    expect(child, "first try")
+    expect(child, PROMPT)
+    child.send("/retry\r")
+    expect(child, "second try")
+    expect(child, PROMPT)
+    child.send("/copy\r")
+    expect(child, "copied the last reply")
+    expect(child, PROMPT)
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    stored = json.loads((data_dir / "sessions" / "pty.json").read_text())["messages"]
+    talk = [(m["role"], m["content"]) for m in stored if m["role"] != "system"]
+    assert talk == [("user", "a question"), ("assistant", "second try")]
+    assert f"\x1b]52;c;{base64.b64encode(b'second try').decode()}\x07" in screen.raw

@@ -266,3 +266,14 @@ def test_resume_with_nothing_to_resume(drive: Callable[..., Any]) -> None:
 def test_history_of_an_empty_session_says_so(drive: Callable[..., Any]) -> None:
     ui, _ = drive("/history" + ENTER + CTRL_D)
     assert "session r has no stored messages" in ui.infos
+
+
+def test_hints_in_the_repl_name_slash_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    from koogcli.core.errors import UsageError
+    from koogcli.repl.state import ReplUI
+
+    ReplUI().error(UsageError("no checkpoint 'x'", hint="`koog checkpoint list --all` shows them"))
+    ReplUI().error(UsageError("changed meanwhile", hint="run `koog compress` again"))
+    err = capsys.readouterr().err
+    assert "koog: hint: /checkpoints shows them" in err
+    assert "koog: hint: run /compress again" in err
