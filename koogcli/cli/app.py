@@ -146,4 +146,29 @@ def main() -> None:
     # koog uses no pydantic plugins; without this, pydantic scans every installed
     # package's entry points on first use, a measurable part of start-up.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    app()
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    leave(code)
+
+
+def leave(code: object) -> None:
+    """Exit without interpreter teardown. By now every file koog wrote is closed and
+    synced; tearing down the modules (the openai SDK's above all) would only cost a fifth
+    of a second per command. Output still buffered is flushed first. KOOG_DEBUG=1 exits
+    the usual way, for tools that report at exit."""
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    status = code if isinstance(code, int) else 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a reader that went away has all it wanted
+    if os.environ.get("KOOG_DEBUG") == "1":
+        sys.exit(status)
+    os._exit(status)

@@ -23,6 +23,8 @@ def long_reply(paragraphs: int) -> str:
             blocks.append(f"```python\ndef f{n}(x):\n    return x + {n}\n```")
         if n % 7 == 0:
             blocks.append(f"- item {n} a\n- item {n} b")
+        if n == 30:  # a block taller than the screen, growing line by line
+            blocks.append("```\n" + "\n".join(f"tall-{i:03d}" for i in range(70)) + "\n```")
     return "\n\n".join(blocks)
 
 
@@ -41,6 +43,8 @@ def test_a_long_reply_on_a_terminal_is_in_the_scrollback_once(
     assert shown.returncode == 0, shown.stderr
     counts = {n: shown.text.count(f"P{n}. ") for n in range(1, paragraphs + 1)}
     assert set(counts.values()) == {1}, {n: c for n, c in counts.items() if c != 1}
+    tall = {i: shown.text.count(f"tall-{i:03d}") for i in range(70)}
+    assert set(tall.values()) == {1}, {i: c for i, c in tall.items() if c != 1}
     assert "def f55(x):" in shown.text  # code blocks are rendered too
     assert "```" not in shown.text  # as Markdown, not as typed
     assert b"\x1b[" in shown.raw  # a terminal gets the rendering
