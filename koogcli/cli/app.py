@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -165,10 +166,8 @@ def leave(code: object) -> None:
         code = 1
     status = code if isinstance(code, int) else 0
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a reader that went away is done
             stream.flush()
-        except (OSError, ValueError):
-            pass  # a reader that went away has all it wanted
     if os.environ.get("KOOG_DEBUG") == "1":
         sys.exit(status)
     os._exit(status)
