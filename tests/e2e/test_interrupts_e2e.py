@@ -66,8 +66,8 @@ def test_interrupts_at_random_moments_in_the_repl_always_cancel(
 def test_interrupts_at_random_moments_of_a_one_shot_exit_130(
     koog_env: dict[str, str], server: FakeOpenAIServer, data_dir: Path, cpu_hog: None
 ) -> None:
-    # Each run starts a process (about a second); KOOG_INTERRUPT_RUNS=50 for the full count.
-    runs = int(os.environ.get("KOOG_INTERRUPT_RUNS", "4"))
+    # Each run starts a process (about a second); STRESS_INTERRUPTS=50 for the full count.
+    runs = int(os.environ.get("STRESS_INTERRUPTS", "4"))
     rng = random.Random(7)
     for attempt in range(runs):
         server.enqueue(SLOW_REPLY)
