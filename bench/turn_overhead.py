@@ -1,65 +1,97 @@
-"""Per-turn overhead beyond the model: one-shot turns on a 10,000-message session versus a
-10-message one (no window), against the local test server answering instantly.
+"""What a one-shot turn costs as the stored history grows: whole `koog chat` processes
+(checkpoints included) on sessions of 10, 1,000, 10,000 and 50,000 messages, against the
+local test server answering instantly.
 
-    python bench/turn_overhead.py [--runs 10]
+    python bench/turn_overhead.py [--runs 7] [--sizes 10,1000,10000,50000]
 
-The gap between the two medians is the cost of loading, preprocessing and storing history.
-The in-process figures time load + commit alone, without interpreter start-up.
+For each size: a warm-up turn first (it takes the restore point that puts the whole history
+in the session's checkpoint objects, as any earlier turn would have), then `--runs` turns,
+sizes alternating so the machine's noise falls on all of them alike. Reported medians: wall
+time, CPU (user + system), peak RSS, and bytes written — `wchar` (every write call) and
+`write_bytes` (what reached the storage layer) from /proc/PID/io, read after the process
+has exited but before it is reaped.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from common import KOOG, clean_env, median_seconds, seed_session
+from common import KOOG, clean_env, seed_session
 
 
-def in_process(data: Path, name: str, runs: int) -> float:
-    from koogcli.adapters.file_history import FileHistoryStore
-    from koogcli.adapters.paths import DataDir
-    from koogcli.core.chat_memory import ChatMemory
-    from koogcli.core.messages import assistant, system, user
-    from koogcli.core.names import SessionName
-    from koogcli.core.preprocessors import Pipeline
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    rss_mib: float
+    wchar: int
+    write_bytes: int
 
-    memory = ChatMemory(FileHistoryStore(DataDir(data)), Pipeline())
-    live = [system("You are a helpful assistant.")]
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        loaded = memory.load(SessionName(name), live)
-        memory.commit(SessionName(name), live, loaded, [user("q"), assistant("a")])
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+
+def one_turn(argv: list[str], env: dict[str, str]) -> Run:
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+    wall = time.perf_counter() - start
+    io = dict(line.split(": ") for line in Path(f"/proc/{child.pid}/io").read_text().splitlines())
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{argv} failed: {child.stderr.read().decode()[-400:]}")  # type: ignore[union-attr]
+    return Run(
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        int(io["wchar"]),
+        int(io["write_bytes"]),
+    )
 
 
 def main() -> None:
     from tests.fakes.openai_server import FakeOpenAIServer
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=10)
-    runs = parser.parse_args().runs
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--sizes", default="10,1000,10000,50000")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
     server = FakeOpenAIServer().start()
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
             data = Path(tmp) / "data"
             env = clean_env(data, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench")
-            results = {}
-            for size in (10, 10_000):
-                name = f"s{size}"
-                seed_session(data, name, size)
-                results[size] = median_seconds([KOOG, "chat", "-s", name, "hi"], runs, env)
-                inproc = in_process(data, name, runs)
+            runs: dict[int, list[Run]] = {size: [] for size in sizes}
+            for size in sizes:
+                seed_session(data, f"s{size}", size)
+                one_turn([KOOG, "chat", "-s", f"s{size}", "warm up"], env)
+            for _ in range(args.runs):
+                for size in sizes:
+                    runs[size].append(one_turn([KOOG, "chat", "-s", f"s{size}", "hi"], env))
+            print(
+                f"{'messages':>9} {'wall ms':>8} {'CPU ms':>8} {'RSS MiB':>8} "
+                f"{'wchar KiB':>10} {'written KiB':>12}"
+            )
+            for size in sizes:
+                done = runs[size]
                 print(
-                    f"{size:6d} messages: one-shot turn median {results[size] * 1000:7.1f} ms; "
-                    f"load+store in process {inproc * 1000:6.1f} ms"
+                    f"{size:9d} {statistics.median(r.wall for r in done) * 1000:8.0f} "
+                    f"{statistics.median(r.cpu for r in done) * 1000:8.0f} "
+                    f"{statistics.median(r.rss_mib for r in done):8.1f} "
+                    f"{statistics.median(r.wchar for r in done) / 1024:10.1f} "
+                    f"{statistics.median(r.write_bytes for r in done) / 1024:12.1f}"
                 )
-            gap = results[10_000] - results[10]
-            print(f"gap (cost of a 10,000-message history per turn): {gap * 1000:.1f} ms")
+            base = statistics.median(r.cpu for r in runs[sizes[0]])
+            top = statistics.median(r.cpu for r in runs[sizes[-1]])
+            print(f"CPU at {sizes[-1]:,} messages / at {sizes[0]:,}: {top / base:.2f}x")
     finally:
         server.stop()
 
