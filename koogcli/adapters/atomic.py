@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from koogcli.adapters.paths import ensure_dir, symlink_error
 from koogcli.core.errors import CorruptDocumentError, LockTimeoutError, StorageError
@@ -50,6 +51,18 @@ def read_bytes(path: Path, limit: int | None = None, offset: int = 0) -> bytes:
             return handle.read() if limit is None else handle.read(limit)
     except OSError as exc:
         raise _failure("read", path, exc) from exc
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """A file opened for reading, never through a symbolic link; FileNotFoundError passes
+    through."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _failure("read", path, exc) from exc
+    return os.fdopen(fd, "rb")
 
 
 _SWEPT: set[Path] = set()

@@ -1,8 +1,12 @@
 """On-disk document shapes, validated with pydantic before they become domain objects.
 
 A history document is `{"format": "koog.chat-history", "version": 1, "session", "revision",
-"updated_at", "messages": [...]}`. Messages are written one per line so the file stays
-readable and the C JSON encoder does the work.
+"updated_at", "message_count", "preview", "messages": [...]}`. Messages are written one per
+line so the file stays readable and the C JSON encoder does the work. `message_count` and
+`preview` (the first user message, cut short) come before the messages, so listings read
+the first few hundred bytes instead of the whole document (`read_summary`), and
+`history show --last N` reads the last N lines (`read_tail`). Readers that do not know the
+two keys ignore them; documents without them are read whole.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, BinaryIO, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
@@ -91,18 +95,86 @@ def parse_history(raw: object, path: Path) -> tuple[HistoryHeader, list[Message]
     return header, parse_messages(raw["messages"], str(path))
 
 
-def dump_history(session: str, revision: int, updated_at: str, messages: Sequence[Message]) -> str:
-    head = json.dumps(
-        {
-            "format": HISTORY_FORMAT,
-            "version": HISTORY_VERSION,
-            "session": session,
-            "revision": revision,
-            "updated_at": updated_at,
-        },
-        ensure_ascii=False,
-    )
+PREVIEW_CHARS = 200
+MESSAGES_KEY = b', "messages": ['
+SUMMARY_BYTES = 4096  # the header with its preview fits well within this
+
+
+def dump_history(
+    session: str,
+    revision: int,
+    updated_at: str,
+    messages: Sequence[Message],
+    summary: bool = True,
+) -> str:
+    """`summary`: add message_count and preview (the files koog stores; exports leave them
+    out, their shape is documented)."""
+    fields: dict[str, object] = {
+        "format": HISTORY_FORMAT,
+        "version": HISTORY_VERSION,
+        "session": session,
+        "revision": revision,
+        "updated_at": updated_at,
+    }
+    if summary:
+        first = next((m.text for m in messages if m.role == "user"), "")
+        fields["message_count"] = len(messages)
+        fields["preview"] = first[:PREVIEW_CHARS]
+    head = json.dumps(fields, ensure_ascii=False)
     if not messages:
         return head[:-1] + ', "messages": []}\n'
     body = ",\n".join(json.dumps(m.to_dict(), ensure_ascii=False) for m in messages)
     return head[:-1] + ', "messages": [\n' + body + "\n]}\n"
+
+
+class HistorySummary(HistoryHeader):
+    message_count: int = Field(ge=0)
+    preview: str
+
+
+def read_summary(head: bytes) -> HistorySummary | None:
+    """The header of a document from its first bytes; None when they do not hold one koog
+    wrote with a summary (an older or hand-made document: read it whole). The messages key
+    cannot occur inside a JSON string (its quotes would be escaped), so the first one found
+    ends the header."""
+    end = head.find(MESSAGES_KEY)
+    if end < 0:
+        return None
+    try:
+        summary = HistorySummary.model_validate_json(head[:end] + b"}")
+    except ValidationError:
+        return None
+    if summary.format != HISTORY_FORMAT or summary.version != HISTORY_VERSION:
+        return None
+    return summary
+
+
+def read_tail(handle: BinaryIO, count: int, source: str) -> list[Message] | None:
+    """The last `count` messages of an open document written by dump_history (one message
+    per line, then `]}`), read from its end; None when it does not have that shape. One
+    open file throughout, so a document replaced meanwhile is never half old, half new."""
+    handle.seek(0)
+    summary = read_summary(handle.read(SUMMARY_BYTES))
+    if summary is None:
+        return None
+    wanted = min(max(count, 0), summary.message_count)
+    if wanted == 0:
+        return []
+    size = handle.seek(0, 2)
+    data = b""
+    chunk = 64 * 1024
+    while True:
+        start = max(0, size - len(data) - chunk)
+        handle.seek(start)
+        data = handle.read(size - len(data) - start) + data
+        lines = data.rstrip().split(b"\n")
+        if len(lines) > wanted + 1 or start == 0:
+            break
+        chunk *= 4
+    if lines[-1] != b"]}" or len(lines) < wanted + 1:
+        return None
+    try:
+        raw = [json.loads(line.rstrip(b",")) for line in lines[-1 - wanted : -1]]
+    except (ValueError, RecursionError):
+        return None
+    return parse_messages(raw, source)

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from koogcli.adapters import atomic
-from koogcli.adapters.documents import dump_history, parse_history
+from koogcli.adapters.documents import (
+    PREVIEW_CHARS,
+    SUMMARY_BYTES,
+    dump_history,
+    parse_history,
+    read_summary,
+    read_tail,
+)
 from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, KoogError
 from koogcli.core.messages import Message, utc_now
@@ -45,6 +52,20 @@ class FileHistoryStore:
             return StoredHistory([], 0)
         header, messages = parse_history(atomic.read_json(path), path)
         return StoredHistory(messages, header.revision, header.updated_at)
+
+    def tail(self, session: SessionName, count: int) -> list[Message]:
+        """The last `count` messages, read from the end of the document when it has the
+        shape koog writes (`history show --last N` on a long session); whole otherwise."""
+        path = self.data.session_file(session)
+        try:
+            with atomic.open_binary(path) as handle:
+                found = read_tail(handle, count, str(path))
+        except FileNotFoundError:
+            return []
+        if found is not None:
+            return found
+        messages = self.load(session)
+        return messages[-count:] if count > 0 else []
 
     def write(
         self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
@@ -109,22 +130,37 @@ class FileHistoryStore:
                 name = SessionName.parse(entry[: -len(".json")])
             except KoogError:
                 continue  # not a name koog would ever have written
-            try:
-                stored = self.read(name)
-            except KoogError as err:
-                out.append(SessionInfo(name.value, 0, 0, None, problem=err.message))
-                continue
-            first = next((m.text for m in stored.messages if m.role == "user"), "")
-            out.append(
-                SessionInfo(
-                    name.value,
-                    len(stored.messages),
-                    stored.revision,
-                    stored.updated_at,
-                    preview=first,
-                )
-            )
+            info = self._info(name)
+            if info is not None:  # None: deleted since the folder was listed
+                out.append(info)
         return out
+
+    def _info(self, name: SessionName) -> SessionInfo | None:
+        """From the document's first bytes when it carries a summary; read whole if not."""
+        path = self.data.session_file(name)
+        try:
+            summary = read_summary(atomic.read_bytes(path, SUMMARY_BYTES))
+            if summary is not None:
+                return SessionInfo(
+                    name.value,
+                    summary.message_count,
+                    summary.revision,
+                    summary.updated_at,
+                    preview=summary.preview,
+                )
+            stored = self.read(name)
+        except FileNotFoundError:
+            return None
+        except KoogError as err:
+            return SessionInfo(name.value, 0, 0, None, problem=err.message)
+        first = next((m.text for m in stored.messages if m.role == "user"), "")
+        return SessionInfo(
+            name.value,
+            len(stored.messages),
+            stored.revision,
+            stored.updated_at,
+            preview=first[:PREVIEW_CHARS],
+        )
 
     def rename(self, old: SessionName, new: SessionName) -> None:
         """The document under its new name (its header names the session), then the old

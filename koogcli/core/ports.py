@@ -40,6 +40,11 @@ class HistoryStore(Protocol):
 
     def read(self, session: SessionName) -> StoredHistory: ...
 
+    def tail(self, session: SessionName, count: int) -> list[Message]:
+        """The last `count` messages; a store may read them without the rest."""
+        messages = self.load(session)
+        return messages[-count:] if count > 0 else []
+
     def write(
         self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
     ) -> int:

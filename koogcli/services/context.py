@@ -306,7 +306,9 @@ def history_document(
 
     from koogcli.adapters.documents import dump_history
 
-    return dict(json.loads(dump_history(session.value, revision, updated_at, messages)))
+    return dict(
+        json.loads(dump_history(session.value, revision, updated_at, messages, summary=False))
+    )
 
 
 def parse_history_document(text: str, source: str) -> list[Message]:

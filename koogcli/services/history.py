@@ -27,6 +27,8 @@ def show(
     ctx: AppContext, session: SessionName, last: int | None = None, transcript: bool = False
 ) -> list[Message]:
     _require(ctx, session)
+    if last is not None and not transcript:
+        return ctx.history.tail(session, last)  # read from the end of a long history
     messages = ctx.transcript.read(session) if transcript else ctx.history.load(session)
     if last is not None:
         messages = messages[-last:] if last > 0 else []

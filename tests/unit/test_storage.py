@@ -102,3 +102,51 @@ def test_transcript_appends_and_skips_a_torn_last_line(tmp_path: Path) -> None:
 def test_paths_never_leave_the_data_dir(tmp_path: Path) -> None:
     data = DataDir(tmp_path / "d")
     assert data.session_file(SessionName("a.b")).parent == data.root / "sessions"
+
+
+TRICKY = [
+    user('first, "messages": [ looks like the key\nand spans lines'),
+    assistant("reply with ]}\nand a line that is only ]}"),
+    user("ünïcode \u2028 separator"),
+    assistant(None, [ToolCall("c1", "create_user", '{"name": "Alex"}')]),
+    tool_result("c1", "create_user", "ok"),
+    assistant("last"),
+]
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 6, 50])
+def test_tail_reads_the_last_messages_from_the_end(store: FileHistoryStore, count: int) -> None:
+    store.store(S, TRICKY)
+    assert store.tail(S, count) == (TRICKY[-count:] if count else [])
+
+
+def test_tail_of_long_history_reads_across_chunks(store: FileHistoryStore) -> None:
+    messages = [user(f"message {i} " + "x" * 300) for i in range(2000)]
+    store.store(S, messages)
+    assert store.tail(S, 900) == messages[-900:]
+
+
+@pytest.mark.parametrize("shape", ["no summary", "indented"])
+def test_documents_without_the_summary_are_read_whole(store: FileHistoryStore, shape: str) -> None:
+    from koogcli.adapters.documents import dump_history
+
+    path = store.data.session_file(S)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = dump_history(S.value, 4, "2026-01-01T00:00:00+00:00", TRICKY, summary=False)
+    if shape == "indented":
+        text = json.dumps(json.loads(text), indent=2)
+    path.write_text(text)
+    assert store.tail(S, 2) == TRICKY[-2:]
+    [info] = store.sessions()
+    assert (info.messages, info.revision, info.preview) == (6, 4, TRICKY[0].text)
+
+
+def test_listing_reads_the_summary(store: FileHistoryStore) -> None:
+    store.store(S, TRICKY)
+    store.store(SessionName("empty"), [])
+    infos = {i.name: i for i in store.sessions()}
+    assert (infos["work"].messages, infos["work"].revision) == (6, 1)
+    assert infos["work"].preview == TRICKY[0].text
+    assert (infos["empty"].messages, infos["empty"].preview) == (0, "")
+    raw = json.loads(store.data.session_file(S).read_text())
+    assert (raw["message_count"], raw["preview"]) == (6, TRICKY[0].text)
