@@ -4,8 +4,8 @@
   folder. A crash at any instant leaves the old or the new document, never a torn one.
 - `append_line`: O_APPEND writes of whole lines at 0600 (the transcript); a reader ignores
   a torn last line.
-- `file_lock`: an inter-process lock (filelock, imported only on write paths); a timeout
-  becomes LockTimeoutError (exit 3).
+- `file_lock`, `shared_or_exclusive`: inter-process locks (fcntl.flock, released by the
+  kernel when a process dies); a timeout becomes LockTimeoutError (exit 3).
 """
 
 from __future__ import annotations
@@ -189,21 +189,10 @@ CORRUPT_HINT = _KEEP
 
 @contextmanager
 def file_lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
-    import filelock
-
-    ensure_dir(path.parent)
-    lock = filelock.FileLock(str(path), timeout=timeout, mode=0o600)
-    try:
-        lock.acquire()
-    except filelock.Timeout as exc:
-        raise LockTimeoutError(
-            f"timed out after {timeout:g}s waiting for the lock {path}",
-            hint="another koog process is writing this session; retry when it is done",
-        ) from exc
-    try:
+    """An exclusive inter-process lock held while a session's files are written (flock:
+    released by the kernel when the process dies, so a killed writer never blocks)."""
+    with _flock(path, exclusive=True, timeout=timeout, holder="writing this session"):
         yield
-    finally:
-        lock.release()
 
 
 @contextmanager
@@ -213,6 +202,12 @@ def shared_or_exclusive(path: Path, exclusive: bool, timeout: float = 30.0) -> I
     Turns hold it shared for their life; resuming a turn holds it exclusive, so a resume
     never runs beside a live turn of the same session, whatever the pids say.
     """
+    with _flock(path, exclusive, timeout, holder="running a turn in this session"):
+        yield
+
+
+@contextmanager
+def _flock(path: Path, exclusive: bool, timeout: float, holder: str) -> Iterator[None]:
     import fcntl
     import time
 
@@ -224,6 +219,7 @@ def shared_or_exclusive(path: Path, exclusive: bool, timeout: float = 30.0) -> I
     try:
         mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
         deadline = time.monotonic() + timeout
+        pause = 0.005
         while True:
             try:
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -232,10 +228,10 @@ def shared_or_exclusive(path: Path, exclusive: bool, timeout: float = 30.0) -> I
                 if time.monotonic() >= deadline:
                     raise LockTimeoutError(
                         f"timed out after {timeout:g}s waiting for the lock {path}",
-                        hint="another koog process is running a turn in this session; "
-                        "retry when it is done",
+                        hint=f"another koog process is {holder}; retry when it is done",
                     ) from None
-                time.sleep(0.05)
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
         yield
     finally:
         os.close(fd)

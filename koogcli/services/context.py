@@ -33,6 +33,7 @@ from koogcli.core.ports import (
 )
 
 if TYPE_CHECKING:
+    from koogcli.adapters.bounded_regex import BoundedPattern
     from koogcli.adapters.openai_model import OpenAIChatModel
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import PreprocessorSpec, Settings
@@ -257,12 +258,15 @@ def build(
 def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> Pipeline:
     """Preprocessors from config, in order; custom callables are imported here, at start-up.
     Patterns are applied with a time bound (adapters/bounded_regex.py)."""
-    from koogcli.adapters.bounded_regex import BoundedPattern
     from koogcli.config.schema import CustomSpec, FilterSpec, RedactSpec
     from koogcli.core import preprocessors
 
     def pattern(text: str | None, key: str) -> BoundedPattern | None:
-        return BoundedPattern(text, key) if text else None
+        if not text:
+            return None
+        from koogcli.adapters.bounded_regex import BoundedPattern  # only with a pattern
+
+        return BoundedPattern(text, key)
 
     steps: list[preprocessors.Preprocessor] = []
     for index, spec in enumerate(specs):
@@ -278,7 +282,8 @@ def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -
                 )
             )
         elif isinstance(spec, RedactSpec):
-            redact = BoundedPattern(spec.pattern, f"{key}.pattern")
+            redact = pattern(spec.pattern, f"{key}.pattern")
+            assert redact is not None  # the schema requires a pattern
             steps.append(preprocessors.RedactPreprocessor(redact, spec.replacement))
         elif isinstance(spec, CustomSpec):
             function = callables.resolve(spec.callable, folders, key=f"{key}.callable")

@@ -114,12 +114,12 @@ def _auto_compress(
 
     The turn's restore point holds the uncompressed history, so one rollback undoes both.
     """
-    from koogcli.services import compression
-
     settings = ctx.settings.compression
     count = sum(1 for m in loaded.messages if m.role != "system")
     if not settings.auto_after_messages or count <= settings.auto_after_messages:
         return loaded
+    from koogcli.services import compression  # only when it runs: imports cost every turn
+
     strategy = compression.build_strategy(settings)
     compressed, _ = compression.compress_prompt(
         ctx, loaded.messages, strategy, settings.preserve_memory

@@ -213,6 +213,8 @@ def fail(turn: TurnState, reason: str) -> None:
 def ingest(turn: TurnState) -> KoogError | None:
     """The ingest step: the messages this turn added (and any left pending by an earlier
     failure) become records. A failure keeps them pending and is returned, not raised."""
+    if not turn.ctx.settings.long_term_memory.ingestion.enabled:
+        return None
     from koogcli.services import memory
 
     try:
@@ -300,6 +302,8 @@ NAMELESS_CALL = (
 def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
     """The retrieve step under `long_term_memory.on_error`: `warn` sends the turn without
     memory (one warning per turn), `fail` fails the turn before the model is asked."""
+    if not turn.ctx.settings.long_term_memory.retrieval.enabled:
+        return None
     from koogcli.services import memory
 
     try:

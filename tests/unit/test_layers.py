@@ -15,7 +15,6 @@ THIRD_PARTY_HOMES = {
     "prompt_toolkit": ("repl",),
     "openai": ("adapters/openai_model.py",),
     "platformdirs": ("adapters/paths.py",),
-    "filelock": ("adapters/atomic.py",),
     "pydantic": ("config", "adapters"),
     "tomli_w": ("services/config_info.py",),
     "regex": ("adapters/bounded_regex.py",),
