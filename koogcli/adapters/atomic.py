@@ -40,15 +40,11 @@ def read_bytes(path: Path, limit: int | None = None, offset: int = 0) -> bytes:
     """A file (or `limit` bytes of it from `offset`), never through a symbolic link;
     FileNotFoundError passes through."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise _failure("read", path, exc) from exc
-    try:
-        with os.fdopen(fd, "rb") as handle:
+        with open_binary(path) as handle:
             handle.seek(offset)
             return handle.read() if limit is None else handle.read(limit)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise _failure("read", path, exc) from exc
 
