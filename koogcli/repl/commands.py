@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 def _help(state: ReplState, args: str) -> None:
     rows = [(c.usage, c.help) for c in sorted(REGISTRY.unique(), key=lambda c: c.name)]
     rows.append(("Esc-Enter", "newline; Enter sends; Ctrl-R searches input history"))
+    rows.append(("Tab", "completes commands and their arguments"))
+    rows.append(("Ctrl-X Ctrl-E", "edit the message in $VISUAL / $EDITOR"))
     rows.append(("Ctrl-C / Ctrl-D", "cancel a reply / leave"))
     state.ui.show(render.table(rows, ("COMMAND", "WHAT IT DOES")))
 

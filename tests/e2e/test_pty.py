@@ -153,3 +153,24 @@ def test_retry_and_copy_on_the_real_binary(
     talk = [(m["role"], m["content"]) for m in stored if m["role"] != "system"]
     assert talk == [("user", "a question"), ("assistant", "second try")]
     assert f"\x1b]52;c;{base64.b64encode(b'second try').decode()}\x07" in screen.raw
+
+
+def test_ctrl_x_ctrl_e_edits_the_message_in_the_editor(
+    koog_env: dict[str, str], server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "written in the editor" > "$1"\n')
+    editor.chmod(0o755)
+    child = spawn({**koog_env, "VISUAL": str(editor)})
+    expect(child, PROMPT)
+    server.enqueue({"content": "got it"})
+    child.send("draft")
+    child.sendcontrol("x")
+    child.sendcontrol("e")
+    expect(child, "written in the editor")
+    child.send("\r")
+    expect(child, "got it")
+    expect(child, PROMPT)
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    assert server.chat_requests[-1]["messages"][-1]["content"] == "written in the editor"
