@@ -2,6 +2,8 @@
 
 - `write_text`: temp file in the same folder (O_EXCL, 0600), fsync, rename, fsync the
   folder. A crash at any instant leaves the old or the new document, never a torn one.
+  Without `sync` the fsyncs are skipped: still whole after a killed process, for documents
+  a later synced write supersedes.
 - `append_line`: O_APPEND writes of whole lines at 0600 (the transcript); a reader ignores
   a torn last line.
 - `file_lock`, `shared_or_exclusive`: inter-process locks (fcntl.flock, released by the
@@ -64,7 +66,9 @@ def open_binary(path: Path) -> BinaryIO:
 _SWEPT: set[Path] = set()
 
 
-def write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str, sync: bool = True) -> None:
+    """`sync=False` keeps the atomic rename but skips the fsyncs: for documents a later,
+    synced write supersedes (a killed process loses nothing the kernel already has)."""
     ensure_dir(path.parent)
     if path.parent not in _SWEPT:  # once per folder and process: cheap, and enough
         _SWEPT.add(path.parent)
@@ -78,14 +82,32 @@ def write_text(path: Path, text: str) -> None:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if sync:
+                    os.fsync(handle.fileno())
             os.replace(tmp, path)
         finally:
             if tmp.exists():
                 tmp.unlink()
-        _fsync_dir(path.parent)
+        if sync:
+            _fsync_dir(path.parent)
     except OSError as exc:
         raise _failure("write", path, exc) from exc
+
+
+def sync_file(path: Path) -> None:
+    """Make whatever was written to a file durable, by this process or another."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _failure("sync", path, exc) from exc
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise _failure("sync", path, exc) from exc
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -111,8 +111,12 @@ class ObjectFile:
             self.next_seq = max(self.next_seq, seq + 1)
         self.offset += len(complete)
 
-    def store(self, messages: Sequence[Message], keys: Sequence[str]) -> tuple[list[int], str]:
-        """Seqs for the messages (appending the new ones) and their combined digest."""
+    def store(
+        self, messages: Sequence[Message], keys: Sequence[str], sync: bool = True
+    ) -> tuple[list[int], str]:
+        """Seqs for the messages (appending the new ones) and their combined digest. With
+        `sync`, the file is made durable even when nothing new is appended: the objects an
+        unsynced step checkpoint appended may be what this checkpoint refers to."""
         self.refresh()
         seqs: list[int] = []
         lines: list[str] = []
@@ -127,8 +131,10 @@ class ObjectFile:
                 lines.append(json.dumps({"s": seq, "h": key, "m": data}, ensure_ascii=False))
             seqs.append(seq)
         if lines:
-            atomic.append_text(self.path, "\n".join(lines) + "\n")
+            atomic.append_text(self.path, "\n".join(lines) + "\n", sync=sync)
             self.refresh()
+        elif sync and messages:
+            atomic.sync_file(self.path)
         return seqs, combined(keys)
 
     def resolve(

@@ -9,6 +9,8 @@ Layout and invariants:
 - Each checkpoint is its own document `<seq>-<id>.json`, written atomically after the
   objects it refers to are appended and synced; a crash leaves no checkpoint pointing at a
   missing object and no torn document. The seq in the name orders them without parsing.
+  Step checkpoints skip the fsyncs (the turn's next step, its store and its tombstone are
+  synced and supersede them): a killed process loses nothing the kernel already has.
 - A document with an unknown format version is listed (so the user sees it) but `get`
   refuses it; an unparsable or wrongly typed one is listed as unreadable. Neither is ever
   rewritten.
@@ -88,8 +90,11 @@ class FileCheckpointStore:
         session = SessionName(checkpoint.session)
         folder = self.folder(session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
+            # A step checkpoint is superseded by the turn's next step, its tombstone or the
+            # store, which are synced: it needs no fsync of its own (issue 12).
+            durable = checkpoint.kind != "step"
             keys = [self._digest(m) for m in checkpoint.messages]
-            seqs, combined = self._object_file(session).store(checkpoint.messages, keys)
+            seqs, combined = self._object_file(session).store(checkpoint.messages, keys, durable)
             seq = self._max_seq(folder) + 1
             doc = {
                 "format": FORMAT,
@@ -111,7 +116,7 @@ class FileCheckpointStore:
                 "digest": combined,
             }
             path = folder / f"{seq:08d}-{checkpoint.id}-{_tag(checkpoint)}.json"
-            atomic.write_text(path, json.dumps(doc, ensure_ascii=False) + "\n")
+            atomic.write_text(path, json.dumps(doc, ensure_ascii=False) + "\n", sync=durable)
         return replace(checkpoint, seq=seq, message_count=len(checkpoint.messages))
 
     def headers(self, session: SessionName) -> list[Checkpoint]:

@@ -393,3 +393,35 @@ def test_imported_tool_calls_are_not_compensated_unless_asked(
     again = checkpoints.rollback(ctx, S, point, True, compensate_imported=True)
     assert [c.call.id for c in again.compensations] == ["imp1"]
     assert tools() == [["remove_user", "Imp"]]
+
+
+def test_a_turn_syncs_what_it_keeps_and_not_its_step_checkpoints(
+    make_ctx: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from koogcli.core.names import SessionName
+    from koogcli.services.turn import TurnRequest, run_turn
+
+    ctx = make_ctx()
+    run_turn(ctx, TurnRequest(SessionName("sync"), "first"))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    run_turn(ctx, TurnRequest(SessionName("sync"), "second"))
+    # Documents are synced as their temp file (.NAME.PID.TOKEN.tmp) before the rename.
+    names = [
+        name[1:].rsplit(".", 3)[0] if name.startswith(".") and name.endswith(".tmp") else name
+        for name in (path.rsplit("/", 1)[-1] for path in synced)
+    ]
+    assert not [n for n in names if n.endswith("-s.json")], names  # step checkpoints
+    assert "sync.json" in names  # the history document
+    assert any(n.endswith("-t.json") for n in names)  # the tombstone
+    assert any(n.endswith("-r.json") for n in names)  # the restore point
+    assert "sync.jsonl" in names  # the transcript
+    assert len(synced) <= 12, names
