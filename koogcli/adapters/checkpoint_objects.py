@@ -11,6 +11,14 @@
   their seqs; pruning calls it once the file has doubled since the last compaction.
 - The in-process view is refreshed from where it left off; a file replaced by another
   process (compaction, drop) is read again from the start.
+- `objects.idx` maps digests to seqs without the message bodies, so a process that only
+  stores a checkpoint does not parse the whole objects file: `koog-objects-index 1 INODE`,
+  then `SEQ DIGEST` lines, `n NEXT` after a compaction marker, and `@ OFFSET` lines saying
+  how much of objects.jsonl the lines before them cover. Only what precedes the last `@`
+  line is trusted, and the rest of objects.jsonl is parsed from that offset. An index of
+  another inode (the objects file was replaced) or covering more than the file holds (its
+  tail was lost) is ignored and rewritten: it is a cache, never the truth. Bodies are
+  parsed only to resolve or compact.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from koogcli.adapters import atomic
 from koogcli.core.errors import CorruptDocumentError, StorageError
@@ -63,53 +72,128 @@ def run_length(runs: Sequence[Sequence[int]]) -> int:
     return sum(end - start + 1 for start, end in runs)
 
 
+INDEX_HEADER = "koog-objects-index 1"
+
+
 class ObjectFile:
     """One session's objects; the caller holds the session's checkpoint lock to write."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.inode = 0
-        self.offset = 0
-        self.by_digest: dict[str, int] = {}
-        self.by_seq: dict[int, tuple[str, dict[str, object]]] = {}
-        self.next_seq = 0
+        self.index_path = path.with_name("objects.idx")
+        self._reset(0)
 
     def _reset(self, inode: int) -> None:
-        self.__init__(self.path)  # type: ignore[misc]
         self.inode = inode
+        self.offset = 0  # bytes of the objects file the digest map covers
+        self.by_digest: dict[str, int] = {}
+        self.next_seq = 0
+        self.index_loaded = False
+        self.index_valid = False  # the index file on disk matches this objects file
+        self.bodies_offset = 0  # bytes the bodies map covers
+        self.by_seq: dict[int, tuple[str, dict[str, object]]] = {}
 
-    def refresh(self) -> None:
+    def _open(self) -> tuple[BinaryIO | None, int, int]:
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            handle = atomic.open_binary(self.path)
         except FileNotFoundError:
+            return None, 0, 0
+        info = os.fstat(handle.fileno())
+        return handle, info.st_ino, info.st_size
+
+    def refresh(self, write_index: bool = False) -> None:
+        """Bring the digest map up to date: from the index, then the objects appended
+        since. With `write_index` (the caller holds the lock), the index is extended."""
+        handle, inode, size = self._open()
+        if handle is None:
             self._reset(0)
             return
-        except OSError as exc:
-            raise atomic.read_failure(self.path, exc) from exc
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if info.st_ino != self.inode or info.st_size < self.offset:
-                self._reset(info.st_ino)  # replaced by another process: start over
+        with handle:
+            if inode != self.inode or size < self.offset:
+                self._reset(inode)  # replaced by another process: start over
+            if not self.index_loaded:
+                self._load_index(size)
             handle.seek(self.offset)
-            chunk = handle.read()
+            chunk = handle.read(size - self.offset)
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a torn last line is not ours yet
-        for line in complete.splitlines():
-            try:
-                record = json.loads(line)
-                if isinstance(record, dict) and isinstance(record.get("next"), int):
-                    self.next_seq = max(self.next_seq, record["next"])  # after a compaction
-                    continue
-                seq, key, message = record["s"], record["h"], record["m"]
-                if not (isinstance(seq, int) and seq >= 0 and isinstance(key, str)):
-                    continue
-                if not isinstance(message, dict):
-                    continue
-            except (ValueError, KeyError, TypeError, RecursionError):
-                continue  # a line torn by a crash and later closed off; never referenced
+        added: list[str] = []
+        for key, seq, _message in _records(complete):
+            if key is None:
+                self.next_seq = max(self.next_seq, seq)
+                added.append(f"n {seq}")
+                continue
             self.by_digest[key] = seq
-            self.by_seq[seq] = (key, message)
             self.next_seq = max(self.next_seq, seq + 1)
+            added.append(f"{seq} {key}")
         self.offset += len(complete)
+        if write_index and (added or not self.index_valid):
+            self._write_index(added)
+
+    def _load_index(self, size: int) -> None:
+        self.index_loaded = True
+        try:
+            text = atomic.read_bytes(self.index_path).decode("ascii")
+        except (FileNotFoundError, UnicodeDecodeError, StorageError):
+            return
+        lines = text.split("\n")
+        if not lines or lines[0] != f"{INDEX_HEADER} {self.inode}":
+            return
+        by_digest: dict[str, int] = {}
+        next_seq = 0
+        trusted: tuple[dict[str, int], int, int] | None = None
+        for line in lines[1:-1]:  # the last piece is torn or empty
+            first, _, second = line.partition(" ")
+            try:
+                if first == "@":
+                    covered = int(second)
+                    if covered > size:
+                        return  # the objects file lost its tail: the index is stale
+                    trusted = (dict(by_digest), next_seq, covered)
+                elif first == "n":
+                    next_seq = max(next_seq, int(second))
+                else:
+                    seq = int(first)
+                    if not second:
+                        break
+                    by_digest[second] = seq
+                    next_seq = max(next_seq, seq + 1)
+            except ValueError:
+                break
+        if trusted is not None:
+            self.by_digest, self.next_seq, self.offset = trusted
+            self.index_valid = True
+
+    def _write_index(self, added: list[str]) -> None:
+        mark = f"@ {self.offset}"
+        if self.index_valid:
+            atomic.append_text(self.index_path, "\n".join([*added, mark]) + "\n", sync=False)
+            return
+        lines = [f"{INDEX_HEADER} {self.inode}", f"n {self.next_seq}"]
+        lines += [f"{seq} {key}" for key, seq in self.by_digest.items()]
+        atomic.write_text(self.index_path, "\n".join([*lines, mark]) + "\n", sync=False)
+        self.index_valid = True
+
+    def _bodies(self) -> dict[int, tuple[str, dict[str, object]]]:
+        """Every object with its message, parsed from where the last call left off."""
+        for _attempt in range(3):  # another process may replace the file meanwhile
+            self.refresh()
+            handle, inode, _size = self._open()
+            if handle is None or inode == self.inode:
+                break
+            handle.close()
+        else:
+            raise StorageError(f"{self.path} kept being replaced while read; try again")
+        if handle is None:
+            return self.by_seq
+        with handle:
+            handle.seek(self.bodies_offset)
+            chunk = handle.read(max(0, self.offset - self.bodies_offset))
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        for key, seq, message in _records(complete):
+            if key is not None and message is not None:
+                self.by_seq[seq] = (key, message)
+        self.bodies_offset += len(complete)
+        return self.by_seq
 
     def store(
         self, messages: Sequence[Message], keys: Sequence[str], sync: bool = True
@@ -117,7 +201,7 @@ class ObjectFile:
         """Seqs for the messages (appending the new ones) and their combined digest. With
         `sync`, the file is made durable even when nothing new is appended: the objects an
         unsynced step checkpoint appended may be what this checkpoint refers to."""
-        self.refresh()
+        self.refresh(write_index=True)
         seqs: list[int] = []
         lines: list[str] = []
         for message, key in zip(messages, keys, strict=True):
@@ -125,14 +209,13 @@ class ObjectFile:
             if seq is None:
                 seq = self.next_seq
                 self.next_seq += 1
-                data = message.to_dict()
                 self.by_digest[key] = seq
-                self.by_seq[seq] = (key, data)
+                data = message.to_dict()
                 lines.append(json.dumps({"s": seq, "h": key, "m": data}, ensure_ascii=False))
             seqs.append(seq)
         if lines:
             atomic.append_text(self.path, "\n".join(lines) + "\n", sync=sync)
-            self.refresh()
+            self.refresh(write_index=True)
         elif sync and messages:
             atomic.sync_file(self.path)
         return seqs, combined(keys)
@@ -141,15 +224,15 @@ class ObjectFile:
         self, runs: Sequence[Sequence[int]], count: int, expected: str | None, where: Path
     ) -> list[dict[str, object]]:
         """The message dicts a checkpoint refers to, checked before and after expanding."""
-        self.refresh()
-        if run_length(runs) != count or count > len(self.by_seq):
+        by_seq = self._bodies()
+        if run_length(runs) != count or count > len(by_seq):
             raise CorruptDocumentError(
                 f"checkpoint {where} refers to {run_length(runs)} messages "
-                f"(it says {count}; {self.path.name} holds {len(self.by_seq)})",
+                f"(it says {count}; {self.path.name} holds {len(by_seq)})",
                 hint=atomic.CORRUPT_HINT,
             )
         try:
-            found = [self.by_seq[s] for s in decode_runs(runs)]
+            found = [by_seq[s] for s in decode_runs(runs)]
         except KeyError as exc:
             raise CorruptDocumentError(
                 f"checkpoint {where} refers to a message missing from {self.path}: {exc}",
@@ -165,19 +248,20 @@ class ObjectFile:
 
     def compact(self, referenced: set[int], marker: Path) -> int:
         """Keep only the referenced objects (seqs unchanged); returns the lines dropped."""
-        self.refresh()
-        kept = sorted(s for s in self.by_seq if s in referenced)
-        dropped = len(self.by_seq) - len(kept)
+        by_seq = self._bodies()
+        kept = sorted(s for s in by_seq if s in referenced)
+        dropped = len(by_seq) - len(kept)
         lines = [
-            json.dumps({"s": s, "h": self.by_seq[s][0], "m": self.by_seq[s][1]}, ensure_ascii=False)
+            json.dumps({"s": s, "h": by_seq[s][0], "m": by_seq[s][1]}, ensure_ascii=False)
             for s in kept
         ]
         # The next seq never goes back, so no freed number is ever reused.
         text = json.dumps({"next": self.next_seq}) + "\n" + "".join(line + "\n" for line in lines)
         if dropped:
-            atomic.write_text(self.path, text)
+            atomic.write_text(self.path, text)  # a new inode: the index no longer applies
+            atomic.remove(self.index_path)
         atomic.write_text(marker, json.dumps({"size": len(text.encode())}))
-        self.refresh()
+        self.refresh(write_index=True)
         return dropped
 
     def due_for_compaction(self, marker: Path) -> bool:
@@ -195,3 +279,20 @@ class ObjectFile:
         except (StorageError, KeyError, TypeError, ValueError):
             base = 0
         return size > COMPACT_GROWTH * max(base, COMPACT_MIN_BYTES // COMPACT_GROWTH)
+
+
+def _records(complete: bytes) -> Iterable[tuple[str | None, int, dict[str, object] | None]]:
+    """(digest, seq, message) per well-formed line; (None, next, None) for a compaction's
+    `{"next": N}`. Lines torn by a crash and later closed off are skipped: never referenced."""
+    for line in complete.splitlines():
+        try:
+            record = json.loads(line)
+            if isinstance(record, dict) and isinstance(record.get("next"), int):
+                yield None, record["next"], None
+                continue
+            seq, key, message = record["s"], record["h"], record["m"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            continue
+        valid = isinstance(seq, int) and seq >= 0 and isinstance(message, dict)
+        if valid and isinstance(key, str) and key and not set(key) & {" ", "\n"}:
+            yield key, seq, message

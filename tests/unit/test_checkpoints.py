@@ -246,3 +246,79 @@ def test_hostile_runs_are_refused_without_expanding_them(store: FileCheckpointSt
     with pytest.raises(CorruptDocumentError, match="refers to 3000000001 messages"):
         store.get(S, saved.id)
     assert time.monotonic() - started < 1
+
+
+def fresh(store: FileCheckpointStore) -> FileCheckpointStore:
+    """The same data dir as another process sees it: nothing cached."""
+    return FileCheckpointStore(store.data)
+
+
+def test_a_new_process_stores_against_the_index_without_duplicating_objects(
+    store: FileCheckpointStore,
+) -> None:
+    history = tuple(user(f"message {i}") for i in range(50))
+    first = store.save(make(messages=history))
+    objects = store.folder(S) / "objects.jsonl"
+    index = store.folder(S) / "objects.idx"
+    size = objects.stat().st_size
+    assert index.read_text().startswith(f"koog-objects-index 1 {objects.stat().st_ino}\n")
+    second = fresh(store).save(make(messages=(*history, assistant("reply"))))
+    assert objects.read_text().count('"message 7"') == 1  # found through the index
+    assert objects.stat().st_size > size
+    again = fresh(store)
+    assert again.get(S, first.id).messages == history
+    assert again.get(S, second.id).messages[-1].text == "reply"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["other inode", "covers more than the file", "torn last line", "garbage", "no mark"],
+)
+def test_a_stale_or_damaged_index_is_ignored_and_rewritten(
+    store: FileCheckpointStore, damage: str
+) -> None:
+    history = tuple(user(f"m{i}") for i in range(5))
+    saved = store.save(make(messages=history))
+    index = store.folder(S) / "objects.idx"
+    text = index.read_text()
+    lines = text.splitlines()
+    if damage == "other inode":
+        text = text.replace(lines[0], "koog-objects-index 1 1")
+    elif damage == "covers more than the file":
+        text += "0 " + "f" * 24 + "\n@ 99999999\n"
+    elif damage == "torn last line":
+        text += "7 abc"
+    elif damage == "garbage":
+        text = "\n".join([lines[0], "zzz", *lines[1:]]) + "\n"
+    else:
+        text = "\n".join(line for line in lines if not line.startswith("@")) + "\n"
+    index.write_text(text)
+    other = fresh(store)
+    extended = other.save(make(messages=(*history, assistant("more"))))
+    objects = (store.folder(S) / "objects.jsonl").read_text()
+    assert all(objects.count(f'"m{i}"') == 1 for i in range(5)), damage
+    assert fresh(store).get(S, extended.id).messages[:5] == history
+    assert fresh(store).get(S, saved.id).messages == history
+    assert index.read_text().splitlines()[0].endswith(
+        str((store.folder(S) / "objects.jsonl").stat().st_ino)
+    )
+
+
+def test_pruning_shrinks_the_objects_file(store: FileCheckpointStore) -> None:
+    from koogcli.adapters import checkpoint_objects
+
+    objects = store.folder(S) / "objects.jsonl"
+    for turn in range(30):
+        store.save(make(messages=(user("x" * 20_000 + str(turn)),)))
+    grown = objects.stat().st_size
+    old_min = checkpoint_objects.COMPACT_MIN_BYTES
+    try:
+        checkpoint_objects.COMPACT_MIN_BYTES = 1024
+        store.prune(S, 3)
+    finally:
+        checkpoint_objects.COMPACT_MIN_BYTES = old_min
+    assert objects.stat().st_size < grown / 5
+    newest = core.restore_points_newest_first(store.headers(S))[0]
+    assert fresh(store).get(S, newest.id).messages[0].text.endswith("29")
+    fresh(store).save(make(messages=(user("after compaction"),)))
+    assert '"after compaction"' in objects.read_text()
