@@ -23,7 +23,9 @@ from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import Message
 
 HISTORY_FORMAT = "koog.chat-history"
-HISTORY_VERSION = 1
+HISTORY_VERSION = 2  # 2: an append log may follow the document (adapters/history_log.py)
+EXPORT_VERSION = 1  # a complete document, as every koog reads it
+READABLE_VERSIONS = (1, 2)
 
 
 # TypedDicts rather than models: pydantic validates 10,000 messages of these in a few
@@ -84,10 +86,10 @@ def parse_history(raw: object, path: Path) -> tuple[HistoryHeader, list[Message]
         raise CorruptDocumentError(
             f"{path} is not a koog history document ({'.'.join(map(str, err['loc']))}: {err['msg']})"
         ) from exc
-    if header.format != HISTORY_FORMAT or header.version != HISTORY_VERSION:
+    if header.format != HISTORY_FORMAT or header.version not in READABLE_VERSIONS:
         raise UnknownFormatError(
             f"{path} has format {header.format!r} version {header.version}, "
-            f"this koog reads {HISTORY_FORMAT!r} version {HISTORY_VERSION}",
+            f"this koog reads {HISTORY_FORMAT!r} versions 1 and 2",
             hint="use a newer koog; this one will not overwrite the file",
         )
     if "messages" not in raw:
@@ -111,7 +113,7 @@ def dump_history(
     out, their shape is documented)."""
     fields: dict[str, object] = {
         "format": HISTORY_FORMAT,
-        "version": HISTORY_VERSION,
+        "version": HISTORY_VERSION if summary else EXPORT_VERSION,
         "session": session,
         "revision": revision,
         "updated_at": updated_at,
@@ -144,7 +146,7 @@ def read_summary(head: bytes) -> HistorySummary | None:
         summary = HistorySummary.model_validate_json(head[:end] + b"}")
     except ValidationError:
         return None
-    if summary.format != HISTORY_FORMAT or summary.version != HISTORY_VERSION:
+    if summary.format != HISTORY_FORMAT or summary.version not in READABLE_VERSIONS:
         return None
     return summary
 

@@ -1,4 +1,8 @@
-"""FileHistoryStore: one JSON document per session under `<data>/sessions/` (SPEC §4).
+"""FileHistoryStore: one JSON document per session under `<data>/sessions/` (SPEC §4),
+and beside it an append log (adapters/history_log.py) that turns write instead of the
+whole document when they only append (or drop from the front), so a turn writes about the
+size of its messages. The log is folded into the document when it passes half the
+document's size (at least LOG_MIN_BYTES), or when a change is not an append.
 
 Invariants:
 - Writes are atomic (adapters/atomic.py) and serialised per session by a file lock.
@@ -15,7 +19,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from koogcli.adapters import atomic
+from koogcli.adapters import atomic, history_log
 from koogcli.adapters.documents import (
     PREVIEW_CHARS,
     SUMMARY_BYTES,
@@ -25,20 +29,28 @@ from koogcli.adapters.documents import (
     read_tail,
 )
 from koogcli.adapters.paths import DataDir
-from koogcli.core.errors import ConflictError, KoogError
+from koogcli.core.errors import ConflictError, CorruptDocumentError, KoogError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo, StoredHistory
 
 _HEADER = re.compile(
-    rb'\{"format": "koog\.chat-history", "version": 1, "session": "[^"]*", "revision": (\d+),'
+    rb'\{"format": "koog\.chat-history", "version": ([12]), "session": "[^"]*", "revision": (\d+),'
 )
+LOG_MIN_BYTES = 256 * 1024
 
 
 class FileHistoryStore:
     def __init__(self, data: DataDir, lock_timeout: float = 30.0) -> None:
         self.data = data
         self.lock_timeout = lock_timeout
+        # The history this process last read or wrote per session, with its revision: a
+        # write at that revision is compared with it to find what was appended.
+        self._known: dict[str, tuple[int, list[Message]]] = {}
+
+    def _log(self, session: SessionName) -> Path:
+        path = self.data.session_file(session)
+        return path.with_name(path.name[: -len(".json")] + ".log")
 
     def load(self, session: SessionName) -> list[Message]:
         return self.read(session).messages
@@ -48,22 +60,43 @@ class FileHistoryStore:
 
     def read(self, session: SessionName) -> StoredHistory:
         path = self.data.session_file(session)
-        if not _exists(path):
-            return StoredHistory([], 0)
-        header, messages = parse_history(atomic.read_json(path), path)
-        return StoredHistory(messages, header.revision, header.updated_at)
+        for attempt in range(3):
+            if not _exists(path):
+                return StoredHistory([], 0)
+            header, messages = parse_history(atomic.read_json(path), path)
+            try:
+                entries = history_log.read(self._log(session), header.revision)
+                messages, revision, at = history_log.apply(
+                    messages, header.revision, entries, self._log(session)
+                )
+            except CorruptDocumentError:
+                if attempt == 2:
+                    raise
+                continue  # folded by another process between the two reads: read again
+            self._known[session.value] = (revision, messages)
+            return StoredHistory(messages, revision, at or header.updated_at)
+        raise AssertionError("unreachable")
 
     def tail(self, session: SessionName, count: int) -> list[Message]:
         """The last `count` messages, read from the end of the document when it has the
-        shape koog writes (`history show --last N` on a long session); whole otherwise."""
+        shape koog writes (`history show --last N` on a long session), plus what the log
+        appended; the whole history otherwise."""
         path = self.data.session_file(session)
         try:
             with atomic.open_binary(path) as handle:
                 found = read_tail(handle, count, str(path))
+                handle.seek(0)
+                summary = read_summary(handle.read(SUMMARY_BYTES))
         except FileNotFoundError:
             return []
-        if found is not None:
-            return found
+        if found is not None and summary is not None:
+            entries = history_log.read(self._log(session), summary.revision)
+            if all(e.drop <= e.count for e in entries) and (
+                not entries or entries[0].base == summary.revision
+            ):
+                total = entries[-1].count if entries else summary.message_count
+                combined = [*found, *(m for e in entries for m in e.add)]
+                return combined[len(combined) - min(count, total, len(combined)) :]
         messages = self.load(session)
         return messages[-count:] if count > 0 else []
 
@@ -76,12 +109,39 @@ class FileHistoryStore:
             if expected_revision is not None and current != expected_revision:
                 raise ConflictError(f"session {session} changed (revision {current})")
             revision = current + 1
-            atomic.write_text(path, dump_history(session.value, revision, utc_now(), messages))
+            now = utc_now()
+            known = self._known.get(session.value)
+            change = (
+                history_log.delta(known[1], messages)
+                if known is not None and known[0] == current
+                else None
+            )
+            log = self._log(session)
+            if change is not None and not self._log_full(path, log) and _logged(path):
+                drop, added = change
+                first = next((m.text for m in messages if m.role == "user"), "")
+                entry = history_log.Entry(revision, current, drop, added, len(messages), first, now)
+                history_log.append(log, entry)
+            else:  # fold: the whole history as a new document, then no log
+                atomic.write_text(path, dump_history(session.value, revision, now, messages))
+                atomic.remove(log)
+            self._known[session.value] = (revision, list(messages))
             return revision
 
+    def _log_full(self, path: Path, log: Path) -> bool:
+        try:
+            size = os.stat(log, follow_symlinks=False).st_size
+        except FileNotFoundError:
+            return False
+        try:
+            document = os.stat(path, follow_symlinks=False).st_size
+        except FileNotFoundError:
+            return True
+        return size > max(LOG_MIN_BYTES, document // 2)
+
     def _current_revision(self, session: SessionName, fast: bool) -> int:
-        """The stored revision. With `fast`, read it from koog's own header line: the caller
-        parsed the whole document when it loaded that revision, and writes are atomic."""
+        """The stored revision. With `fast`, from koog's own header line and the log's
+        last entry: the caller read the whole history when it loaded that revision."""
         path = self.data.session_file(session)
         if fast:
             try:
@@ -89,7 +149,9 @@ class FileHistoryStore:
             except FileNotFoundError:
                 return 0
             if match:
-                return int(match.group(1))
+                entry = history_log.last(self._log(session))
+                revision = int(match.group(2))
+                return entry.revision if entry and entry.revision > revision else revision
         return self.read(session).revision
 
     def exists(self, session: SessionName) -> bool:
@@ -141,6 +203,11 @@ class FileHistoryStore:
         try:
             summary = read_summary(atomic.read_bytes(path, SUMMARY_BYTES))
             if summary is not None:
+                entry = history_log.last(self._log(name))
+                if entry is not None and entry.revision > summary.revision:
+                    return SessionInfo(
+                        name.value, entry.count, entry.revision, entry.updated_at, entry.preview
+                    )
                 return SessionInfo(
                     name.value,
                     summary.message_count,
@@ -163,18 +230,36 @@ class FileHistoryStore:
         )
 
     def rename(self, old: SessionName, new: SessionName) -> None:
-        """The document under its new name (its header names the session), then the old
-        one removed: a crash between leaves both, never neither."""
+        """The whole history as a document under the new name (its header names the
+        session), then the old document and log removed: a crash between leaves both, never
+        neither; a log left without its document is never read."""
         stored = self.read(old)
         with atomic.file_lock(self.data.lock_file(old), self.lock_timeout):
             path = self.data.session_file(new)
             text = dump_history(new.value, stored.revision + 1, utc_now(), stored.messages)
             atomic.write_text(path, text)
+            atomic.remove(self._log(new))
             atomic.remove(self.data.session_file(old))
+            atomic.remove(self._log(old))
+        self._known.pop(old.value, None)
 
     def delete(self, session: SessionName) -> bool:
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
-            return atomic.remove(self.data.session_file(session))
+            removed = atomic.remove(self.data.session_file(session))
+            atomic.remove(self._log(session))
+        self._known.pop(session.value, None)
+        return removed
+
+
+def _logged(path: Path) -> bool:
+    """Whether the document is of the version that says a log may follow it: a version 1
+    document is folded first, so a koog that reads only version 1 refuses the session
+    instead of missing what the log holds."""
+    try:
+        match = _HEADER.match(atomic.read_bytes(path, 512))
+    except FileNotFoundError:
+        return False
+    return match is not None and match.group(1) == b"2"
 
 
 def _exists(path: Path) -> bool:

@@ -420,7 +420,7 @@ def test_a_turn_syncs_what_it_keeps_and_not_its_step_checkpoints(
         for name in (path.rsplit("/", 1)[-1] for path in synced)
     ]
     assert not [n for n in names if n.endswith("-s.json")], names  # step checkpoints
-    assert "sync.json" in names  # the history document
+    assert "sync.log" in names  # the history (its append log)
     assert any(n.endswith("-t.json") for n in names)  # the tombstone
     assert any(n.endswith("-r.json") for n in names)  # the restore point
     assert "sync.jsonl" in names  # the transcript

@@ -299,8 +299,10 @@ def test_a_stale_or_damaged_index_is_ignored_and_rewritten(
     assert all(objects.count(f'"m{i}"') == 1 for i in range(5)), damage
     assert fresh(store).get(S, extended.id).messages[:5] == history
     assert fresh(store).get(S, saved.id).messages == history
-    assert index.read_text().splitlines()[0].endswith(
-        str((store.folder(S) / "objects.jsonl").stat().st_ino)
+    assert (
+        index.read_text()
+        .splitlines()[0]
+        .endswith(str((store.folder(S) / "objects.jsonl").stat().st_ino))
     )
 
 

@@ -33,7 +33,7 @@ def test_round_trip_keeps_every_field(store: FileHistoryStore) -> None:
     store.store(S, msgs)
     assert store.load(S) == msgs
     raw = json.loads(store.data.session_file(S).read_text())
-    assert (raw["format"], raw["version"], raw["revision"]) == ("koog.chat-history", 1, 1)
+    assert (raw["format"], raw["version"], raw["revision"]) == ("koog.chat-history", 2, 1)
 
 
 def test_files_are_0600_and_folders_0700(store: FileHistoryStore) -> None:

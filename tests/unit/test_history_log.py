@@ -1,0 +1,170 @@
+"""The session document and its append log: a turn writes about the size of what it
+adds, every reader sees the same history as before, and crashes or old readers never see
+a history that is not one of those written."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from koogcli.adapters import file_history
+from koogcli.adapters.documents import dump_history
+from koogcli.adapters.file_history import FileHistoryStore
+from koogcli.adapters.paths import DataDir
+from koogcli.core.errors import ConflictError, CorruptDocumentError
+from koogcli.core.messages import Message, assistant, user
+from koogcli.core.names import SessionName
+
+S = SessionName("log")
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> DataDir:
+    return DataDir(tmp_path / "data")
+
+
+def process(data: DataDir) -> FileHistoryStore:
+    """A store as a new koog process has it: nothing known yet."""
+    return FileHistoryStore(data)
+
+
+def turn(data: DataDir, added: list[Message], window: int | None = None) -> int:
+    store = process(data)
+    stored = store.read(S)
+    messages = [*stored.messages, *added]
+    if window is not None:
+        messages = messages[-window:]
+    return store.write(S, messages, expected_revision=stored.revision)
+
+
+def test_a_turn_appends_to_the_log_and_leaves_the_document_alone(data: DataDir) -> None:
+    turn(data, [user("first"), assistant("one")])
+    document = data.session_file(S)
+    before = document.read_bytes()
+    turn(data, [user("second " + "x" * 1000), assistant("two")])
+    log = document.with_name("log.log")
+    assert document.read_bytes() == before
+    assert 1000 < log.stat().st_size < 1600
+    stored = process(data).read(S)
+    assert [m.text for m in stored.messages][-2:] == ["second " + "x" * 1000, "two"]
+    assert stored.revision == 2
+
+
+def test_random_histories_read_back_the_same_everywhere(
+    data: DataDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_history, "LOG_MIN_BYTES", 2000)  # fold now and then
+    rng = random.Random(5)
+    expected: list[Message] = []
+    revision = 0
+    for step in range(120):
+        store = process(data)
+        stored = store.read(S)
+        assert stored.messages == expected, step
+        assert stored.revision == revision
+        kind = rng.choice(["append", "append", "append", "window", "rewrite", "clear"])
+        if kind == "append":
+            new = [*expected, *(user(f"m{step}.{i}") for i in range(rng.randint(0, 3)))]
+        elif kind == "window":
+            new = [*expected, assistant(f"w{step}")][-rng.randint(1, 6) :]
+        elif kind == "rewrite":
+            new = [assistant(f"summary {step}"), *expected[-2:]]
+        else:
+            new = []
+        revision = store.write(S, new, expected_revision=stored.revision)
+        expected = new
+        other = process(data)
+        assert other.read(S).messages == expected
+        for count in (0, 1, 3, 10):
+            assert other.tail(S, count) == (expected[-count:] if count else [])
+        [info] = other.sessions()
+        assert (info.messages, info.revision) == (len(expected), revision)
+
+
+def test_a_torn_log_line_is_skipped_and_closed_off(data: DataDir) -> None:
+    turn(data, [user("a")])
+    turn(data, [user("b")])
+    log = data.session_file(S).with_name("log.log")
+    with log.open("a") as handle:
+        handle.write('{"r": 3, "b": 2, "drop": 0, "add": [{"id": "x", "ro')  # a crash
+    assert [m.text for m in process(data).read(S).messages] == ["a", "b"]
+    turn(data, [user("c")])
+    stored = process(data).read(S)
+    assert [m.text for m in stored.messages] == ["a", "b", "c"]
+    assert stored.revision == 3
+
+
+def test_a_fold_interrupted_before_the_log_is_removed_reads_the_same(data: DataDir) -> None:
+    turn(data, [user("a")])
+    turn(data, [user("b")])
+    log = data.session_file(S).with_name("log.log")
+    kept = log.read_bytes()
+    store = process(data)
+    stored = store.read(S)
+    store.write(S, [assistant("rewritten"), *stored.messages], stored.revision)  # a fold
+    assert not log.exists()
+    log.write_bytes(kept)  # as if the crash came before the log was removed
+    stored = process(data).read(S)
+    assert [m.text for m in stored.messages] == ["rewritten", "a", "b"]
+    assert stored.revision == 3
+
+
+def test_a_version_1_document_is_folded_before_anything_is_logged(data: DataDir) -> None:
+    path = data.session_file(S)
+    path.parent.mkdir(parents=True)
+    path.write_text(dump_history(S.value, 4, "2026-01-01T00:00:00+00:00", [user("old")], False))
+    assert json.loads(path.read_text())["version"] == 1
+    turn(data, [assistant("new")])
+    assert json.loads(path.read_text())["version"] == 2  # an old koog now refuses it
+    turn(data, [user("again")])
+    assert path.with_name("log.log").exists()
+    assert [m.text for m in process(data).read(S).messages] == ["old", "new", "again"]
+
+
+def test_the_log_is_folded_once_it_grows_past_its_bound(
+    data: DataDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_history, "LOG_MIN_BYTES", 3000)
+    turn(data, [user("start")])
+    log = data.session_file(S).with_name("log.log")
+    sizes = []
+    for i in range(12):
+        turn(data, [user(f"{i} " + "y" * 500)])
+        sizes.append(log.stat().st_size if log.exists() else 0)
+    assert max(sizes) <= 3000 + 700
+    assert 0 in sizes  # folded at least once
+    assert len(process(data).read(S).messages) == 13
+
+
+def test_a_log_that_does_not_follow_the_document_is_reported(data: DataDir) -> None:
+    turn(data, [user("a")])
+    turn(data, [user("b")])
+    log = data.session_file(S).with_name("log.log")
+    entry = json.loads(log.read_text().splitlines()[-1])
+    entry.update(r=9, b=8)
+    log.write_text(json.dumps(entry) + "\n")
+    with pytest.raises(CorruptDocumentError, match="follows 8"):
+        process(data).read(S)
+
+
+def test_a_concurrent_append_is_a_conflict(data: DataDir) -> None:
+    turn(data, [user("a")])
+    first, second = process(data), process(data)
+    one, two = first.read(S), second.read(S)
+    first.write(S, [*one.messages, user("from one")], one.revision)
+    with pytest.raises(ConflictError):
+        second.write(S, [*two.messages, user("from two")], two.revision)
+
+
+def test_rename_and_delete_take_the_log_along(data: DataDir) -> None:
+    turn(data, [user("a")])
+    turn(data, [user("b")])
+    store = process(data)
+    store.rename(S, SessionName("moved"))
+    assert not data.session_file(S).with_name("log.log").exists()
+    assert [m.text for m in process(data).load(SessionName("moved"))] == ["a", "b"]
+    store.delete(SessionName("moved"))
+    assert process(data).sessions() == []
