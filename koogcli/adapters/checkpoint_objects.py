@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from koogcli.adapters import atomic
 from koogcli.core.errors import CorruptDocumentError, StorageError
@@ -75,6 +77,20 @@ def run_length(runs: Sequence[Sequence[int]]) -> int:
 INDEX_HEADER = "koog-objects-index 1"
 
 
+@dataclass(frozen=True)
+class _LastSave:
+    messages: tuple[Message, ...]
+    seqs: list[int]
+    state: Any  # the sha256 of `combined` after these messages' keys
+    inode: int
+
+
+def _extends(before: Sequence[Message], now: Sequence[Message]) -> bool:
+    """Whether `now` starts with the very objects of `before` (identity, not equality:
+    cheap, and an object's digest never changes)."""
+    return len(now) >= len(before) and all(map(operator.is_, before, now))
+
+
 class ObjectFile:
     """One session's objects; the caller holds the session's checkpoint lock to write."""
 
@@ -92,6 +108,7 @@ class ObjectFile:
         self.index_valid = False  # the index file on disk matches this objects file
         self.bodies_offset = 0  # bytes the bodies map covers
         self.by_seq: dict[int, tuple[str, dict[str, object]]] = {}
+        self._last: _LastSave | None = None
 
     def _open(self) -> tuple[BinaryIO | None, int, int]:
         try:
@@ -196,15 +213,27 @@ class ObjectFile:
         return self.by_seq
 
     def store(
-        self, messages: Sequence[Message], keys: Sequence[str], sync: bool = True
+        self, messages: Sequence[Message], key_of: Callable[[Message], str], sync: bool = True
     ) -> tuple[list[int], str]:
         """Seqs for the messages (appending the new ones) and their combined digest. With
         `sync`, the file is made durable even when nothing new is appended: the objects an
-        unsynced step checkpoint appended may be what this checkpoint refers to."""
+        unsynced step checkpoint appended may be what this checkpoint refers to.
+
+        A turn saves the same history step after step, each time with a few messages more:
+        when the messages begin with the very objects of this process's last save (and the
+        file was not replaced since), its seqs and digest state are reused, and only the
+        messages after them are hashed and looked up."""
         self.refresh(write_index=True)
-        seqs: list[int] = []
+        last = self._last if self._last is not None and self._last.inode == self.inode else None
+        if last is not None and _extends(last.messages, messages):
+            seqs, state = list(last.seqs), last.state.copy()
+            start = len(last.messages)
+        else:
+            seqs, state, start = [], hashlib.sha256(), 0
         lines: list[str] = []
-        for message, key in zip(messages, keys, strict=True):
+        for message in messages[start:]:
+            key = key_of(message)
+            state.update(key.encode() + b"\n")
             seq = self.by_digest.get(key)
             if seq is None:
                 seq = self.next_seq
@@ -218,7 +247,8 @@ class ObjectFile:
             self.refresh(write_index=True)
         elif sync and messages:
             atomic.sync_file(self.path)
-        return seqs, combined(keys)
+        self._last = _LastSave(tuple(messages), seqs, state.copy(), self.inode)
+        return seqs, state.hexdigest()[:32]
 
     def resolve(
         self, runs: Sequence[Sequence[int]], count: int, expected: str | None, where: Path

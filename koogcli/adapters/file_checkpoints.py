@@ -93,8 +93,8 @@ class FileCheckpointStore:
             # A step checkpoint is superseded by the turn's next step, its tombstone or the
             # store, which are synced: it needs no fsync of its own (issue 12).
             durable = checkpoint.kind != "step"
-            keys = [self._digest(m) for m in checkpoint.messages]
-            seqs, combined = self._object_file(session).store(checkpoint.messages, keys, durable)
+            objects = self._object_file(session)
+            seqs, combined = objects.store(checkpoint.messages, self._digest, durable)
             seq = self._max_seq(folder) + 1
             doc = {
                 "format": FORMAT,

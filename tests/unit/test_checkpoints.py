@@ -324,3 +324,28 @@ def test_pruning_shrinks_the_objects_file(store: FileCheckpointStore) -> None:
     assert fresh(store).get(S, newest.id).messages[0].text.endswith("29")
     fresh(store).save(make(messages=(user("after compaction"),)))
     assert '"after compaction"' in objects.read_text()
+
+
+def test_saves_that_extend_the_last_one_refer_to_the_same_objects_as_fresh_saves(
+    store: FileCheckpointStore,
+) -> None:
+    """A turn's saves reuse the previous save's work for the messages they share; what
+    they write must be exactly what a process without that shortcut writes."""
+    import random
+
+    rng = random.Random(3)
+    history: list = [user("start")]
+    for step in range(40):
+        choice = rng.random()
+        if choice < 0.6:
+            history = [*history, assistant(f"a{step}")]  # the same objects, one more
+        elif choice < 0.8:
+            history = [user(m.text) for m in history]  # equal messages, new objects
+        else:
+            history = history[rng.randint(0, len(history)) :]
+        saved = store.save(make(messages=tuple(history)))
+        doc = json.loads(next(store.folder(S).glob(f"*-{saved.id}-*.json")).read_text())
+        again = fresh(store).save(make(messages=tuple(history)))
+        other = json.loads(next(store.folder(S).glob(f"*-{again.id}-*.json")).read_text())
+        assert (doc["messages"], doc["digest"]) == (other["messages"], other["digest"]), step
+        assert fresh(store).get(S, saved.id).messages == tuple(history)
