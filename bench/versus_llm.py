@@ -1,0 +1,81 @@
+"""A one-shot turn of koog against Simon Willison's `llm` on the same local server.
+
+Goal (issue 12): koog's median wall time ≤ 0.8x llm's. Both store the exchange (koog its
+session files and checkpoints, llm its SQLite log); both are asked "hi" and get an instant
+reply from tests/fakes/openai_server.py. Runs alternate koog / llm; medians are reported.
+
+    python bench/versus_llm.py [--runs 15] [--llm-venv DIR]
+
+Without --llm-venv, `llm` is installed from PyPI into a temporary virtual environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import KOOG, clean_env
+
+
+def install_llm(folder: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "llm"]
+    subprocess.run(pip, check=True)
+    return folder / "bin" / "llm"
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed: {done.stderr.decode()[-400:]}")
+    return elapsed
+
+
+def main() -> None:
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--llm-venv", type=Path)
+    args = parser.parse_args()
+    server = FakeOpenAIServer().start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            llm = args.llm_venv / "bin" / "llm" if args.llm_venv else install_llm(root / "llm-venv")
+            home = root / "llm-home"
+            home.mkdir()
+            (home / "extra-openai-models.yaml").write_text(
+                f'- model_id: fake\n  model_name: fake\n  api_base: "{server.base_url}"\n'
+            )
+            llm_env = {**clean_env(root / "unused"), "LLM_USER_PATH": str(home)}
+            koog_env = clean_env(
+                root / "koog", OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench"
+            )
+            koog_argv = [KOOG, "chat", "hi"]  # a new session per call, as llm starts one
+            llm_argv = [str(llm), "-m", "fake", "hi"]
+            timed(koog_argv, koog_env), timed(llm_argv, llm_env)  # warm the caches
+            koog_times, llm_times = [], []
+            for _ in range(args.runs):
+                koog_times.append(timed(koog_argv, koog_env))
+                llm_times.append(timed(llm_argv, llm_env))
+            koog_median = statistics.median(koog_times)
+            llm_median = statistics.median(llm_times)
+            version = subprocess.run([str(llm), "--version"], capture_output=True, text=True)
+            print(f"{version.stdout.strip()}; {args.runs} alternating pairs")
+            print(f"koog chat hi:    {koog_median * 1000:6.0f} ms median")
+            print(f"llm -m fake hi:  {llm_median * 1000:6.0f} ms median")
+            print(f"ratio koog / llm: {koog_median / llm_median:.2f}")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
