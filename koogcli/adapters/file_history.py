@@ -206,7 +206,11 @@ class FileHistoryStore:
                 entry = history_log.last(self._log(name))
                 if entry is not None and entry.revision > summary.revision:
                     return SessionInfo(
-                        name.value, entry.count, entry.revision, entry.updated_at, entry.preview
+                        name.value,
+                        entry.count,
+                        entry.revision,
+                        entry.updated_at,
+                        preview=entry.preview,
                     )
                 return SessionInfo(
                     name.value,

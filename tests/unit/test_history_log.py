@@ -81,7 +81,9 @@ def test_random_histories_read_back_the_same_everywhere(
         for count in (0, 1, 3, 10):
             assert other.tail(S, count) == (expected[-count:] if count else [])
         [info] = other.sessions()
-        assert (info.messages, info.revision) == (len(expected), revision)
+        assert (info.messages, info.revision, info.problem) == (len(expected), revision, None)
+        first = next((m.text for m in expected if m.role == "user"), "")
+        assert info.preview == first
 
 
 def test_a_torn_log_line_is_skipped_and_closed_off(data: DataDir) -> None:
