@@ -182,11 +182,17 @@ def remove_orphan_temp_files(folder: Path, now: float) -> int:
 def read_json(path: Path) -> object:
     """Parse a JSON document; a parse failure names the file and line and changes nothing."""
     try:
-        text = read_bytes(path).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorruptDocumentError(f"{path} is not UTF-8 text", hint=_KEEP) from exc
+        data = read_bytes(path)
     except FileNotFoundError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    return parse_json(data, path)
+
+
+def parse_json(data: bytes, path: Path) -> object:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptDocumentError(f"{path} is not UTF-8 text", hint=_KEEP) from exc
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

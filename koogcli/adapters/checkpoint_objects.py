@@ -42,11 +42,6 @@ COMPACT_GROWTH = 2
 COMPACT_MIN_BYTES = 256 * 1024
 
 
-def digest(message: Message) -> str:
-    canonical = json.dumps(message.to_dict(), sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
-
-
 def combined(keys: Iterable[str]) -> str:
     """One digest over a checkpoint's referenced objects, in order."""
     h = hashlib.sha256()

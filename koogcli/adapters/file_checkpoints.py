@@ -33,13 +33,9 @@ from typing_extensions import TypedDict
 
 from koogcli.adapters import atomic
 from koogcli.adapters import compensation_journal as journal
-from koogcli.adapters.checkpoint_objects import (
-    ObjectFile,
-    decode_runs,
-    digest,
-    encode_runs,
-)
+from koogcli.adapters.checkpoint_objects import ObjectFile, decode_runs, encode_runs
 from koogcli.adapters.documents import parse_messages
+from koogcli.adapters.message_digests import digest
 from koogcli.adapters.paths import DataDir
 from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, CompensationEntry
 from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
@@ -65,17 +61,6 @@ class FileCheckpointStore:
         self.data = data
         self.lock_timeout = lock_timeout
         self._objects: dict[str, ObjectFile] = {}
-        # Messages are immutable and a turn saves the same objects step after step: hash
-        # each once. The message is kept in the value so its id() cannot be reused.
-        self._digests: dict[int, tuple[Message, str]] = {}
-
-    def _digest(self, message: Message) -> str:
-        cached = self._digests.get(id(message))
-        if cached is not None and cached[0] is message:
-            return cached[1]
-        key = digest(message)
-        self._digests[id(message)] = (message, key)
-        return key
 
     def _object_file(self, session: SessionName) -> ObjectFile:
         objects = self._objects.get(session.value)
@@ -94,7 +79,7 @@ class FileCheckpointStore:
             # store, which are synced: it needs no fsync of its own (issue 12).
             durable = checkpoint.kind != "step"
             objects = self._object_file(session)
-            seqs, combined = objects.store(checkpoint.messages, self._digest, durable)
+            seqs, combined = objects.store(checkpoint.messages, digest, durable)
             seq = self._max_seq(folder) + 1
             doc = {
                 "format": FORMAT,

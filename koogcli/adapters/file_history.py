@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from koogcli.adapters import atomic, history_log
+from koogcli.adapters import atomic, history_log, message_digests
 from koogcli.adapters.documents import (
     PREVIEW_CHARS,
     SUMMARY_BYTES,
@@ -63,7 +63,12 @@ class FileHistoryStore:
         for attempt in range(3):
             if not _exists(path):
                 return StoredHistory([], 0)
-            header, messages = parse_history(atomic.read_json(path), path)
+            try:
+                data = atomic.read_bytes(path)
+            except FileNotFoundError:
+                return StoredHistory([], 0)
+            header, messages = parse_history(atomic.parse_json(data, path), path)
+            message_digests.remember_lines(data, messages)  # checkpoints need not hash
             try:
                 entries = history_log.read(self._log(session), header.revision)
                 messages, revision, at = history_log.apply(

@@ -425,3 +425,23 @@ def test_a_turn_syncs_what_it_keeps_and_not_its_step_checkpoints(
     assert any(n.endswith("-r.json") for n in names)  # the restore point
     assert "sync.jsonl" in names  # the transcript
     assert len(synced) <= 12, names
+
+
+def test_each_turn_adds_only_its_own_messages_to_the_checkpoint_objects(
+    make_ctx: Callable[..., Any],
+) -> None:
+    """A new process finds the stored history's objects by the digests of the document's
+    lines: the objects file grows by what each turn adds, not by the history again."""
+    from koogcli.adapters import message_digests
+    from koogcli.services.turn import TurnRequest, run_turn
+
+    session = SessionName("grow")
+    lines = []
+    for text in ("one", "two", "three", "four"):
+        message_digests._KNOWN.clear()  # as in a new process
+        ctx = make_ctx()
+        run_turn(ctx, TurnRequest(session, text))
+        objects = ctx.checkpoints.folder(session) / "objects.jsonl"
+        lines.append(len(objects.read_text().splitlines()))
+    # The stored system prompt first reaches a checkpoint in the second turn's restore point.
+    assert [b - a for a, b in zip(lines, lines[1:], strict=False)] == [3, 2, 2]

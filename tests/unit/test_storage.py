@@ -150,3 +150,34 @@ def test_listing_reads_the_summary(store: FileHistoryStore) -> None:
     assert (infos["empty"].messages, infos["empty"].preview) == (0, "")
     raw = json.loads(store.data.session_file(S).read_text())
     assert (raw["message_count"], raw["preview"]) == (6, TRICKY[0].text)
+
+
+def test_digests_from_the_documents_lines_equal_the_computed_ones(
+    store: FileHistoryStore,
+) -> None:
+    from koogcli.adapters import message_digests
+
+    store.store(S, TRICKY)
+    data = store.data.session_file(S).read_bytes()
+    loaded = FileHistoryStore(store.data).load(S)
+    message_digests._KNOWN.clear()
+    assert message_digests.remember_lines(data, loaded)
+    from_lines = [message_digests.digest(m) for m in loaded]
+    message_digests._KNOWN.clear()
+    computed = [message_digests.digest(m) for m in loaded]
+    assert from_lines == computed
+    assert len(set(computed)) == len(TRICKY)
+
+
+def test_a_document_of_another_shape_gives_no_digests(store: FileHistoryStore) -> None:
+    from koogcli.adapters import message_digests
+
+    store.store(S, TRICKY)
+    loaded = store.load(S)
+    shuffled = json.loads(store.data.session_file(S).read_text())
+    shuffled["messages"].reverse()
+    text = json.dumps(shuffled, indent=None)  # one line: not one message per line
+    assert not message_digests.remember_lines(text.encode(), loaded)
+    lines = store.data.session_file(S).read_bytes().split(b"\n")
+    lines[1], lines[2] = lines[2], lines[1]  # right shape, wrong order
+    assert not message_digests.remember_lines(b"\n".join(lines), loaded)
