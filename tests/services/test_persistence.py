@@ -5,6 +5,7 @@ Koog's persistence cases 37-44 (KOOG_SEMANTICS §5.2), translated to koog's turn
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Callable
@@ -444,4 +445,4 @@ def test_each_turn_adds_only_its_own_messages_to_the_checkpoint_objects(
         objects = ctx.checkpoints.folder(session) / "objects.jsonl"
         lines.append(len(objects.read_text().splitlines()))
     # The stored system prompt first reaches a checkpoint in the second turn's restore point.
-    assert [b - a for a, b in zip(lines, lines[1:], strict=False)] == [3, 2, 2]
+    assert [b - a for a, b in itertools.pairwise(lines)] == [3, 2, 2]
