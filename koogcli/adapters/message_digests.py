@@ -44,12 +44,18 @@ def remember_lines(data: bytes, messages: Sequence[Message]) -> bool:
     for message, line in zip(messages, lines[1:], strict=False):
         if line.endswith(b","):
             line = line[:-1]
-        if not line.startswith(b'{"id": ' + json.dumps(message.id).encode() + b","):
+        if not line.startswith(_id_prefix(message.id)):
             return False
         found.append((message, _key(line)))
     for message, key in found:
         _remember(message, key)
     return True
+
+
+def _id_prefix(message_id: str) -> bytes:
+    if message_id.isascii() and message_id.isalnum():  # koog's own ids: nothing to escape
+        return b'{"id": "' + message_id.encode() + b'",'
+    return b'{"id": ' + json.dumps(message_id, ensure_ascii=False).encode() + b","
 
 
 def _remember(message: Message, key: str) -> None:
