@@ -97,17 +97,12 @@ def write_text(path: Path, text: str, sync: bool = True) -> None:
 def sync_file(path: Path) -> None:
     """Make whatever was written to a file durable, by this process or another."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with open_binary(path) as handle:
+            os.fsync(handle.fileno())
     except FileNotFoundError:
         return
     except OSError as exc:
         raise _failure("sync", path, exc) from exc
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        raise _failure("sync", path, exc) from exc
-    finally:
-        os.close(fd)
 
 
 def _fsync_dir(folder: Path) -> None:

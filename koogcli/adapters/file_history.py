@@ -209,21 +209,17 @@ class FileHistoryStore:
             summary = read_summary(atomic.read_bytes(path, SUMMARY_BYTES))
             if summary is not None:
                 entry = history_log.last(self._log(name))
-                if entry is not None and entry.revision > summary.revision:
-                    return SessionInfo(
-                        name.value,
-                        entry.count,
-                        entry.revision,
-                        entry.updated_at,
-                        preview=entry.preview,
+                if entry is not None and entry.revision > summary.revision:  # the log is ahead
+                    count, revision, at = entry.count, entry.revision, entry.updated_at
+                    preview = entry.preview
+                else:
+                    count, revision, at = (
+                        summary.message_count,
+                        summary.revision,
+                        summary.updated_at,
                     )
-                return SessionInfo(
-                    name.value,
-                    summary.message_count,
-                    summary.revision,
-                    summary.updated_at,
-                    preview=summary.preview,
-                )
+                    preview = summary.preview
+                return SessionInfo(name.value, count, revision, at, preview=preview)
             stored = self.read(name)
         except FileNotFoundError:
             return None
