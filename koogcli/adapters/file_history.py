@@ -209,6 +209,7 @@ class FileHistoryStore:
             summary = read_summary(atomic.read_bytes(path, SUMMARY_BYTES))
             if summary is not None:
                 entry = history_log.last(self._log(name))
+                at: str | None
                 if entry is not None and entry.revision > summary.revision:  # the log is ahead
                     count, revision, at = entry.count, entry.revision, entry.updated_at
                     preview = entry.preview
