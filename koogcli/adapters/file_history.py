@@ -96,9 +96,7 @@ class FileHistoryStore:
             return []
         if found is not None and summary is not None:
             entries = history_log.read(self._log(session), summary.revision)
-            if all(e.drop <= e.count for e in entries) and (
-                not entries or entries[0].base == summary.revision
-            ):
+            if not entries or entries[0].base == summary.revision:
                 total = entries[-1].count if entries else summary.message_count
                 combined = [*found, *(m for e in entries for m in e.add)]
                 return combined[len(combined) - min(count, total, len(combined)) :]

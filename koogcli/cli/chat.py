@@ -138,33 +138,22 @@ def show(
 ) -> None:
     """Run a one-shot turn: the reply alone on stdout (or one JSON object), tools on stderr."""
     from koogcli.services.turn import TurnEvents
-    from koogcli.ui.reply import ReplyWriter, turn_handlers
+    from koogcli.ui.reply import ReplyWriter, Silent, turn_handlers
 
-    writer = None if as_json else ReplyWriter(markdown=app_ctx.settings.chat.markdown)
-    if writer is None:
-        events = TurnEvents(
-            on_tool_call=lambda call: render.note(render.tool_call_line(call)),
-            on_tool_result=lambda call, outcome: render.note(render.tool_result_line(outcome)),
-            on_note=render.note,
-            on_warning=render.warning,
-            approve=render.tool_approver(),
-        )
-    else:
-        events = TurnEvents(
-            **turn_handlers(writer, render.note, render.warning),
-            approve=render.tool_approver(writer=writer),
-        )
+    writer = Silent() if as_json else ReplyWriter(markdown=app_ctx.settings.chat.markdown)
+    events = TurnEvents(
+        **turn_handlers(writer, render.note, render.warning),
+        approve=render.tool_approver(writer=writer),
+    )
     try:
         result = run(events)
     except BaseException:
-        if writer:
-            writer.abort()
+        writer.abort()
         raise
     if result is None:
         return
-    if writer:
-        writer.finish(result.reply)
-    else:
+    writer.finish(result.reply)
+    if as_json:
         render.json_out(
             {
                 "session": result.session,

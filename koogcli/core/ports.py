@@ -86,6 +86,15 @@ class Usage:
     completion_tokens: int = 0
     total_tokens: int = 0
 
+    def plus(self, more: Usage | None) -> Usage:
+        if more is None:
+            return self
+        return Usage(
+            self.prompt_tokens + more.prompt_tokens,
+            self.completion_tokens + more.completion_tokens,
+            self.total_tokens + more.total_tokens,
+        )
+
     def to_dict(self) -> dict[str, int]:
         return {
             "prompt_tokens": self.prompt_tokens,

@@ -64,13 +64,6 @@ def _paused(display: ReplyDisplay, ask: Callable[[ToolCall], str], call: ToolCal
 
 
 def _count(state: ReplState, result: TurnResult) -> None:
-    from koogcli.core.ports import Usage
-
     state.last_reply = result.reply
     if result.usage is not None:
-        before = state.usage or Usage(0, 0, 0)
-        state.usage = Usage(
-            before.prompt_tokens + result.usage.prompt_tokens,
-            before.completion_tokens + result.usage.completion_tokens,
-            before.total_tokens + result.usage.total_tokens,
-        )
+        state.usage = state.usage.plus(result.usage) if state.usage else result.usage

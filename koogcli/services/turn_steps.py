@@ -274,7 +274,7 @@ def _model_step(turn: TurnState) -> None:
             ctx.transcript.append(turn.session, ctx.pipeline.redact([partial]), turn.turn_id)
         raise
     turn.rounds += 1
-    turn.usage = _add(turn.usage, completion.usage)
+    turn.usage = turn.usage.plus(completion.usage) if turn.usage else completion.usage
     calls = tuple(_with_id(c) for c in completion.tool_calls) if offer_tools else ()
     usable = tuple(c for c in calls if c.name.strip())
     # A call without a name is the model's error: never stored (it could not be loaded
@@ -359,18 +359,6 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
 def _with_id(call: ToolCall) -> ToolCall:
     # Results are paired to calls by id; a server that sends none gets one made up.
     return call if call.id else ToolCall(f"call_{new_id()[:12]}", call.name, call.arguments)
-
-
-def _add(total: Usage | None, more: Usage | None) -> Usage | None:
-    if more is None:
-        return total
-    if total is None:
-        return more
-    return Usage(
-        total.prompt_tokens + more.prompt_tokens,
-        total.completion_tokens + more.completion_tokens,
-        total.total_tokens + more.total_tokens,
-    )
 
 
 def tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Checkpoint:

@@ -188,6 +188,20 @@ class ReplyWriter:
                 silence_stdout()
 
 
+class Silent:
+    """A display for `--json`: stdout carries one JSON object, so the reply is not shown."""
+
+    def delta(self, text: str) -> None: ...
+
+    def waiting(self, label: str = "waiting") -> None: ...
+
+    def pause(self) -> None: ...
+
+    def finish(self, text: str | None = None) -> None: ...
+
+    def abort(self) -> None: ...
+
+
 class Waiting:
     """A spinner and the seconds since it started, redrawn by rich's refresh thread."""
 
