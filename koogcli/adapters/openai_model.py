@@ -9,11 +9,17 @@ never logged or shown.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from koogcli.core.errors import EndpointNotConfiguredError, ModelError
+from koogcli.core.errors import (
+    ContextOverflowError,
+    EndpointNotConfiguredError,
+    ModelError,
+    ResponseFormatError,
+)
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest, Usage
 from koogcli.core.urls import masked
@@ -104,6 +110,8 @@ class OpenAIChatModel:
             kwargs["reasoning_effort"] = self.options.reasoning_effort
         if request.tools:
             kwargs["tools"] = list(request.tools)
+        if request.response_format is not None:
+            kwargs["response_format"] = request.response_format
         try:
             if request.stream:
                 return self._stream(kwargs, on_delta)
@@ -227,6 +235,10 @@ class OpenAIChatModel:
                 f"{url} is rate limiting requests (HTTP 429){retries}",
                 hint="wait and retry, or raise llm.max_retries",
             )
+        if isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 413, 422):
+            refused = _refusal(exc, model, url)
+            if refused is not None:
+                return refused
         if isinstance(exc, openai.APIStatusError):
             detail = _detail(exc)
             # The client retries only these statuses; others are not called retried.
@@ -279,6 +291,29 @@ def _arguments(value: object, empty: str = "{}") -> str:
     if value is None:
         return empty
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+_OVERFLOW = re.compile(
+    r"context.length|context.window|maximum context|too many tokens|prompt is too long|"
+    r"reduce the length|exceeds? the (?:model'?s? )?(?:context|max)",
+    re.IGNORECASE,
+)
+
+
+def _refusal(exc: Any, model: str, url: str) -> ModelError | None:
+    """A 4xx that means "too long for this model" or "no such response_format"."""
+    body = getattr(exc, "body", None)
+    err = body.get("error", body) if isinstance(body, dict) else None
+    code = str(err.get("code") or "") if isinstance(err, dict) else ""
+    said = f"{exc.message} {_detail(exc)}"
+    if code in ("context_length_exceeded", "context_window_exceeded") or _OVERFLOW.search(said):
+        return ContextOverflowError(
+            f"{url} refused the request as longer than {model}'s context"
+            f"{_detail(exc) or f' (HTTP {exc.status_code})'}"
+        )
+    if "response_format" in said or "json_schema" in said or "json_object" in said:
+        return ResponseFormatError(f"{url} does not take this response_format{_detail(exc)}")
+    return None
 
 
 def _detail(exc: Any) -> str:

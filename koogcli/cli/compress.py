@@ -43,7 +43,11 @@ def compress(
         False, "--dry-run", help="Print the would-be history; write nothing."
     ),
     model: str | None = typer.Option(
-        None, "-m", "--model", metavar="MODEL", help="Model that writes the summaries."
+        None,
+        "-m",
+        "--model",
+        metavar="MODEL",
+        help="Model that writes the summaries (over compression.model).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
 ) -> None:
@@ -54,13 +58,19 @@ def compress(
     from koogcli.services.compression import CompressRequest, StrategyChoice
     from koogcli.services.compression import compress as run
 
-    app_ctx = globals_of(ctx).build({"llm.model": model})
+    app_ctx = globals_of(ctx).build()
     choice = StrategyChoice(strategy, last, since, chunk_size, tuple(concept), fallback)
     request = CompressRequest(
-        app_ctx.session(session), choice, False if no_preserve_memory else None, dry_run
+        app_ctx.session(session),
+        choice,
+        False if no_preserve_memory else None,
+        dry_run,
+        model=model,
     )
     with render.ProgressBar("summarising") as bar:
         result = run(app_ctx, request, bar.update)
+    for problem in result.problems:
+        render.warning(problem)
     if as_json:
         render.json_out(views.compress_dict(result))
         return

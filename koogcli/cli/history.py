@@ -68,6 +68,9 @@ def show(
     ),
     transcript: bool = typer.Option(False, "--transcript", help="Every message ever exchanged."),
     as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
+    tokens: bool = typer.Option(
+        False, "--tokens", help="Estimated tokens per message, and the next request's size."
+    ),
 ) -> None:
     """Show a session's stored history (or its full transcript)."""
     from koogcli.services import history
@@ -80,10 +83,20 @@ def show(
     messages = history.show(app_ctx, name, last, transcript)
     for problem in history.transcript_problems(app_ctx, name) if transcript else []:
         render.warning(problem)
+    counts = history.token_counts(app_ctx, name, messages) if tokens else None
     if messages or fmt == "json":
-        render.out(render.format_messages(messages, fmt))
+        render.out(render.format_messages(messages, fmt, counts))
     elif fmt in ("text", "markdown"):
         render.note(views.empty_history(name.value))
+    if tokens:
+        from koogcli.services import budget
+
+        size = budget.session_size(app_ctx, name)
+        line = f"next request: {size.describe()} for {app_ctx.settings.llm.model}"
+        if fmt in ("text", "markdown"):
+            render.out(line)
+        else:
+            render.note(line)
 
 
 @app.command()

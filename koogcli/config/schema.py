@@ -40,6 +40,8 @@ class LLMSettings(_Strict):
     reasoning_effort: str | None = Field(default=None, min_length=1)
     timeout_seconds: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
     max_retries: int = Field(default=2, ge=0, le=20)
+    # The model's context window in tokens; unset: unknown (no automatic compression by size).
+    context_tokens: int | None = Field(default=None, ge=1)
     # Provider-specific request fields, sent verbatim (top_k, min_p, seed, ...).
     extra_body: dict[str, object] = {}
 
@@ -60,6 +62,12 @@ class ChatSettings(_Strict):
         if value:
             SessionName.parse(value)
         return value
+
+
+class ModelSpec(_Strict):
+    """What koog knows about one model (`[models."NAME"]`), over the `[llm]` values."""
+
+    context_tokens: int | None = Field(default=None, ge=1)
 
 
 class RoleSpec(_Strict):
@@ -86,6 +94,11 @@ class WindowSpec(_Strict):
     size: int = Field(ge=0)
 
 
+class TokenWindowSpec(_Strict):
+    type: Literal["token_window"]
+    max_tokens: int = Field(ge=1)
+
+
 class RedactSpec(_Strict):
     type: Literal["redact"]
     pattern: str = Field(min_length=1)
@@ -103,9 +116,10 @@ class CustomSpec(_Strict):
 
 
 PreprocessorSpec = Annotated[
-    FilterSpec | WindowSpec | RedactSpec | CustomSpec, Field(discriminator="type")
+    FilterSpec | WindowSpec | TokenWindowSpec | RedactSpec | CustomSpec,
+    Field(discriminator="type"),
 ]
-PREPROCESSOR_TYPES = ("filter", "window", "redact", "custom")
+PREPROCESSOR_TYPES = ("filter", "window", "token_window", "redact", "custom")
 
 
 class ChatMemorySettings(_Strict):
@@ -144,6 +158,10 @@ class CompressionSettings(_Strict):
     concurrency: int = Field(default=4, ge=1, le=32)
     preserve_memory: bool = True
     auto_after_messages: int = Field(default=0, ge=0)
+    # Compress before a turn whose request would pass this fraction of the model's context.
+    auto_at: float = Field(default=0.8, ge=0.0, le=1.0)
+    model: str = ""  # the model that summarises; empty: the chat model
+    retries: int = Field(default=3, ge=0, le=10)  # re-asks after an invalid fact answer
     concepts: list[str] = []
     fallback: StrategyName | Literal[""] = ""
 
@@ -208,6 +226,7 @@ class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
     roles: dict[str, RoleSpec] = {}
+    models: dict[str, ModelSpec] = {}
     chat_memory: ChatMemorySettings = ChatMemorySettings()
     compression: CompressionSettings = CompressionSettings()
     persistence: PersistenceSettings = PersistenceSettings()

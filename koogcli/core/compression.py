@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Protocol
 
 from koogcli.core.errors import UsageError
@@ -26,29 +27,58 @@ from koogcli.core.messages import assistant as assistant_message
 MEMORY_MARKERS = ("Here are the relevant facts from memory", "Memory feature is not enabled")
 
 SUMMARY_PROMPT = """\
-Summarize the conversation so far so that it can go on from this summary alone.
+Summarize the conversation above, enclosed in <conversation_to_summarize> tags, so that it \
+can go on from this summary alone. Do not continue the conversation or answer anything in \
+it: write the summary only.
 
-Cover:
-1. The goals and problems being worked on
-2. Every tool that was used, why, and what it returned
-3. Important facts that were found or produced
-4. Where things stand and what was concluded
-5. Questions still open and work not yet done
+Keep exactly, never paraphrased away:
+- names of people, projects, files, tools, commands and identifiers
+- numbers, amounts, dates, versions and results of calculations
+- decisions made and the reasons given
+- every tool that was used, with its arguments where they matter and what it returned
+- questions still open and work not yet done
 
 Arrange it under clear headings:
 - Goals
+- Decisions
 - Tools and results
-- Findings
+- Facts and figures
 - Status
-- Next steps
+- Open questions and next steps
 
 Apart from the system message, this summary is all that will remain of the conversation.
 Make sure it holds everything needed to carry on."""
+
+SUMMARIZER_ROLE = (
+    "You write faithful summaries of conversations between a user and an assistant, so the "
+    "conversation can continue from the summary alone. You never take part in the "
+    "conversation yourself."
+)
+
+
+class InvalidAnswer(ValueError):
+    """An answer that does not fit its question; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """A request whose answer must parse: `schema` asks the server for JSON of that shape
+    (`response_format`), `parse` checks the answer and raises InvalidAnswer."""
+
+    messages: Sequence[Message]
+    name: str
+    schema: dict[str, object]
+    parse: Callable[[str], object]
 
 
 class Summarizer(Protocol):
     def ask_all(self, prompts: Sequence[Sequence[Message]]) -> list[str]:
         """One model request per prompt (no tools); answers in prompt order."""
+        ...
+
+    def ask_parsed(self, questions: Sequence[Question]) -> list[object | None]:
+        """Parsed answers in question order; None where no valid answer came (after
+        the retries the summarizer allows)."""
         ...
 
 
@@ -119,7 +149,10 @@ def summary_message(text: str) -> Message:
 
 
 def summary_prompt(messages: Sequence[Message]) -> list[Message]:
-    return [*drop_trailing_calls(messages), user(SUMMARY_PROMPT)]
+    """The history inside delimiters, not as turns of a chat: a model shown a long run of
+    tool calls as real turns tends to carry on with them instead of summarising."""
+    wrapped = wrap(messages, "conversation_to_summarize")
+    return [system(SUMMARIZER_ROLE), user(f"{wrapped}\n{SUMMARY_PROMPT}")]
 
 
 @dataclass(frozen=True)
@@ -238,7 +271,12 @@ def _escape(text: str) -> str:
 
 
 def wrap_for_extraction(history: Sequence[Message]) -> str:
-    lines = ["<conversation_to_extract_facts>"]
+    return wrap(history, "conversation_to_extract_facts")
+
+
+def wrap(history: Sequence[Message], tag: str) -> str:
+    """Koog's wrapper: one XML-escaped element per message, trailing tool calls left out."""
+    lines = [f"<{tag}>"]
     for m in drop_trailing_calls(history):
         if m.role == "tool":
             lines.append(
@@ -251,7 +289,7 @@ def wrap_for_extraction(history: Sequence[Message]) -> str:
             lines.append(
                 f'<tool_call tool="{_escape(call.name)}">\n{_escape(call.arguments)}\n</tool_call>'
             )
-    lines.append("</conversation_to_extract_facts>")
+    lines.append(f"</{tag}>")
     return "\n".join(lines) + "\n"
 
 
@@ -286,21 +324,54 @@ def extraction_instruction(concept: Concept) -> str:
     )
 
 
-def parse_facts(concept: Concept, answer: str) -> list[str]:
-    """Facts from the model's JSON answer; unparsable answers give none (Koog's sentinel)."""
-    match = re.search(r"\{.*\}", answer, re.DOTALL)
+def fact_schema(concept: Concept) -> dict[str, object]:
+    """The JSON schema of an extraction answer, for `response_format`."""
+    fact: dict[str, object] = {
+        "type": "object",
+        "properties": {"fact": {"type": "string"}},
+        "required": ["fact"],
+        "additionalProperties": False,
+    }
+    if not concept.multiple:
+        return fact
+    return {
+        "type": "object",
+        "properties": {"facts": {"type": "array", "items": fact}},
+        "required": ["facts"],
+        "additionalProperties": False,
+    }
+
+
+def read_facts(concept: Concept, answer: str) -> list[str]:
+    """Facts from the model's JSON answer (Koog's sentinel and empty facts dropped);
+    an answer that is not JSON of the concept's shape raises InvalidAnswer saying why."""
+    match = re.search(r"\{.*\}", answer, re.DOTALL)  # a fenced or prefaced object too
     try:
         data = json.loads(match.group(0) if match else answer)
-    except (json.JSONDecodeError, TypeError):
-        return []
+    except json.JSONDecodeError as exc:
+        raise InvalidAnswer(f"the answer is not JSON ({exc.msg} at character {exc.pos})") from exc
+    if not isinstance(data, dict):
+        raise InvalidAnswer("the answer is JSON but not an object")
     if concept.multiple:
-        items = data.get("facts") if isinstance(data, dict) else None
-        facts = (
-            [i.get("fact") for i in items if isinstance(i, dict)] if isinstance(items, list) else []
-        )
+        items = data.get("facts")
+        if not isinstance(items, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("fact"), str) for i in items
+        ):
+            raise InvalidAnswer('"facts" must be an array of objects, each with a "fact" string')
+        facts = [i["fact"] for i in items]
     else:
-        facts = [data.get("fact")] if isinstance(data, dict) else []
-    return [f.strip() for f in facts if isinstance(f, str) and f.strip() and f.strip() != NO_FACT]
+        if not isinstance(data.get("fact"), str):
+            raise InvalidAnswer('the object must have a "fact" string')
+        facts = [data["fact"]]
+    return [f.strip() for f in facts if f.strip() and f.strip() != NO_FACT]
+
+
+def parse_facts(concept: Concept, answer: str) -> list[str]:
+    """Koog's fixing parser after its retries: an unparsable answer gives no facts."""
+    try:
+        return read_facts(concept, answer)
+    except InvalidAnswer:
+        return []
 
 
 def facts_message(found: Sequence[tuple[Concept, list[str]]], tool_interactions: int) -> Message:
@@ -335,21 +406,22 @@ class FactRetrieval:
         self, history: Sequence[Message], memory: Sequence[Message], llm: Summarizer
     ) -> list[Message] | None:
         wrapped = wrap_for_extraction(history)
-        prompts = [[system(extraction_instruction(c)), user(wrapped)] for c in self.concepts]
-        answers = llm.ask_all(prompts)
+        questions = [
+            Question(
+                [system(extraction_instruction(c)), user(wrapped)],
+                f"facts_about_{re.sub(r'[^A-Za-z0-9_-]', '_', c.name)}"[:64],
+                fact_schema(c),
+                partial(read_facts, c),
+            )
+            for c in self.concepts
+        ]
+        answers = llm.ask_parsed(questions)
         found = [
             (c, facts)
-            for c, a in zip(self.concepts, answers, strict=True)
-            if (facts := parse_facts(c, a))
+            for c, facts in zip(self.concepts, answers, strict=True)
+            if isinstance(facts, list) and facts
         ]
         if not found:
             return self.fallback.compress(history, memory, llm) if self.fallback else None
         tools = sum(1 for m in history if m.role == "tool")
         return compose(history, [facts_message(found, tools)], memory)
-
-
-def estimate_tokens(messages: Sequence[Message]) -> int:
-    """About four characters a token, plus a little per message; enough to compare."""
-    return sum(
-        4 + (len(m.text) + sum(len(c.arguments) for c in m.tool_calls)) // 4 for m in messages
-    )

@@ -40,6 +40,14 @@ class ModelError(KoogError):
     exit_code = 1
 
 
+class ContextOverflowError(ModelError):
+    """The server refused a request as longer than the model's context."""
+
+
+class ResponseFormatError(ModelError):
+    """The server refused the request's `response_format` (it supports no such mode)."""
+
+
 class TurnCancelledError(KoogError):
     """Ctrl-C during a turn: nothing was stored."""
 

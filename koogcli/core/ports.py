@@ -110,6 +110,8 @@ class ModelRequest:
     temperature: float | None = None
     stream: bool = True
     tools: Sequence[dict[str, object]] = field(default_factory=tuple)
+    # OpenAI's `response_format` (json_schema / json_object); None: plain text.
+    response_format: dict[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ Order matters: window-then-filter differs from filter-then-window (SPEC §5.3).
 The window keeps Koog's newest pairing rule (§5.4): results are matched to calls FIFO per
 key (("id", call id) or ("anon", tool name)); a result whose call fell outside the window
 is dropped, so no tool result is ever orphaned. Non-tool messages are never modified.
+The token window keeps the same rule over a budget of estimated tokens.
 """
 
 from __future__ import annotations
@@ -68,25 +69,65 @@ def _call_key(call_id: str | None, name: str | None) -> tuple[str, str]:
     return ("id", call_id) if call_id is not None else ("anon", name or "")
 
 
+def _from(messages: list[Message], start: int, pinned: Callable[[Message], bool]) -> list[Message]:
+    """Messages from `start` on, plus pinned ones anywhere; a tool result whose call is
+    not kept is dropped too (calls and results paired FIFO per key)."""
+    pending: dict[tuple[str, str], deque[int]] = defaultdict(deque)
+    out: list[Message] = []
+    for index, m in enumerate(messages):
+        for call in m.tool_calls:
+            pending[_call_key(call.id, call.name)].append(index)
+        kept = index >= start or pinned(m)
+        if m.role == "tool":
+            queue = pending[_call_key(m.tool_call_id, m.name)]
+            call_index = queue.popleft() if queue else None
+            kept = kept and call_index is not None and call_index >= start
+        if kept:
+            out.append(m)
+    return out
+
+
+def _never(m: Message) -> bool:
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class WindowPreprocessor:
     size: int
 
     def __call__(self, messages: list[Message]) -> list[Message]:
-        start = len(messages) - min(self.size, len(messages))
-        pending: dict[tuple[str, str], deque[int]] = defaultdict(deque)
-        out: list[Message] = []
-        for index, m in enumerate(messages):
-            for call in m.tool_calls:
-                pending[_call_key(call.id, call.name)].append(index)
-            paired_in_window = True
-            if m.role == "tool":
-                queue = pending[_call_key(m.tool_call_id, m.name)]
-                call_index = queue.popleft() if queue else None
-                paired_in_window = call_index is not None and call_index >= start
-            if index >= start and paired_in_window:
-                out.append(m)
-        return out
+        return _from(messages, len(messages) - min(self.size, len(messages)), _never)
+
+
+def _pinned(m: Message) -> bool:
+    from koogcli.core.compression import is_memory
+
+    return m.role == "system" or is_memory(m)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenWindowPreprocessor:
+    """The newest messages whose estimated tokens (core/tokens.py) fit `max_tokens`.
+
+    System messages and memory messages are always kept and counted first; the window is
+    a run of the newest other messages, so no answer loses the question before it."""
+
+    max_tokens: int
+
+    def __call__(self, messages: list[Message]) -> list[Message]:
+        from koogcli.core.tokens import message_tokens
+
+        budget = self.max_tokens - sum(message_tokens(m) for m in messages if _pinned(m))
+        start = len(messages)
+        for index in range(len(messages) - 1, -1, -1):
+            m = messages[index]
+            if _pinned(m):
+                continue
+            budget -= message_tokens(m)
+            if budget < 0:
+                break
+            start = index
+        return _from(messages, start, _pinned)
 
 
 @dataclass(frozen=True, slots=True)

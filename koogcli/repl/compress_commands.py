@@ -24,7 +24,9 @@ def _compress(state: ReplState, args: str) -> None:
     with render.ProgressBar("summarising") as bar:
         result = compress(
             state.ctx,
-            CompressRequest(state.session, StrategyChoice(args or None), model=state.model),
+            CompressRequest(state.session, StrategyChoice(args or None), chat_model=state.model),
             bar.update,
         )
+    for problem in result.problems:
+        state.ui.warning(problem)
     state.ui.info(views.compress_line(result, repl=True))

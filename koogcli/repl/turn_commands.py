@@ -93,14 +93,18 @@ def _copy(state: ReplState, args: str) -> None:
     )
 
 
-@REGISTRY.add("usage", "/usage", "tokens this session's model requests used")
+@REGISTRY.add(
+    "usage", "/usage", "tokens used so far, and the next request's size against the context"
+)
 def _usage(state: ReplState, args: str) -> None:
-    from koogcli.services import history
+    from koogcli.services import budget, history
 
     totals = history.usage_totals(state.ctx, state.session)
     if not totals.replies:
         state.ui.info(f"session {state.session.value} has no replies yet")
         return
+    size = budget.session_size(state.ctx, state.session, state.model)
+    state.ui.show(f"next request: {size.describe()} for {state.model}")
     line = (
         f"session {state.session.value}: {totals.replies} "
         f"{'reply' if totals.replies == 1 else 'replies'}, "

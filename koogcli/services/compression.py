@@ -12,17 +12,22 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from koogcli.config.schema import CompressionSettings
 from koogcli.core import compression as core
-from koogcli.core.errors import ConflictError, StorageError, UsageError
-from koogcli.core.messages import Message
+from koogcli.core.errors import ConflictError, ResponseFormatError, StorageError, UsageError
+from koogcli.core.messages import Message, assistant, user
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest
+from koogcli.core.tokens import request_tokens
+from koogcli.services.budget import context_limit, live_prompt, summary_model
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
 
 Progress = Callable[[int, int], None]
+Q = TypeVar("Q")
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,9 @@ class CompressRequest:
     choice: StrategyChoice = field(default_factory=lambda: StrategyChoice())
     preserve_memory: bool | None = None
     dry_run: bool = False
-    model: str | None = None  # the model that summarises; None: llm.model
+    model: str | None = None  # who summarises (-m); None: compression.model, else chat_model
+    chat_model: str | None = None  # the model in use (the REPL's /model); None: llm.model
+    system_prompt: str | None = None  # the live system prompt; None: llm.system_prompt
 
 
 @dataclass(frozen=True)
@@ -56,10 +63,20 @@ class CompressResult:
     checkpoint: str | None
     changed: bool
     dry_run: bool
+    # What went wrong on the way without stopping it (answers that never became valid).
+    problems: tuple[str, ...] = ()
+
+
+FORMATS = ("json_schema", "json_object", "plain")
 
 
 class ModelSummarizer:
-    """Sends summary requests through the chat model, `concurrency` at a time, in order."""
+    """Sends summary requests through the model, `concurrency` at a time, in order.
+
+    Questions with a JSON answer go out with `response_format` json_schema; a server that
+    refuses it is asked with json_object, then with the plain prompt, and this process
+    keeps asking it that way. An answer that does not parse is asked again with what was
+    wrong, up to `compression.retries` times."""
 
     def __init__(
         self,
@@ -73,21 +90,81 @@ class ModelSummarizer:
         self.concurrency = concurrency
         self.progress = progress
         self.requests = 0
+        self.problems: list[str] = []
+        self._format = 0  # index into FORMATS, lowered when the server refuses one
         self._lock = threading.Lock()
 
-    def _one(self, prompt: Sequence[Message]) -> str:
+    def _send(self, prompt: Sequence[Message], response_format: dict[str, object] | None) -> str:
         llm = self.ctx.settings.llm
-        request = ModelRequest(self.model, list(prompt), llm.temperature, stream=False)
+        request = ModelRequest(
+            self.model, list(prompt), llm.temperature, stream=False, response_format=response_format
+        )
         with self._lock:
             self.requests += 1
         return self.ctx.model().complete(request).text
 
+    def _one(self, prompt: Sequence[Message]) -> str:
+        return self._send(prompt, None)
+
+    def _answer(self, question: core.Question, prompt: Sequence[Message]) -> str:
+        while True:
+            tried = self._format
+            kind = FORMATS[tried]
+            response_format: dict[str, object] | None = (
+                {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": question.name,
+                        "schema": question.schema,
+                        "strict": True,
+                    },
+                }
+                if kind == "json_schema"
+                else {"type": "json_object"}
+                if kind == "json_object"
+                else None
+            )
+            try:
+                return self._send(prompt, response_format)
+            except ResponseFormatError:
+                if response_format is None:
+                    raise
+                with self._lock:
+                    self._format = max(self._format, tried + 1)
+
+    def _one_parsed(self, question: core.Question) -> object | None:
+        prompt = list(question.messages)
+        retries = self.ctx.settings.compression.retries
+        for attempt in range(retries + 1):
+            text = self._answer(question, prompt)
+            try:
+                return question.parse(text)
+            except core.InvalidAnswer as why:
+                if attempt == retries:
+                    with self._lock:
+                        self.problems.append(
+                            f"no valid answer for {question.name} after {attempt + 1} "
+                            f"requests: {why}"
+                        )
+                    return None
+                prompt += [
+                    assistant(text),
+                    user(f"That answer is not valid: {why}. Answer again with the JSON only."),
+                ]
+        return None
+
     def ask_all(self, prompts: Sequence[Sequence[Message]]) -> list[str]:
-        total = len(prompts)
+        return self._all(self._one, prompts)
+
+    def ask_parsed(self, questions: Sequence[core.Question]) -> list[object | None]:
+        return self._all(self._one_parsed, questions)
+
+    def _all(self, ask: Callable[[Q], A], items: Sequence[Q]) -> list[A]:
+        total = len(items)
         if self.progress:
             self.progress(0, total)
         pool = ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, total)))
-        futures: list[Future[str]] = [pool.submit(self._one, p) for p in prompts]
+        futures: list[Future[A]] = [pool.submit(ask, item) for item in items]
         try:
             done_count = 0
             pending = set(futures)
@@ -150,6 +227,14 @@ def _strategy(
     )
 
 
+@dataclass(frozen=True)
+class Compressed:
+    messages: list[Message] | None  # None: the strategy left the history as it was
+    requests: int
+    problems: tuple[str, ...]
+    strategy: str
+
+
 def compress_prompt(
     ctx: AppContext,
     prompt: Sequence[Message],
@@ -157,39 +242,56 @@ def compress_prompt(
     preserve_memory: bool,
     progress: Progress | None = None,
     model: str | None = None,
-) -> tuple[list[Message] | None, int]:
-    """The compressed prompt (None: unchanged) and the number of requests made."""
+) -> Compressed:
+    """Run `strategy` over `prompt`; a strategy whose one summary request would not fit
+    the summarising model's context is run in chunks that do."""
     summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, progress, model)
+    strategy = fitted(strategy, prompt, context_limit(ctx.settings, summarizer.model))
     memory = core.memory_messages(prompt, preserve_memory)
-    return strategy.compress(list(prompt), memory, summarizer), summarizer.requests
+    out = strategy.compress(list(prompt), memory, summarizer)
+    return Compressed(out, summarizer.requests, tuple(summarizer.problems), strategy.name)
+
+
+def fitted(strategy: core.Strategy, prompt: Sequence[Message], limit: int | None) -> core.Strategy:
+    """`whole` (and `per-system`) become `chunked` when one summary request of the whole
+    history would not leave the summary room in the summarising model's context; chunks
+    then hold about half of it each."""
+    if limit is None or strategy.name not in ("whole", "per-system"):
+        return strategy
+    answer_room = min(1024, limit // 10)
+    if request_tokens(core.summary_prompt(prompt)) <= limit - answer_room:
+        return strategy
+    per_message = request_tokens(prompt) / max(1, len(prompt))
+    return core.Chunked(max(1, int(limit / 2 / per_message)))
 
 
 def compress(
     ctx: AppContext, request: CompressRequest, progress: Progress | None = None
 ) -> CompressResult:
-    from koogcli.services.turn import live_prompt
-
     settings = ctx.settings.compression
     strategy = build_strategy(settings, request.choice)
     ctx.require_session(request.session)
     stored = ctx.history.read(request.session)
     if not stored.messages:
         raise UsageError(f"session {request.session.value} has no history to compress")
-    prompt = ctx.memory.prepare(stored, live_prompt(ctx, None)).messages
+    prompt = ctx.memory.prepare(stored, live_prompt(ctx, request.system_prompt)).messages
     preserve = (
         settings.preserve_memory if request.preserve_memory is None else request.preserve_memory
     )
-    compressed, requests = compress_prompt(ctx, prompt, strategy, preserve, progress, request.model)
+    model = summary_model(ctx.settings, request.model, request.chat_model)
+    done = compress_prompt(ctx, prompt, strategy, preserve, progress, model)
+    compressed, requests = done.messages, done.requests
     after = ctx.pipeline(compressed) if compressed is not None else list(stored.messages)
     result = CompressResult(
         request.session.value,
-        strategy.name,
+        done.strategy,
         list(stored.messages),
         after,
         requests,
         None,
         compressed is not None,
         request.dry_run,
+        done.problems,
     )
     if request.dry_run or compressed is None:
         return result
@@ -212,4 +314,5 @@ def compress(
         undo.id if undo else None,
         True,
         False,
+        done.problems,
     )

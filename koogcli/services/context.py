@@ -258,7 +258,7 @@ def build(
 def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> Pipeline:
     """Preprocessors from config, in order; custom callables are imported here, at start-up.
     Patterns are applied with a time bound (adapters/bounded_regex.py)."""
-    from koogcli.config.schema import CustomSpec, FilterSpec, RedactSpec
+    from koogcli.config.schema import CustomSpec, FilterSpec, RedactSpec, TokenWindowSpec
     from koogcli.core import preprocessors
 
     def pattern(text: str | None, key: str) -> BoundedPattern | None:
@@ -288,6 +288,8 @@ def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -
         elif isinstance(spec, CustomSpec):
             function = callables.resolve(spec.callable, folders, key=f"{key}.callable")
             steps.append(preprocessors.CustomPreprocessor(spec.callable, function))
+        elif isinstance(spec, TokenWindowSpec):
+            steps.append(preprocessors.TokenWindowPreprocessor(spec.max_tokens))
         else:
             steps.append(preprocessors.WindowPreprocessor(spec.size))
     return preprocessors.Pipeline(tuple(steps))

@@ -14,10 +14,13 @@ from typing import TypeVar
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt, merge
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import CorruptDocumentError
+from koogcli.core.errors import ContextOverflowError, CorruptDocumentError
 from koogcli.core.messages import Message, new_id, system
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
+from koogcli.core.ports import StoredHistory
+from koogcli.services import budget
+from koogcli.services.budget import live_prompt
 from koogcli.services.checkpoints import finish_compensations, restore_point
 from koogcli.services.context import AppContext
 from koogcli.services.turn_steps import (
@@ -46,11 +49,6 @@ __all__ = [
 T = TypeVar("T")
 
 
-def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
-    text = override if override is not None else ctx.settings.llm.system_prompt
-    return [system(text)] if text else []
-
-
 def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
     if not request.save:  # --no-save writes nothing at all, not even a lock file
         return _run_turn(ctx, request, events)
@@ -58,12 +56,15 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
         return _run_turn(ctx, request, events)
 
 
-def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) -> TurnResult:
-    if request.save:
-        _finish_rollback(ctx, request.session, events or TurnEvents())
-    stored = ctx.history.read(request.session)
+def _run_turn(
+    ctx: AppContext, request: TurnRequest, events: TurnEvents | None, recovering: bool = False
+) -> TurnResult:
+    events = events or TurnEvents()
+    if request.save and not recovering:
+        _finish_rollback(ctx, request.session, events)
+    model = request.model or ctx.settings.llm.model
     live = live_prompt(ctx, request.system_prompt)
-    loaded = _auto_compress(ctx, ctx.memory.prepare(stored, live), events)
+    loaded, stored = _within_budget(ctx, request, model, live, events)
     undo = (
         restore_point(
             ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
@@ -79,11 +80,11 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
         live,
         loaded,
         [],
-        request.model or ctx.settings.llm.model,
+        model,
         ctx.settings.llm.temperature,
         stream,
         undo.id if undo else None,
-        events=events or TurnEvents(),
+        events=events,
         save=request.save,
     )
     try:
@@ -91,7 +92,140 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
     except BaseException:
         fail(turn, "failed")
         raise
-    return drive(turn)
+    try:
+        return drive(turn)
+    except ContextOverflowError as err:
+        # Only a turn refused before any tool ran may be sent again: nothing happened yet.
+        if recovering or turn.rounds or not ctx.settings.compression.auto_at:
+            raise _overflow(ctx, request, turn, err) from err
+        events.warn(
+            f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
+        )
+        _compress(ctx, request, model, events, "the server said the request was too long")
+        return _run_turn(ctx, request, events, recovering=True)
+
+
+def _overflow(
+    ctx: AppContext, request: TurnRequest, turn: TurnState, err: ContextOverflowError
+) -> ContextOverflowError:
+    """The refusal as the user should read it: the sizes, and what to run."""
+    size = budget.size_of(
+        ctx.settings, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages
+    )
+    name = request.session.value
+    if turn.rounds:
+        hint = (
+            f"the turn's tool results made it too long; run `koog compress -s {name}` and ask again"
+        )
+    elif not ctx.settings.compression.auto_at:
+        hint = (
+            f"run `koog compress -s {name}` (automatic compression is off: compression.auto_at = 0)"
+        )
+    else:
+        hint = f"even compressed it was too long; try `koog compress -s {name} --strategy last-n`"
+    return ContextOverflowError(
+        f"{err.message.rstrip('.')}. koog's estimate: {size.describe()}. Nothing was stored.",
+        hint=hint,
+    )
+
+
+def _within_budget(
+    ctx: AppContext,
+    request: TurnRequest,
+    model: str,
+    live: list[Message],
+    events: TurnEvents,
+) -> tuple[LoadedPrompt, StoredHistory]:
+    """The history the turn starts from, compressed first when the configured limits say
+    so (compression.auto_after_messages, compression.auto_at). A saved turn compresses
+    the stored history, with a restore point of its own, so `rollback --latest` undoes
+    the turn and the next rollback the compression; --no-save compresses the request only."""
+    stored = ctx.history.read(request.session)
+    loaded = ctx.memory.prepare(stored, live)
+    reason = _compress_reason(ctx, request, model, loaded)
+    if reason is None:
+        return loaded, stored
+    if request.save:
+        _compress(ctx, request, model, events, reason)
+        stored = ctx.history.read(request.session)
+        loaded = ctx.memory.prepare(stored, live)
+    else:
+        loaded = _compress_request(ctx, model, loaded, events, reason)
+    size = _size(ctx, request, model, loaded)
+    if ctx.settings.compression.auto_at and size.limit is not None and size.tokens > size.limit:
+        raise ContextOverflowError(
+            f"the request would still be {size.describe()} after compression; nothing was sent",
+            hint=f"run `koog compress -s {request.session.value} --strategy last-n`, or start "
+            "a new session",
+        )
+    return loaded, stored
+
+
+def _size(ctx: AppContext, request: TurnRequest, model: str, loaded: LoadedPrompt) -> budget.Size:
+    return budget.size_of(
+        ctx.settings, model, [*loaded.messages, user_message(request.text)], loaded.messages
+    )
+
+
+def _compress_reason(
+    ctx: AppContext, request: TurnRequest, model: str, loaded: LoadedPrompt
+) -> str | None:
+    settings = ctx.settings.compression
+    if not any(m.role != "system" for m in loaded.messages):
+        return None
+    count = sum(1 for m in loaded.messages if m.role != "system")
+    if settings.auto_after_messages and count > settings.auto_after_messages:
+        return f"{count} messages, over compression.auto_after_messages = {settings.auto_after_messages}"
+    size = _size(ctx, request, model, loaded)
+    if budget.over_threshold(ctx.settings, size):
+        return f"the request would be {size.describe()}, over compression.auto_at = {settings.auto_at:g}"
+    return None
+
+
+def _compress(
+    ctx: AppContext, request: TurnRequest, model: str, events: TurnEvents, reason: str
+) -> None:
+    from koogcli.services import compression  # only when it runs: imports cost every turn
+
+    done = compression.compress(
+        ctx,
+        compression.CompressRequest(
+            request.session, chat_model=model, system_prompt=request.system_prompt
+        ),
+    )
+    for problem in done.problems:
+        events.warn(problem)
+    if events.on_note:
+        what = (
+            f"{len(done.before)} → {len(done.after)} messages; `koog rollback` to its restore "
+            "point undoes it"
+            if done.changed
+            else "nothing changed"
+        )
+        events.on_note(f"compressed the history first ({done.strategy}; {reason}): {what}")
+
+
+def _compress_request(
+    ctx: AppContext, model: str, loaded: LoadedPrompt, events: TurnEvents, reason: str
+) -> LoadedPrompt:
+    from koogcli.services import compression
+
+    settings = ctx.settings.compression
+    done = compression.compress_prompt(
+        ctx,
+        loaded.messages,
+        compression.build_strategy(settings),
+        settings.preserve_memory,
+        model=budget.summary_model(ctx.settings, None, model),
+    )
+    if done.messages is None:
+        return loaded
+    if events.on_note:
+        events.on_note(
+            f"compressed this request's history ({done.strategy}; {reason}): "
+            f"{len(loaded.messages)} → {len(done.messages)} messages"
+        )
+    return LoadedPrompt(done.messages, loaded.revision)
 
 
 def _finish_rollback(ctx: AppContext, session: SessionName, events: TurnEvents) -> None:
@@ -105,33 +239,6 @@ def _finish_rollback(ctx: AppContext, session: SessionName, events: TurnEvents) 
             events.warn(line)
         elif events.on_note:
             events.on_note(line)
-
-
-def _auto_compress(
-    ctx: AppContext, loaded: LoadedPrompt, events: TurnEvents | None
-) -> LoadedPrompt:
-    """compression.auto_after_messages: compress a long history before the model sees it.
-
-    The turn's restore point holds the uncompressed history, so one rollback undoes both.
-    """
-    settings = ctx.settings.compression
-    count = sum(1 for m in loaded.messages if m.role != "system")
-    if not settings.auto_after_messages or count <= settings.auto_after_messages:
-        return loaded
-    from koogcli.services import compression  # only when it runs: imports cost every turn
-
-    strategy = compression.build_strategy(settings)
-    compressed, _ = compression.compress_prompt(
-        ctx, loaded.messages, strategy, settings.preserve_memory
-    )
-    if compressed is None:
-        return loaded
-    if events and events.on_note:
-        events.on_note(
-            f"compressed the history ({strategy.name}): {len(loaded.messages)} → "
-            f"{len(compressed)} messages"
-        )
-    return LoadedPrompt(compressed, loaded.revision)
 
 
 def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:

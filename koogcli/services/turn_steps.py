@@ -31,6 +31,7 @@ from koogcli.core.messages import (
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
+from koogcli.core.tokens import request_tokens
 from koogcli.services import interrupts
 from koogcli.services.context import AppContext
 
@@ -289,6 +290,9 @@ def _model_step(turn: TurnState) -> None:
     meta: dict[str, object] = {"model": turn.model}
     if completion.usage is not None:
         meta["usage"] = completion.usage.to_dict()
+        # What koog estimated for the request the usage is for: the pair calibrates
+        # later estimates for this model (core/tokens.py).
+        meta["estimate"] = request_tokens(prompt)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
 

@@ -108,21 +108,34 @@ api_key_env = "MY_KEY_VAR"
 """
 
 
-def format_messages(messages: Sequence[Message], fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps([m.to_dict() for m in messages], ensure_ascii=False, indent=2)
-    if fmt == "jsonl":
-        return "\n".join(json.dumps(m.to_dict(), ensure_ascii=False) for m in messages)
-    blocks = [_message_block(m, markdown=fmt == "markdown") for m in messages]
+def format_messages(
+    messages: Sequence[Message], fmt: str, tokens: Sequence[int] | None = None
+) -> str:
+    """`tokens`, when given, are estimates per message: a `tokens` field in JSON, a
+    `~N tokens` note on each label in text and markdown."""
+    counts: Sequence[int | None] = tokens if tokens is not None else [None] * len(messages)
+    if fmt in ("json", "jsonl"):
+        dicts = [
+            m.to_dict() if n is None else {**m.to_dict(), "tokens": n}
+            for m, n in zip(messages, counts, strict=True)
+        ]
+        if fmt == "json":
+            return json.dumps(dicts, ensure_ascii=False, indent=2)
+        return "\n".join(json.dumps(d, ensure_ascii=False) for d in dicts)
+    blocks = [
+        _message_block(m, fmt == "markdown", n) for m, n in zip(messages, counts, strict=True)
+    ]
     return ("\n\n" if fmt == "markdown" else "\n").join(blocks)
 
 
-def _message_block(m: Message, markdown: bool) -> str:
+def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str:
     label = m.role if m.role != "tool" else f"tool {m.name or ''}".rstrip()
     if m.meta.get("kind"):
         label += f" ({m.meta['kind']})"
     if m.meta.get("cancelled"):
         label += " (cancelled)"
+    if tokens is not None:
+        label += f" ~{tokens:,} tokens"
     lines = [m.text] if m.text else []
     lines += [f"→ {c.name}({c.arguments})" for c in m.tool_calls]
     body = "\n".join(lines)

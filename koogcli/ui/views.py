@@ -107,7 +107,7 @@ def finished_lines(session: str, compensations: Sequence[Any]) -> list[str]:
 
 
 def compress_dict(result: Any) -> dict[str, Any]:
-    from koogcli.core.compression import estimate_tokens
+    from koogcli.core.tokens import request_tokens as estimate_tokens
 
     data = {
         "session": result.session,

@@ -12,17 +12,17 @@ import pytest
 
 from tests.conftest import snapshot
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.summaries import is_summary_request, summarised
 
 pytestmark = pytest.mark.e2e
 Run = Callable[..., subprocess.CompletedProcess[str]]
-SUMMARY_START = "Summarize the conversation so far"
 
 
 def summarizing(body: dict[str, Any]) -> dict[str, Any]:
     """Summaries name the first message they summarise; anything else is echoed."""
     messages = body["messages"]
-    if messages[-1]["content"].startswith(SUMMARY_START):
-        return {"content": f"summary of: {messages[0]['content']}"}
+    if is_summary_request(messages[-1]["content"]):
+        return {"content": f"summary of: {summarised(messages[-1]['content'])[0]}"}
     return {"content": f"echo: {messages[-1]['content']}"}
 
 
@@ -40,7 +40,7 @@ def summary_requests(server: FakeOpenAIServer) -> list[list[dict[str, Any]]]:
     return [
         r["messages"]
         for r in server.chat_requests
-        if r["messages"][-1]["content"].startswith(SUMMARY_START)
+        if is_summary_request(r["messages"][-1]["content"])
     ]
 
 
@@ -90,7 +90,7 @@ def test_chunked_one_request_and_summary_per_chunk(
         "compress", "-s", "c", "--strategy", "chunked", "--chunk-size", "2", "--json", env=no_system
     )
     assert json.loads(result.stdout)["requests"] == 5
-    chunks = sorted(r[0]["content"] for r in summary_requests(server))
+    chunks = sorted(summarised(r[-1]["content"])[0] for r in summary_requests(server))
     assert chunks == [f"question {i}" for i in range(5)]
     after = history(run_koog, "c", no_system)
     assert [m["content"] for m in after] == ["question 0"] + [
@@ -105,7 +105,7 @@ def test_last_n_sends_only_the_tail(run_koog: Run, server: FakeOpenAIServer) -> 
     before = history(run_koog, "n")
     assert run_koog("compress", "-s", "n", "--strategy", "last-n", "--last", "4").returncode == 0
     [sent] = summary_requests(server)
-    assert [m["content"] for m in sent[:-1]] == [before[0]["content"]] + [
+    assert summarised(sent[-1]["content"]) == [before[0]["content"]] + [
         m["content"] for m in before[-4:]
     ]
 
@@ -117,7 +117,7 @@ def test_facts_one_request_per_concept_and_nothing_found_changes_nothing(
     path = data_dir / "sessions" / "f.json"
     before = path.read_bytes()
     server.reset()
-    server.enqueue({"content": "I found nothing worth keeping"}, {"content": "not json"})
+    server.responder = lambda body: {"content": "I found nothing worth keeping"}
     result = run_koog(
         "compress",
         "-s",
@@ -131,9 +131,11 @@ def test_facts_one_request_per_concept_and_nothing_found_changes_nothing(
         "--json",
     )
     assert result.returncode == 0, result.stderr
-    assert len(server.chat_requests) == 2 and json.loads(result.stdout)["changed"] is False
-    prompts = sorted(r["messages"][0]["content"] for r in server.chat_requests)
+    # Each concept asked once and re-asked compression.retries (3) times, then given up.
+    assert len(server.chat_requests) == 8 and json.loads(result.stdout)["changed"] is False
+    prompts = sorted({r["messages"][0]["content"] for r in server.chat_requests})
     assert '"people"' in prompts[0] and '"topic"' in prompts[1]
+    assert "no valid answer for facts_about_topic after 4 requests" in result.stderr
     assert path.read_bytes() == before
     server.responder = lambda body: (
         {"content": '{"fact": "They discussed questions 0 to 4"}'}
@@ -170,7 +172,7 @@ def test_failed_chunk_aborts_everything(
     checkpoints_before = snapshot(data_dir / "checkpoints")
 
     def third_fails(body: dict[str, Any]) -> dict[str, Any]:
-        if body["messages"][0]["content"] == "question 2":
+        if summarised(body["messages"][-1]["content"])[0] == "question 2":
             return {"status": 500, "message": "chunk three exploded"}
         return summarizing(body)
 
@@ -215,7 +217,11 @@ def test_auto_compression_before_the_model_request(
     for i in range(2):
         run_koog("chat", "-s", "a", f"q{i}", env=env)
     third = run_koog("chat", "-s", "a", "q2", env=env)
-    assert "compressed the history (whole): 5 → 3 messages" in third.stderr
+    assert "compressed the history first (whole; 4 messages, over " in third.stderr
+    assert "5 → 3 messages" in third.stderr
+    listed = run_koog("checkpoint", "list", "-s", "a", "--json", env=env)
+    reasons = [c["reason"] for c in json.loads(listed.stdout)]
+    assert reasons[:2] == ["turn", "compress"]  # newest first: the turn's, then the compression's
     asked = server.chat_requests[-1]["messages"]
     assert [m["content"][:10] for m in asked] == ["You are a ", "q0", "summary of", "q2"]
     stored = history(run_koog, "a", env)
@@ -226,3 +232,58 @@ def test_auto_compression_before_the_model_request(
         "q2",
         "echo: q2",
     ]
+
+
+OVERFLOW = {
+    "status": 400,
+    "type": "invalid_request_error",
+    "code": "context_length_exceeded",
+    "message": "This model's maximum context length is 8192 tokens. However, your messages "
+    "resulted in 9120 tokens. Please reduce the length of the messages.",
+}
+
+
+def test_overflow_is_compressed_retried_and_undone_in_two_steps(
+    run_koog: Run, server: FakeOpenAIServer, data_dir: Path
+) -> None:
+    five_turns(run_koog, "o")
+    before = history(run_koog, "o")
+    server.enqueue(OVERFLOW, {"content": "Summary of five questions"}, {"content": "the answer"})
+    turn = run_koog("chat", "-s", "o", "next question")
+    assert turn.returncode == 0, turn.stderr
+    assert turn.stdout == "the answer\n"
+    assert "maximum context length is 8192 tokens" in turn.stderr
+    assert "Compressing the history and sending the turn again" in turn.stderr
+    assert is_summary_request(server.chat_requests[-2]["messages"][-1]["content"])
+    after = [m["content"] for m in history(run_koog, "o")]
+    summary = "Summary of five questions"
+    assert after == [before[0]["content"], "question 0", summary, "next question", "the answer"]
+    listed = json.loads(run_koog("checkpoint", "list", "-s", "o", "--json").stdout)
+    assert [c["reason"] for c in listed[:2]] == ["turn", "compress"]
+    shown = run_koog("checkpoint", "list", "-s", "o").stdout
+    assert f"{listed[1]['id']}  " in shown and "before compress" in shown
+    assert run_koog("rollback", "-s", "o", "--latest", "--yes").returncode == 0
+    assert [m["content"] for m in history(run_koog, "o")] == after[:3]
+    assert run_koog("rollback", "-s", "o", listed[1]["id"], "--yes").returncode == 0
+    assert history(run_koog, "o") == before
+
+
+def test_overflow_without_automatic_compression_names_the_fix(
+    run_koog: Run, server: FakeOpenAIServer, data_dir: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "off.toml"
+    config.write_text("[compression]\nauto_at = 0\n")
+    env = {"KOOG_CONFIG": str(config)}
+    assert run_koog("chat", "-s", "f", "first", env=env).returncode == 0
+    path = data_dir / "sessions" / "f.json"
+    before = path.read_bytes()
+    points = run_koog("checkpoint", "list", "-s", "f", "--json", env=env).stdout
+    server.enqueue(OVERFLOW)
+    turn = run_koog("chat", "-s", "f", "second", env=env)
+    assert turn.returncode == 1
+    assert "maximum context length is 8192 tokens" in turn.stderr
+    assert "koog's estimate: ~" in turn.stderr and "koog compress -s f" in turn.stderr
+    assert "Traceback" not in turn.stderr and len(turn.stderr.strip().splitlines()) <= 2
+    assert path.read_bytes() == before
+    assert run_koog("checkpoint", "list", "-s", "f", "--json", env=env).stdout == points
+    assert len(server.chat_requests) == 2  # no compression, no second try

@@ -10,7 +10,7 @@ Scripted responses are dicts:
   {"content": "text"}                      a reply (streamed word by word when asked)
   {"chunks": ["a", "b"]}                   a reply in exactly these stream chunks
   {"tool_calls": [{"id", "name", "arguments"}], "content": ""}
-  {"status": 500, "message": "boom"}       an error answer
+  {"status": 500, "message": "boom"}       an error answer ("code" and "type" optional)
   {"delay": 2.0}                           wait before answering (combine with the above)
   {"chunk_delay": 0.2}                     wait between stream chunks
   {"drop_after": 2}                        close the connection after 2 chunks
@@ -18,6 +18,10 @@ Scripted responses are dicts:
   {"empty_stream": true}                   a stream with no content, no tool call, no finish
   a tool call with "raw": true sends its arguments as given (an object, not JSON text)
 `reject_stream_options = True` answers 400 to any request carrying `stream_options`;
+`reject_response_formats` holds the `response_format` types answered with 400;
+`context_limit` (with `context_counter`, a function of the messages, default the server's
+own `count_tokens`) answers OpenAI's `context_length_exceeded` error above the limit.
+Usage counts tokens with `count_tokens`, a word-piece rule of the server's own;
 `embedding_faults` holds statuses, or "-inf" / "dim" for a non-finite or short vector.
 
 Run standalone: `python -m tests.fakes.openai_server --port 8080`; POST a JSON list of
@@ -50,6 +54,9 @@ class FakeOpenAIServer:
         self.responder: Any = None
         self.embedding_faults: collections.deque[int | str] = collections.deque()
         self.reject_stream_options = False
+        self.reject_response_formats: set[str] = set()
+        self.context_limit: int | None = None
+        self.context_counter: Any = None
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -82,6 +89,9 @@ class FakeOpenAIServer:
             self.responder = None
             self.embedding_faults.clear()
             self.reject_stream_options = False
+            self.reject_response_formats = set()
+            self.context_limit = None
+            self.context_counter = None
 
     def next_response(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -161,21 +171,54 @@ class _Handler(BaseHTTPRequestHandler):
             message = "Unrecognized request argument supplied: stream_options"
             self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
             return
+        refusal = self._refusal(body)
+        if refusal is not None:
+            with self.fake.lock:
+                self.fake.requests.append(body)
+            self._json(400, {"error": refusal})
+            return
         script = self.fake.next_response(body)
         time.sleep(float(script.get("delay", self.fake.default_delay)))
         if "status" in script:
             status = int(script["status"])
             message = script.get("message", f"scripted error {status}")
-            self._json(
-                status,
-                {"error": {"message": message, "type": "scripted", "code": status}},
-                {"retry-after-ms": "10"},
-            )
+            error = {
+                "message": message,
+                "type": script.get("type", "scripted"),
+                "code": script.get("code", status),
+            }
+            self._json(status, {"error": error}, {"retry-after-ms": "10"})
             return
         if body.get("stream") and not script.get("json"):
             self._stream(body, script)
         else:
             self._whole(body, script)
+
+    def _refusal(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """What a real server refuses before answering: a response_format it lacks, or a
+        request longer than the model's context (OpenAI's error shape)."""
+        kind = (body.get("response_format") or {}).get("type")
+        if kind in self.fake.reject_response_formats:
+            return {
+                "message": f"Invalid parameter: 'response_format' of type '{kind}' is not "
+                "supported with this model.",
+                "type": "invalid_request_error",
+                "param": "response_format",
+                "code": None,
+            }
+        limit = self.fake.context_limit
+        if limit is None:
+            return None
+        used = (self.fake.context_counter or count_tokens)(body.get("messages", []))
+        if used <= limit:
+            return None
+        return {
+            "message": f"This model's maximum context length is {limit} tokens. However, your "
+            f"messages resulted in {used} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
 
     def _embeddings(self, body: dict[str, Any]) -> None:
         body["_path"] = self.path
@@ -355,9 +398,28 @@ def _wire_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+_WORD_PIECES = re.compile(r"\w{1,6}|[^\w\s]|\n")
+
+
+def text_tokens(text: str) -> int:
+    """The server's own tokenizer: word pieces of up to six characters (a piece outside
+    ASCII costs one more), each symbol and line break one. koog does not share it."""
+    return sum(1 + (not piece.isascii()) for piece in _WORD_PIECES.findall(text))
+
+
+def count_tokens(messages: list[dict[str, Any]]) -> int:
+    total = 2
+    for m in messages:
+        total += 3 + text_tokens(str(m.get("content") or ""))
+        for call in m.get("tool_calls") or []:
+            function = call.get("function") or {}
+            total += text_tokens(f"{function.get('name', '')} {function.get('arguments', '')}")
+    return total
+
+
 def _usage(body: dict[str, Any], content: str) -> dict[str, int]:
-    prompt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
-    completion = len(content.split())
+    prompt = count_tokens(body.get("messages", []))
+    completion = text_tokens(content)
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,

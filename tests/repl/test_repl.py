@@ -14,6 +14,7 @@ from koogcli.core.names import SessionName
 from koogcli.repl import loop, state
 from koogcli.repl.keys import should_submit
 from tests.fakes.chat_model import FakeChatModel, ProcessDeath, mortal
+from tests.fakes.summaries import is_summary_request
 
 ENTER, ESC_ENTER, CTRL_C, CTRL_D = "\r", "\x1b\r", "\x03", "\x04"
 
@@ -280,9 +281,7 @@ def test_tool_calls_show_as_dim_lines(
 
 def test_compress_command(repl: Callable[..., Any], fake_model: FakeChatModel) -> None:
     fake_model.answer = lambda r: (
-        "the gist"
-        if r.messages[-1].text.startswith("Summarize")
-        else "echo: " + r.messages[-1].text
+        "the gist" if is_summary_request(r.messages[-1].text) else "echo: " + r.messages[-1].text
     )
     ui, ctx = repl("a" + ENTER + "b" + ENTER + "/compress" + ENTER + CTRL_D)
     assert any(i.startswith("compressed r: 5 → 3 messages") for i in ui.infos)

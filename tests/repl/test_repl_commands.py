@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -197,6 +198,17 @@ def test_usage_totals_the_sessions_tokens(
     ui, _ = drive("one" + ENTER + "two" + ENTER + "/usage" + ENTER + CTRL_D)
     assert "session r: 2 replies, 2 tokens in + 2 out = 4" in ui.shown
     assert "this REPL: 2 in + 2 out = 4" in ui.shown
+    [size] = [line for line in ui.shown if line.startswith("next request: ~")]
+    assert "tokens (context size unknown)" in size
+
+
+def test_usage_shows_the_next_request_against_the_context(
+    drive: Callable[..., Any], write_config: Any
+) -> None:
+    write_config("[llm]\ncontext_tokens = 1000\n")
+    ui, _ = drive("one" + ENTER + "/usage" + ENTER + CTRL_D)
+    [size] = [line for line in ui.shown if line.startswith("next request: ~")]
+    assert re.search(r"~\d+ of 1,000 tokens \(\d+%\) for \S+", size), size
 
 
 def test_rename_moves_the_session(drive: Callable[..., Any]) -> None:

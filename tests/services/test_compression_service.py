@@ -16,6 +16,7 @@ from koogcli.core.ports import Completion, ModelRequest
 from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel
+from tests.fakes.summaries import is_summary_request, summarised
 
 S = SessionName("z")
 
@@ -31,14 +32,14 @@ class SlowSummaries(FakeChatModel):
         self.fail_on: str | None = None
 
     def complete(self, request: ModelRequest, on_delta: Any = None) -> Completion:
-        if not request.messages[-1].text.startswith("Summarize"):
+        if not is_summary_request(request.messages[-1].text):
             return super().complete(request, on_delta)
         with self.guard:
             self.active += 1
             self.peak = max(self.peak, self.active)
         try:
             time.sleep(random.uniform(0.01, 0.05))
-            first = request.messages[0].text
+            first = summarised(request.messages[-1].text)[0]
             if first == self.fail_on:
                 raise ModelError("summary failed")
             return Completion(f"summary of {first}")

@@ -19,8 +19,10 @@ from koogcli.core.preprocessors import (
     Pipeline,
     PredicateFilter,
     RedactPreprocessor,
+    TokenWindowPreprocessor,
     WindowPreprocessor,
 )
+from koogcli.core.tokens import message_tokens
 
 
 def call(call_id: str | None, name: str = "search") -> Message:
@@ -135,3 +137,56 @@ def test_a_catastrophic_pattern_fails_in_bounded_time() -> None:
     assert time.monotonic() - started < 3
     fine = BoundedPattern(r"\d{4}", "k")
     assert RedactPreprocessor(fine, "#")([user("pin 1234")])[0].text == "pin #"
+
+
+# --- token window -----------------------------------------------------------------------
+
+
+def tw(budget: int, messages: list[Message]) -> list[Message]:
+    return TokenWindowPreprocessor(budget)(messages)
+
+
+def texts(messages: list[Message]) -> list[str]:
+    return [m.text or "call" for m in messages]
+
+
+def words(n: int, tag: str) -> str:
+    return " ".join([tag] * n)
+
+
+def test_token_window_keeps_the_newest_messages_that_fit() -> None:
+    history = [user(words(50, "a")), assistant(words(50, "b")), user(words(50, "c"))]
+    each = message_tokens(history[0])
+    assert each == message_tokens(history[2])
+    assert tw(2 * each, history) == history[1:]
+    assert tw(2 * each - 1, history) == history[2:]
+    assert tw(10_000, history) == history
+    assert tw(1, history) == []
+    for budget in (1, each, 2 * each, 3 * each, 10_000):
+        assert sum(message_tokens(m) for m in tw(budget, history)) <= budget
+
+
+def test_token_window_always_keeps_system_prompt_and_memory() -> None:
+    pinned = user("Here are the relevant facts from memory about deploys:\n- blue-green")
+    recalled = Message(role="user", content="pinned note", meta={"kind": "memory"})
+    history = [system("be brief"), pinned, recalled, user(words(80, "old")), user("new")]
+    kept = tw(sum(message_tokens(m) for m in [*history[:3], history[-1]]), history)
+    assert texts(kept) == ["be brief", pinned.text, "pinned note", "new"]
+    # Pinned messages count first: what is left for the rest may be nothing.
+    assert texts(tw(1, history)) == ["be brief", pinned.text, "pinned note"]
+
+
+def test_token_window_never_orphans_a_tool_result() -> None:
+    history = [user(words(60, "q")), call("c1"), result("c1", text=words(5, "r")), user("ok")]
+    tail = sum(message_tokens(m) for m in history[2:])
+    kept = tw(tail, history)  # the result fits, its call does not: both go
+    assert texts(kept) == ["ok"]
+    with_call = tw(tail + message_tokens(history[1]), history)
+    assert with_call == history[1:]
+
+
+def test_token_window_runs_in_a_pipeline_after_a_filter() -> None:
+    history = [user("keep " + words(30, "x")), assistant("drop me"), user("keep too")]
+    only_users = FilterPreprocessor(roles=frozenset({"user"}))
+    budget = message_tokens(history[2])
+    assert texts(Pipeline((only_users, TokenWindowPreprocessor(budget)))(history)) == ["keep too"]

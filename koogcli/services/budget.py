@@ -1,0 +1,88 @@
+"""The context budget: what a request will cost in tokens against what the model holds.
+
+Turns and compression both need the live prompt and the size of a request; this is their
+one home (turn.py and compression.py import it, not each other). Sizes are estimates
+(core/tokens.py), calibrated by the session's own history; the limit is `context_tokens`
+of `[models."NAME"]`, else of `[llm]`, else unknown — and an unknown limit never
+triggers compression by size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from koogcli.config.schema import Settings
+from koogcli.core import tokens
+from koogcli.core.messages import Message, system, user
+from koogcli.core.names import SessionName
+from koogcli.services.context import AppContext
+
+
+def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
+    text = override if override is not None else ctx.settings.llm.system_prompt
+    return [system(text)] if text else []
+
+
+def context_limit(settings: Settings, model: str) -> int | None:
+    spec = settings.models.get(model)
+    if spec is not None and spec.context_tokens is not None:
+        return spec.context_tokens
+    return settings.llm.context_tokens
+
+
+def summary_model(settings: Settings, override: str | None, chat_model: str | None) -> str:
+    """Who summarises: the flag, else `compression.model`, else the chat model in use."""
+    return override or settings.compression.model or chat_model or settings.llm.model
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """An estimated request size against the model's context (None: unknown)."""
+
+    tokens: int
+    limit: int | None
+    calibrated: bool
+
+    @property
+    def share(self) -> float | None:
+        return self.tokens / self.limit if self.limit else None
+
+    def describe(self) -> str:
+        how = "" if self.calibrated else ", not yet calibrated"
+        if self.limit is None:
+            return f"~{self.tokens:,} tokens (context size unknown{how})"
+        return f"~{self.tokens:,} of {self.limit:,} tokens ({self.tokens / self.limit:.0%}{how})"
+
+
+def size_of(
+    settings: Settings, model: str, request: Sequence[Message], history: Sequence[Message]
+) -> Size:
+    """The request's size, calibrated by `history`'s last answer from `model`."""
+    scale = tokens.calibration(history, model)
+    return Size(
+        scale.scale(tokens.request_tokens(request)),
+        context_limit(settings, model),
+        scale.calibrated,
+    )
+
+
+def over_threshold(settings: Settings, size: Size) -> bool:
+    """compression.auto_at: the request would pass this share of a known context."""
+    auto_at = settings.compression.auto_at
+    return bool(auto_at) and size.limit is not None and size.tokens > auto_at * size.limit
+
+
+def session_size(
+    ctx: AppContext,
+    session: SessionName,
+    model: str | None = None,
+    system_prompt: str | None = None,
+    next_message: str = "",
+) -> Size:
+    """The size of the session's next request as the history stands (with `next_message`
+    as the user's message, if given), calibrated by its own last answer."""
+    model = model or ctx.settings.llm.model
+    loaded = ctx.memory.prepare(ctx.history.read(session), live_prompt(ctx, system_prompt))
+    request = [*loaded.messages, *([user(next_message)] if next_message else [])]
+    return size_of(ctx.settings, model, request, loaded.messages)
