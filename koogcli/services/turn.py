@@ -64,7 +64,7 @@ def _run_turn(
         _finish_rollback(ctx, request.session, events)
     model = request.model or ctx.settings.llm.model
     live = live_prompt(ctx, request.system_prompt)
-    loaded, stored = _within_budget(ctx, request, model, live, events)
+    loaded, stored = _within_budget(ctx, request, model, live, events, recovering)
     undo = (
         restore_point(
             ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
@@ -96,12 +96,12 @@ def _run_turn(
         return drive(turn)
     except ContextOverflowError as err:
         # Only a turn refused before any tool ran may be sent again: nothing happened yet.
-        if recovering or turn.rounds or not ctx.settings.compression.auto_at:
+        automatic = bool(ctx.settings.compression.auto_at)
+        if recovering or turn.rounds or not automatic or not turn.loaded.base:
             raise _overflow(ctx, request, turn, err) from err
         events.warn(
             f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
         )
-        _compress(ctx, request, model, events, "the server said the request was too long")
         return _run_turn(ctx, request, events, recovering=True)
 
 
@@ -117,6 +117,8 @@ def _overflow(
         hint = (
             f"the turn's tool results made it too long; run `koog compress -s {name}` and ask again"
         )
+    elif not turn.loaded.base:
+        hint = "the message alone is too long for the model: shorten it or attach less"
     elif not ctx.settings.compression.auto_at:
         hint = (
             f"run `koog compress -s {name}` (automatic compression is off: compression.auto_at = 0)"
@@ -135,22 +137,36 @@ def _within_budget(
     model: str,
     live: list[Message],
     events: TurnEvents,
+    recovering: bool,
 ) -> tuple[LoadedPrompt, StoredHistory]:
     """The history the turn starts from, compressed first when the configured limits say
-    so (compression.auto_after_messages, compression.auto_at). A saved turn compresses
-    the stored history, with a restore point of its own, so `rollback --latest` undoes
-    the turn and the next rollback the compression; --no-save compresses the request only."""
+    so (compression.auto_after_messages, compression.auto_at) or the server refused the
+    turn as too long (`recovering`). A saved turn compresses the stored history, with a
+    restore point of its own, so `rollback --latest` undoes the turn and the next rollback
+    the compression; --no-save compresses the request only."""
     stored = ctx.history.read(request.session)
     loaded = ctx.memory.prepare(stored, live)
-    reason = _compress_reason(ctx, request, model, loaded)
+    reason = (
+        "the server said the request was too long"
+        if recovering
+        else _compress_reason(ctx, request, model, loaded)
+    )
     if reason is None:
         return loaded, stored
-    if request.save:
-        _compress(ctx, request, model, events, reason)
-        stored = ctx.history.read(request.session)
-        loaded = ctx.memory.prepare(stored, live)
-    else:
-        loaded = _compress_request(ctx, model, loaded, events, reason)
+    try:
+        if request.save:
+            _compress(ctx, request, model, events, reason)
+            stored = ctx.history.read(request.session)
+            loaded = ctx.memory.prepare(stored, live)
+        else:
+            loaded = _compress_request(ctx, model, loaded, events, reason)
+    except ContextOverflowError as err:
+        raise ContextOverflowError(
+            f"{err.message.rstrip('.')}, in the summary request of the compression before "
+            "the turn; nothing was stored",
+            hint=f"compress in smaller parts: `koog compress -s {request.session.value} "
+            "--strategy chunked`",
+        ) from err
     size = _size(ctx, request, model, loaded)
     if ctx.settings.compression.auto_at and size.limit is not None and size.tokens > size.limit:
         raise ContextOverflowError(

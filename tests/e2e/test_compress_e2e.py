@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -287,3 +288,31 @@ def test_overflow_without_automatic_compression_names_the_fix(
     assert path.read_bytes() == before
     assert run_koog("checkpoint", "list", "-s", "f", "--json", env=env).stdout == points
     assert len(server.chat_requests) == 2  # no compression, no second try
+
+
+def test_token_window_and_history_show_tokens(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    from koogcli.core import tokens
+    from koogcli.core.messages import Message
+
+    config = tmp_path / "budget.toml"
+    config.write_text(
+        "[llm]\ncontext_tokens = 4000\n"
+        '[[chat_memory.preprocessors]]\ntype = "token_window"\nmax_tokens = 80\n'
+    )
+    env = {"KOOG_CONFIG": str(config)}
+    for i in range(4):
+        said = run_koog("chat", "-s", "t", f"message {i} " + "word " * 12, env=env)
+        assert said.returncode == 0, said.stderr
+    stored = [Message.from_dict(m) for m in history(run_koog, "t", env)]
+    assert stored[0].role == "system"  # kept whatever the budget
+    assert sum(tokens.message_tokens(m) for m in stored) <= 80
+    assert stored[-1].text.startswith("echo: message 3")
+    shown = run_koog("history", "show", "-s", "t", "--tokens", env=env)
+    lines = shown.stdout.splitlines()
+    assert all(re.match(r"\[\w+ ~\d+ tokens\] ", line) for line in lines[:-1]), lines
+    assert re.fullmatch(r"next request: ~\d+ of 4,000 tokens \(\d+%\) for gpt-4o-mini", lines[-1])
+    as_json = run_koog("history", "show", "-s", "t", "--tokens", "--json", env=env)
+    assert all(isinstance(m["tokens"], int) for m in json.loads(as_json.stdout))
+    assert "next request: ~" in as_json.stderr

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from koogcli.core import tokens
+from koogcli.core.errors import ContextOverflowError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.services import budget, context
 from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 from koogcli.services.turn import TurnRequest, run_turn
+from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.summaries import is_summary_request, summarised
 from tests.fakes.varied_texts import TEXTS
@@ -194,3 +196,52 @@ def test_bad_answers_then_the_fallback(live_ctx: Build, server: FakeOpenAIServer
     result = compress(ctx, CompressRequest(S, choice))
     assert result.changed and result.after[-1].meta == {"kind": "summary"}
     assert json.dumps(result.after[-1].text).startswith('"Summary:')
+
+
+def overflow() -> ContextOverflowError:
+    return ContextOverflowError("the server refused the request as longer than the context")
+
+
+def test_a_no_save_turn_recovers_without_writing(
+    make_ctx: Build, fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    for i in range(3):
+        run_turn(ctx, TurnRequest(S, f"question {i}"))
+    before = ctx.data.session_file(S).read_bytes()
+    points = ctx.checkpoints.headers(S)
+    fake_model.enqueue(overflow(), "the summary", "the answer")
+    done = run_turn(ctx, TurnRequest(S, "scratch", save=False))
+    assert done.reply == "the answer"
+    sent = [m.text for m in fake_model.requests[-1].messages]
+    assert sent[-2:] == ["the summary", "scratch"] and "question 1" not in sent
+    assert ctx.data.session_file(S).read_bytes() == before
+    assert ctx.checkpoints.headers(S) == points
+
+
+def test_a_first_message_too_long_for_the_model_is_not_compressed(
+    make_ctx: Build, fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    fake_model.enqueue(overflow())
+    with pytest.raises(ContextOverflowError) as refused:
+        run_turn(ctx, TurnRequest(S, "a very long paste"))
+    assert refused.value.hint and "message alone is too long" in refused.value.hint
+    assert len(fake_model.requests) == 1 and not ctx.history.exists(S)
+
+
+def test_a_second_refusal_is_not_retried_again(
+    make_ctx: Build, fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    run_turn(ctx, TurnRequest(S, "question"))
+    before = ctx.data.session_file(S).read_bytes()
+    fake_model.enqueue(overflow(), "the summary", overflow())
+    with pytest.raises(ContextOverflowError) as refused:
+        run_turn(ctx, TurnRequest(S, "again"))
+    assert "koog's estimate: ~" in refused.value.message
+    assert len(fake_model.requests) == 4  # the turn, the summary, the turn once more
+    # The compression stays (it has its own restore point); the turn stored nothing.
+    assert [m.text for m in ctx.history.load(S)][-1] == "the summary"
+    assert [c.reason for c in ctx.checkpoints.headers(S) if c.kind == "restore"][-1] == "compress"
+    assert before != ctx.data.session_file(S).read_bytes()
