@@ -6,14 +6,16 @@ ASCII costs about a token per three and a half UTF-8 bytes (a CJK character abou
 a line break one, and every message a few for its framing. No rule of thumb fits every
 tokenizer, so the count is calibrated: each assistant message records the raw count of
 the request that produced it (`meta.estimate`) beside the `prompt_tokens` the server
-reported (`meta.usage`), and their ratio for the model scales later counts.
+reported (`meta.usage`), and their ratio for the model scales later counts. Compression
+keeps the ratios on the summary it writes (`meta.calibration`), so a compressed session
+stays calibrated.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from koogcli.core.messages import Message
 
@@ -66,18 +68,51 @@ class Calibration:
         return round(raw * self.ratio)
 
 
+def _ratio(m: Message, model: str) -> float | None:
+    """The reported/raw ratio `m` holds for `model`: an answer's own, or one carried."""
+    if m.role != "assistant":
+        return None
+    carried = m.meta.get("calibration")
+    if isinstance(carried, dict):
+        value = carried.get(model)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+    if m.meta.get("model") != model:
+        return None
+    usage, estimate = m.meta.get("usage"), m.meta.get("estimate")
+    reported = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if isinstance(reported, int) and isinstance(estimate, int) and reported > 0 and estimate > 0:
+        return reported / estimate
+    return None
+
+
 def calibration(history: Sequence[Message], model: str) -> Calibration:
-    """The ratio of the newest assistant message of `model` that has both counts."""
+    """The newest ratio for `model` in the history; none: uncalibrated (1.0)."""
     for m in reversed(history):
-        if m.role != "assistant" or m.meta.get("model") != model:
-            continue
-        usage, estimate = m.meta.get("usage"), m.meta.get("estimate")
-        reported = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-        if (
-            isinstance(reported, int)
-            and isinstance(estimate, int)
-            and reported > 0
-            and estimate > 0
-        ):
-            return Calibration(reported / estimate, True)
+        ratio = _ratio(m, model)
+        if ratio is not None:
+            return Calibration(ratio, True)
     return Calibration()
+
+
+def carry(before: Sequence[Message], after: list[Message]) -> list[Message]:
+    """`after` (a compressed `before`) with every model's newest ratio from `before` kept
+    on its last summary or facts message."""
+    models = {str(m.meta["model"]) for m in before if m.role == "assistant" and "model" in m.meta}
+    for m in before:
+        carried = m.meta.get("calibration")
+        if isinstance(carried, dict):
+            models.update(str(k) for k in carried)
+    ratios = {
+        model: round(scale.ratio, 4)
+        for model in sorted(models)
+        if (scale := calibration(before, model)).calibrated
+    }
+    kinds = ("summary", "facts")
+    index = next(
+        (i for i in range(len(after) - 1, -1, -1) if after[i].meta.get("kind") in kinds), None
+    )
+    if not ratios or index is None:
+        return after
+    target = after[index]
+    marked = replace(target, meta={**target.meta, "calibration": ratios})
+    return [*after[:index], marked, *after[index + 1 :]]

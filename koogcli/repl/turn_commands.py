@@ -103,8 +103,9 @@ def _usage(state: ReplState, args: str) -> None:
     if not totals.replies:
         state.ui.info(f"session {state.session.value} has no replies yet")
         return
-    size = budget.session_size(state.ctx, state.session, state.model)
-    state.ui.show(f"next request: {size.describe()} for {state.model}")
+    model = state.model or state.ctx.settings.llm.model
+    size = budget.session_size(state.ctx, state.session, model)
+    state.ui.show(f"next request: {size.describe()} for {model}")
     line = (
         f"session {state.session.value}: {totals.replies} "
         f"{'reply' if totals.replies == 1 else 'replies'}, "

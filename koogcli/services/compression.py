@@ -20,7 +20,7 @@ from koogcli.core.errors import ConflictError, ResponseFormatError, StorageError
 from koogcli.core.messages import Message, assistant, user
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest
-from koogcli.core.tokens import request_tokens
+from koogcli.core.tokens import carry, request_tokens
 from koogcli.services.budget import context_limit, live_prompt, summary_model
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
@@ -249,6 +249,8 @@ def compress_prompt(
     strategy = fitted(strategy, prompt, context_limit(ctx.settings, summarizer.model))
     memory = core.memory_messages(prompt, preserve_memory)
     out = strategy.compress(list(prompt), memory, summarizer)
+    if out is not None:
+        out = carry(prompt, out)  # the session stays calibrated once its answers are gone
     return Compressed(out, summarizer.requests, tuple(summarizer.problems), strategy.name)
 
 

@@ -169,8 +169,10 @@ def _within_budget(
         ) from err
     size = _size(ctx, request, model, loaded)
     if ctx.settings.compression.auto_at and size.limit is not None and size.tokens > size.limit:
+        kept = " (the compression is kept; `koog rollback --latest` undoes it)"
         raise ContextOverflowError(
-            f"the request would still be {size.describe()} after compression; nothing was sent",
+            f"the request would still be {size.describe()} after compression; the turn was "
+            f"not sent{kept if request.save else ''}",
             hint=f"run `koog compress -s {request.session.value} --strategy last-n`, or start "
             "a new session",
         )
@@ -212,13 +214,8 @@ def _compress(
     for problem in done.problems:
         events.warn(problem)
     if events.on_note:
-        what = (
-            f"{len(done.before)} → {len(done.after)} messages; `koog rollback` to its restore "
-            "point undoes it"
-            if done.changed
-            else "nothing changed"
-        )
-        events.on_note(f"compressed the history first ({done.strategy}; {reason}): {what}")
+        what = f"{len(done.before)} → {len(done.after)} messages" if done.changed else "no change"
+        events.on_note(f"compressed the history ({done.strategy}, {what}): {reason}")
 
 
 def _compress_request(
@@ -238,8 +235,8 @@ def _compress_request(
         return loaded
     if events.on_note:
         events.on_note(
-            f"compressed this request's history ({done.strategy}; {reason}): "
-            f"{len(loaded.messages)} → {len(done.messages)} messages"
+            f"compressed this request's history ({done.strategy}, "
+            f"{len(loaded.messages)} → {len(done.messages)} messages): {reason}"
         )
     return LoadedPrompt(done.messages, loaded.revision)
 

@@ -40,3 +40,15 @@ def test_calibration_comes_from_the_newest_answer_of_the_same_model() -> None:
     # An answer without usage (a server that reports none) calibrates nothing.
     bare = Message(role="assistant", content="a", meta={"model": "m"})
     assert tokens.calibration([*history, bare], "m").ratio == 1.5
+
+
+def test_compression_carries_the_calibration_on_its_summary() -> None:
+    before = [user("q"), answered("m", 300, 200), user("q2"), answered("n", 90, 100)]
+    summary = Message(role="assistant", content="sum", meta={"kind": "summary"})
+    after = tokens.carry(before, [user("q"), summary])
+    assert after[-1].meta == {"kind": "summary", "calibration": {"m": 1.5, "n": 0.9}}
+    assert tokens.calibration(after, "m").ratio == 1.5
+    # Compressed again: the carried ratios carry on.
+    again = tokens.carry(after, [Message(role="assistant", content="s2", meta={"kind": "facts"})])
+    assert tokens.calibration(again, "n").ratio == 0.9
+    assert tokens.carry([user("q")], [summary]) == [summary]  # nothing to carry
