@@ -11,31 +11,56 @@ other words for the same thing ("responsible for" for "owned by"), identifiers
 from __future__ import annotations
 
 SERVICES = [
-    ("billing", "payments", "Ana"), ("invoices", "payments", "Ben"),
-    ("checkout", "storefront", "Chloe"), ("search", "discovery", "Dev"),
-    ("catalog", "discovery", "Eli"), ("inventory", "supply", "Fay"),
-    ("shipping", "supply", "Gus"), ("notifications", "messaging", "Hana"),
-    ("auth", "identity", "Ivo"), ("profiles", "identity", "Jun"),
-    ("reviews", "community", "Kai"), ("recommendations", "discovery", "Lea"),
-    ("analytics", "data", "Mo"), ("reporting", "data", "Nia"),
-    ("gateway", "platform", "Oli"), ("pricing", "storefront", "Pia"),
-    ("coupons", "storefront", "Quin"), ("loyalty", "community", "Rae"),
-    ("livechat", "support", "Sol"), ("mailer", "messaging", "Tom"),
-    ("sms", "messaging", "Uma"), ("scheduler", "platform", "Vic"),
-    ("exports", "data", "Wes"), ("imports", "data", "Xia"),
-    ("media", "content", "Yan"), ("thumbnails", "content", "Zoe"),
-    ("auditlog", "security", "Abe"), ("flags", "platform", "Bea"),
-    ("settings", "platform", "Cai"), ("metrics", "observability", "Dan"),
-    ("logging", "observability", "Eve"), ("tracing", "observability", "Finn"),
-    ("backups", "infra", "Gil"), ("ledger", "payments", "Hal"),
-    ("tax", "payments", "Iris"), ("fraud", "security", "Jay"),
-    ("kyc", "security", "Kim"), ("onboarding", "growth", "Lou"),
-    ("translations", "content", "Max"), ("maps", "geo", "Ned"),
-    ("geocoder", "geo", "Ola"), ("forecast", "geo", "Pat"),
-    ("calendar", "bookings", "Ria"), ("booking", "bookings", "Sam"),
-    ("refunds", "payments", "Tia"), ("subscriptions", "payments", "Udo"),
-    ("webhooks", "platform", "Val"), ("ratelimiter", "platform", "Wim"),
-    ("cdn", "infra", "Xen"), ("dns", "infra", "Yul"),
+    ("billing", "payments", "Ana"),
+    ("invoices", "payments", "Ben"),
+    ("checkout", "storefront", "Chloe"),
+    ("search", "discovery", "Dev"),
+    ("catalog", "discovery", "Eli"),
+    ("inventory", "supply", "Fay"),
+    ("shipping", "supply", "Gus"),
+    ("notifications", "messaging", "Hana"),
+    ("auth", "identity", "Ivo"),
+    ("profiles", "identity", "Jun"),
+    ("reviews", "community", "Kai"),
+    ("recommendations", "discovery", "Lea"),
+    ("analytics", "data", "Mo"),
+    ("reporting", "data", "Nia"),
+    ("gateway", "platform", "Oli"),
+    ("pricing", "storefront", "Pia"),
+    ("coupons", "storefront", "Quin"),
+    ("loyalty", "community", "Rae"),
+    ("livechat", "support", "Sol"),
+    ("mailer", "messaging", "Tom"),
+    ("sms", "messaging", "Uma"),
+    ("scheduler", "platform", "Vic"),
+    ("exports", "data", "Wes"),
+    ("imports", "data", "Xia"),
+    ("media", "content", "Yan"),
+    ("thumbnails", "content", "Zoe"),
+    ("auditlog", "security", "Abe"),
+    ("flags", "platform", "Bea"),
+    ("settings", "platform", "Cai"),
+    ("metrics", "observability", "Dan"),
+    ("logging", "observability", "Eve"),
+    ("tracing", "observability", "Finn"),
+    ("backups", "infra", "Gil"),
+    ("ledger", "payments", "Hal"),
+    ("tax", "payments", "Iris"),
+    ("fraud", "security", "Jay"),
+    ("kyc", "security", "Kim"),
+    ("onboarding", "growth", "Lou"),
+    ("translations", "content", "Max"),
+    ("maps", "geo", "Ned"),
+    ("geocoder", "geo", "Ola"),
+    ("forecast", "geo", "Pat"),
+    ("calendar", "bookings", "Ria"),
+    ("booking", "bookings", "Sam"),
+    ("refunds", "payments", "Tia"),
+    ("subscriptions", "payments", "Udo"),
+    ("webhooks", "platform", "Val"),
+    ("ratelimiter", "platform", "Wim"),
+    ("cdn", "infra", "Xen"),
+    ("dns", "infra", "Yul"),
 ]
 METHODS = ["blue-green", "canary", "rolling"]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday"]
@@ -50,8 +75,12 @@ def records() -> list[tuple[str, str]]:
     out = []
     for i, (name, team, person) in enumerate(SERVICES):
         method, day, store = METHODS[i % 3], DAYS[i % 4], STORES[i % 5]
-        out.append((f"{name}-owner", f"The {name} service is owned by the {team} team; {person} leads it."))
-        out.append((f"{name}-deploy", f"{name} deploys are {method} and ship every {day} afternoon."))
+        out.append(
+            (f"{name}-owner", f"The {name} service is owned by the {team} team; {person} leads it.")
+        )
+        out.append(
+            (f"{name}-deploy", f"{name} deploys are {method} and ship every {day} afternoon.")
+        )
         out.append(
             (f"{name}-runbook", f"Runbook RB-{1000 + i} covers {name} outages and paging rules.")
         )
@@ -122,7 +151,12 @@ def queries() -> list[tuple[str, list[str], str]]:
         ("Cassandra backups", ["auth-detail", "settings-detail", "cdn-detail"], "identifier"),
         (
             "ratelimiter",
-            ["ratelimiter-owner", "ratelimiter-deploy", "ratelimiter-runbook", "ratelimiter-detail"],
+            [
+                "ratelimiter-owner",
+                "ratelimiter-deploy",
+                "ratelimiter-runbook",
+                "ratelimiter-detail",
+            ],
             "identifier",
         ),
         ("geocoder RB-1040", ["geocoder-runbook"], "identifier"),
@@ -148,10 +182,18 @@ def queries() -> list[tuple[str, list[str], str]]:
         # plain questions
         ("how do we deploy billing", ["billing-deploy"], "question"),
         ("who should I ask about search", ["search-owner"], "question"),
-        ("what does the payments team own", [
-            "billing-owner", "invoices-owner", "ledger-owner", "tax-owner", "refunds-owner",
-            "subscriptions-owner",
-        ], "question"),
+        (
+            "what does the payments team own",
+            [
+                "billing-owner",
+                "invoices-owner",
+                "ledger-owner",
+                "tax-owner",
+                "refunds-owner",
+                "subscriptions-owner",
+            ],
+            "question",
+        ),
         ("where is the runbook for webhooks", ["webhooks-runbook"], "question"),
         ("when does booking ship", ["booking-deploy"], "question"),
         ("what is the deploy method for calendar", ["calendar-deploy"], "question"),

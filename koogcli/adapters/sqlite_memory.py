@@ -1,13 +1,16 @@
 """SqliteMemoryStore: long-term memory records in `<data>/memory.sqlite3` (WAL, 0600).
 
-Search never scans records in Python:
+Search never scans records in Python (the SQL is in adapters/memory_queries.py):
+- fulltext: FTS5, porter over unicode61 without diacritics, ranked by BM25.
 - keyword: an FTS5 trigram index over the lower-cased content finds substrings of three
   or more characters; shorter queries use SQLite's own `instr` over that column. Results
   keep insertion order (`seq`), matching Koog's rule exactly.
-- similarity: an inverted index (namespace, token) -> record, with each record's token
+- jaccard: an inverted index (namespace, token) -> record, with each record's token
   count, so SQLite computes |Q ∩ D| / (|Q| + |D| - |Q ∩ D|) for the records sharing a word.
-- embeddings: float32 vectors beside the records, one per record and model; cosine in
-  Python over the namespace's vectors.
+- embeddings: float32 vectors beside the records, one per record and model, written in the
+  record's transaction; searched through a derived index (adapters/vector_index.py).
+Version 1 databases (no full-text table, vectors without their own row number) are
+migrated in place, in one transaction, the first time this version opens them.
 A file that is not a koog memory database is reported (exit 3) and never written. Every
 SQLite failure becomes one message saying which of three it is: locked (another process is
 writing), read-only or unopenable (permissions), or corrupt / missing koog's tables. The
@@ -16,97 +19,24 @@ first use creates the schema inside the write lock, so simultaneous first uses a
 
 from __future__ import annotations
 
-import functools
 import json
-import math
 import os
 import sqlite3
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
 
+from koogcli.adapters import memory_queries as queries
+from koogcli.adapters.memory_db import explain, open_database, sqlite_errors, transaction
 from koogcli.adapters.paths import ensure_dir
-from koogcli.core.errors import (
-    CorruptDocumentError,
-    KoogError,
-    LockTimeoutError,
-    StorageError,
-    UnknownFormatError,
-)
+from koogcli.adapters.vector_index import VectorIndex, bump_epoch
+from koogcli.core.errors import LockTimeoutError, StorageError
 from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
+from koogcli.core.ports import Namespaces
 
-FORMAT, VERSION = "koog.memory", "1"
-P = ParamSpec("P")
-R = TypeVar("R")
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE records (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    namespace TEXT NOT NULL,
-    content TEXT NOT NULL,
-    content_lower TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    source TEXT,
-    ntokens INTEGER NOT NULL,
-    UNIQUE (namespace, source)
-);
-CREATE INDEX records_by_namespace ON records (namespace, seq);
-CREATE TABLE tokens (
-    namespace TEXT NOT NULL, token TEXT NOT NULL, record INTEGER NOT NULL, ntokens INTEGER NOT NULL,
-    PRIMARY KEY (namespace, token, record)
-) WITHOUT ROWID;
-CREATE VIRTUAL TABLE records_fts USING fts5(content_lower, content='', tokenize='trigram');
-CREATE TABLE vectors (
-    record INTEGER NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (record, model)
-);
-"""
 _COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
-
-
-def _tables(db: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
-_KEEP = "koog never rewrites it; move it aside to start a new one"
-
-
-def _explain(path: Path, exc: sqlite3.Error, timeout: float) -> StorageError:
-    """Locked, read-only and corrupt are different problems with different remedies."""
-    text = str(exc).lower()
-    if "locked" in text or "busy" in text:
-        return LockTimeoutError(
-            f"{path} stayed locked for {timeout:g}s",
-            hint="another koog process is writing long-term memory; retry when it is done",
-        )
-    if "readonly" in text or "read-only" in text or "unable to open" in text:
-        return StorageError(
-            f"{path} cannot be written or opened ({exc})",
-            hint="check the permissions of the file and of its folder",
-        )
-    if "no such table" in text or "no such column" in text:
-        return CorruptDocumentError(f"{path} lacks part of koog's schema ({exc})", hint=_KEEP)
-    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-        return CorruptDocumentError(f"{path} is not a readable SQLite database ({exc})", hint=_KEEP)
-    return StorageError(f"{path}: {exc}")
-
-
-def _sqlite_errors(method: Callable[P, R]) -> Callable[P, R]:
-    """Reads and writes report SQLite failures as koog errors naming the file."""
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except sqlite3.Error as exc:
-            store: Any = args[0]
-            raise _explain(store.path, exc, store.busy_timeout) from exc
-
-    return wrapper
 
 
 class SqliteMemoryStore:
@@ -133,7 +63,7 @@ class SqliteMemoryStore:
         deadline = time.monotonic() + self.busy_timeout
         while True:
             try:
-                db = self._open()
+                db = open_database(self.path, self.busy_timeout)
                 break
             except LockTimeoutError:
                 if time.monotonic() >= deadline:
@@ -142,60 +72,22 @@ class SqliteMemoryStore:
         self._db = db
         return db
 
-    def _open(self) -> sqlite3.Connection:
-        try:
-            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise _explain(self.path, exc, self.busy_timeout) from exc
-        try:
-            if not _tables(db):
-                with _transaction(db):
-                    if not _tables(db):  # another process may have created it meanwhile
-                        for statement in _SCHEMA.split(";"):
-                            if statement.strip():
-                                db.execute(statement)
-                        db.executemany(
-                            "INSERT INTO meta VALUES (?, ?)",
-                            [("format", FORMAT), ("version", VERSION)],
-                        )
-            tables = _tables(db)
-            meta = (
-                dict(db.execute("SELECT key, value FROM meta").fetchall())
-                if "meta" in tables
-                else {}
-            )
-            if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-                raise UnknownFormatError(
-                    f"{self.path} is not a koog memory database of version {VERSION} "
-                    f"(format {meta.get('format')!r}, version {meta.get('version')!r})",
-                    hint="koog never rewrites it; move it aside to start a new one",
-                )
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                db.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.Error as exc:
-            db.close()
-            raise _explain(self.path, exc, self.busy_timeout) from exc
-        except KoogError:
-            db.close()
-            raise
-        return db
-
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self._connect(create=True)
         assert db is not None
         try:
-            with _transaction(db):
+            with transaction(db):
                 yield db
         except sqlite3.Error as exc:
-            raise _explain(self.path, exc, self.busy_timeout) from exc
+            raise explain(self.path, exc, self.busy_timeout) from exc
 
     def _read(self) -> sqlite3.Connection | None:
         return self._connect(create=False)
 
     # -- writes --------------------------------------------------------------------
 
-    @_sqlite_errors
+    @sqlite_errors
     def add(
         self,
         records: Sequence[MemoryRecord],
@@ -232,33 +124,39 @@ class SqliteMemoryStore:
                     "INSERT INTO records_fts (rowid, content_lower) VALUES (?, ?)",
                     (seq, r.content.lower()),
                 )
+                db.execute(
+                    "INSERT INTO records_text (rowid, content) VALUES (?, ?)", (seq, r.content)
+                )
                 if vectors is not None:
                     db.execute(
-                        "INSERT INTO vectors VALUES (?, ?, ?)", (seq, model, _pack(vectors[index]))
+                        "INSERT INTO vectors (record, model, vector) VALUES (?, ?, ?)",
+                        (seq, model, _pack(vectors[index])),
                     )
                 added.append(r.id)
         return added
 
-    @_sqlite_errors
+    @sqlite_errors
     def put_vectors(self, model: str, pairs: Sequence[tuple[str, Sequence[float]]]) -> None:
         with self._write() as db:
             for record_id, vector in pairs:
                 db.execute(
-                    "INSERT OR REPLACE INTO vectors SELECT seq, ?, ? FROM records WHERE id = ?",
+                    "INSERT OR IGNORE INTO vectors (record, model, vector) "
+                    "SELECT seq, ?, ? FROM records WHERE id = ?",
                     (model, _pack(vector), record_id),
                 )
 
-    @_sqlite_errors
+    @sqlite_errors
     def delete(self, record_id: str) -> bool:
         if self._read() is None:
             return False
         with self._write() as db:
             row = db.execute(
-                "SELECT seq, namespace, content_lower FROM records WHERE id = ?", (record_id,)
+                "SELECT seq, namespace, content_lower, content FROM records WHERE id = ?",
+                (record_id,),
             ).fetchone()
             if row is None:
                 return False
-            seq, namespace, lowered = row
+            seq, namespace, lowered, content = row
             db.execute(
                 "DELETE FROM tokens WHERE namespace = ? AND record = ? AND token IN "
                 "(SELECT value FROM json_each(?))",
@@ -269,13 +167,18 @@ class SqliteMemoryStore:
                 "('delete', ?, ?)",
                 (seq, lowered),
             )
-            db.execute("DELETE FROM vectors WHERE record = ?", (seq,))
+            db.execute(
+                "INSERT INTO records_text (records_text, rowid, content) VALUES ('delete', ?, ?)",
+                (seq, content),
+            )
+            if db.execute("DELETE FROM vectors WHERE record = ?", (seq,)).rowcount:
+                bump_epoch(db)
             db.execute("DELETE FROM records WHERE seq = ?", (seq,))
         return True
 
     # -- reads ---------------------------------------------------------------------
 
-    @_sqlite_errors
+    @sqlite_errors
     def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]:
         db = self._read()
         if db is None or not sources:
@@ -287,20 +190,20 @@ class SqliteMemoryStore:
         )
         return {r[0] for r in rows}
 
-    @_sqlite_errors
-    def records(self, namespace: str | None = None) -> list[MemoryRecord]:
+    @sqlite_errors
+    def records(
+        self, namespace: Namespaces = None, where: Mapping[str, str] | None = None
+    ) -> list[MemoryRecord]:
         db = self._read()
         if db is None:
             return []
-        if namespace is None:
-            rows = db.execute(f"SELECT {_COLUMNS} FROM records ORDER BY seq")
-        else:
-            rows = db.execute(
-                f"SELECT {_COLUMNS} FROM records WHERE namespace = ? ORDER BY seq", (namespace,)
-            )
+        condition, args = queries.scope(_spaces(namespace), where or {})
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM records r WHERE 1 = 1{condition} ORDER BY seq", args
+        )
         return [_record(r) for r in rows]
 
-    @_sqlite_errors
+    @sqlite_errors
     def size(self, namespace: str) -> int:
         db = self._read()
         if db is None:
@@ -311,69 +214,105 @@ class SqliteMemoryStore:
             ]
         )
 
-    @_sqlite_errors
+    @sqlite_errors
     def search_keyword(
-        self, query: str, namespace: str, limit: int, threshold: float = 0.0
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]:
         db = self._read()
         if db is None or threshold > 1.0:
             return []
-        needle = query.lower()
-        if len(needle) >= 3:
-            phrase = '"' + needle.replace('"', '""') + '"'
-            rows = db.execute(
-                f"SELECT {', '.join('r.' + c for c in _COLUMNS.split(', '))} FROM records_fts f "
-                "JOIN records r ON r.seq = f.rowid WHERE records_fts MATCH ? AND r.namespace = ? "
-                "AND instr(r.content_lower, ?) > 0 ORDER BY r.seq LIMIT ?",
-                (phrase, namespace, needle, limit),
-            )
-        else:
-            rows = db.execute(
-                f"SELECT {_COLUMNS} FROM records WHERE namespace = ? AND instr(content_lower, ?) > 0 "
-                "ORDER BY seq LIMIT ?",
-                (namespace, needle, limit),
-            )
-        return [SearchHit(_record(r), 1.0, "keyword") for r in rows]
+        found = queries.keyword(db, query, _spaces(namespace), where or {}, limit)
+        return self._hits(db, found, "keyword")
 
-    @_sqlite_errors
+    @sqlite_errors
     def search_similarity(
-        self, query: str, namespace: str, limit: int, threshold: float = 0.0
-    ) -> list[SearchHit]:
-        db = self._read()
-        words = sorted(tokenize(query))
-        if db is None or not words:
-            return []
-        scored = db.execute(
-            "SELECT record, CAST(COUNT(*) AS REAL) / (? + ntokens - COUNT(*)) AS score FROM tokens "
-            "WHERE namespace = ? AND token IN (SELECT value FROM json_each(?)) GROUP BY record "
-            "HAVING score > 0 AND score >= ? ORDER BY score DESC, record ASC LIMIT ?",
-            (len(words), namespace, json.dumps(words), threshold, limit),
-        ).fetchall()
-        return self._hits(db, scored, "jaccard")
-
-    @_sqlite_errors
-    def search_vectors(
         self,
-        vector: Sequence[float],
-        namespace: str,
-        model: str,
+        query: str,
+        namespace: Namespaces,
         limit: int,
         threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]:
         db = self._read()
         if db is None:
             return []
-        rows = db.execute(
-            "SELECT v.record, v.vector FROM vectors v JOIN records r ON r.seq = v.record "
-            "WHERE r.namespace = ? AND v.model = ? ORDER BY v.record",
-            (namespace, model),
-        )
-        query = list(vector)
-        scored = [(seq, _cosine(query, _unpack(blob))) for seq, blob in rows]
-        kept = sorted((s for s in scored if s[1] >= threshold), key=lambda s: -s[1])[:limit]
+        found = queries.jaccard(db, query, _spaces(namespace), where or {}, limit, threshold)
+        return self._hits(db, found, "jaccard")
+
+    @sqlite_errors
+    def search_fulltext(
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        db = self._read()
+        if db is None:
+            return []
+        found = queries.fulltext(db, query, _spaces(namespace), where or {}, limit, threshold)
+        return self._hits(db, found, "bm25")
+
+    @sqlite_errors
+    def search_vectors(
+        self,
+        vector: Sequence[float],
+        namespace: Namespaces,
+        model: str,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        db = self._read()
+        if db is None:
+            return []
+        index = VectorIndex(self.path.parent / "memory-vectors", model)
+        wanted = where or {}
+        width = limit * (8 if wanted else 1)
+        while True:  # metadata filters apply after scoring: widen until enough pass
+            found = index.search(db, vector, _spaces(namespace), width)
+            if wanted:
+                passing = queries.allowed(db, [seq for seq, _ in found], wanted)
+                kept = [(seq, score) for seq, score in found if seq in passing]
+            else:
+                kept = found
+            if len(kept) >= limit or len(found) < width:
+                break
+            width *= 4
+        kept = [(seq, score) for seq, score in kept if score >= threshold][:limit]
         return self._hits(db, kept, "cosine")
 
-    @_sqlite_errors
+    @sqlite_errors
+    def search_hybrid(
+        self,
+        query: str,
+        vector: Sequence[float],
+        namespace: Namespaces,
+        model: str,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        """Full-text and vector rankings fused by reciprocal rank: exact names and
+        identifiers come through even where the embedding blurs them."""
+        db = self._read()
+        if db is None:
+            return []
+        depth = max(limit * 4, 20)
+        words = self.search_fulltext(query, namespace, depth, 0.0, where)
+        near = self.search_vectors(vector, namespace, model, depth, 0.0, where)
+        seq_of = {h.record.id: seq for h, seq in self._seqs(db, [*words, *near])}
+        rankings = [[(seq_of[h.record.id], h.score) for h in hits] for hits in (words, near)]
+        fused = [(seq, s) for seq, s in queries.fuse(rankings, limit) if s >= threshold]
+        return self._hits(db, fused, "hybrid")
+
+    @sqlite_errors
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]:
         db = self._read()
         if db is None:
@@ -385,7 +324,7 @@ class SqliteMemoryStore:
         )
         return [_record(r) for r in rows]
 
-    @_sqlite_errors
+    @sqlite_errors
     def vector_dimension(self, model: str) -> int | None:
         """The dimension of the vectors stored for `model`; None when there are none."""
         db = self._read()
@@ -396,7 +335,7 @@ class SqliteMemoryStore:
         ).fetchone()
         return None if row is None else int(row[0]) // array("f").itemsize
 
-    @_sqlite_errors
+    @sqlite_errors
     def ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
         db = self._read()
         if db is None:
@@ -407,7 +346,7 @@ class SqliteMemoryStore:
         )
         return [r[0] for r in rows]
 
-    @_sqlite_errors
+    @sqlite_errors
     def get(self, record_id: str) -> MemoryRecord | None:
         db = self._read()
         if db is None:
@@ -415,14 +354,14 @@ class SqliteMemoryStore:
         row = db.execute(f"SELECT {_COLUMNS} FROM records WHERE id = ?", (record_id,)).fetchone()
         return None if row is None else _record(row)
 
-    @_sqlite_errors
+    @sqlite_errors
     def namespaces(self) -> list[str]:
         db = self._read()
         if db is None:
             return []
         return [r[0] for r in db.execute("SELECT DISTINCT namespace FROM records ORDER BY 1")]
 
-    @_sqlite_errors
+    @sqlite_errors
     def vector_count(self, model: str) -> int:
         db = self._read()
         if db is None:
@@ -430,6 +369,17 @@ class SqliteMemoryStore:
         return int(
             db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)).fetchone()[0]
         )
+
+    def _seqs(
+        self, db: sqlite3.Connection, hits: Sequence[SearchHit]
+    ) -> list[tuple[SearchHit, int]]:
+        ids = json.dumps([h.record.id for h in hits])
+        seq = dict(
+            db.execute(
+                "SELECT id, seq FROM records WHERE id IN (SELECT value FROM json_each(?))", (ids,)
+            ).fetchall()
+        )
+        return [(h, int(seq[h.record.id])) for h in hits if h.record.id in seq]
 
     def _hits(
         self, db: sqlite3.Connection, scored: Sequence[tuple[int, float]], metric: str
@@ -452,17 +402,6 @@ class SqliteMemoryStore:
             self._db = None
 
 
-@contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
 def _record(row: Sequence[object]) -> MemoryRecord:
     _, rid, namespace, content, metadata, created_at, source = row
     return MemoryRecord(
@@ -479,15 +418,7 @@ def _pack(vector: Sequence[float]) -> bytes:
     return array("f", vector).tobytes()
 
 
-def _unpack(blob: bytes) -> list[float]:
-    values = array("f")
-    values.frombytes(blob)
-    return values.tolist()
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    if len(a) != len(b):
-        return 0.0
-    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
-    return dot / norm if norm else 0.0
+def _spaces(namespace: Namespaces) -> list[str] | None:
+    if namespace is None:
+        return None
+    return [namespace] if isinstance(namespace, str) else list(namespace)

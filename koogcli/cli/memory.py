@@ -24,6 +24,9 @@ NAMESPACE = typer.Option(
 )
 JSON = typer.Option(False, "--json", help="Print JSON.")
 ALL_NAMESPACES = typer.Option(False, "--all-namespaces", help="Every namespace.")
+WHERE = typer.Option(
+    [], "--where", metavar="KEY=VALUE", help="Only records whose metadata has it (repeatable)."
+)
 
 
 def _meta(pairs: list[str]) -> dict[str, object]:
@@ -65,23 +68,35 @@ def search(
     threshold: float = typer.Option(
         0.0, "--threshold", min=0.0, max=1.0, metavar="T", help="Minimum score."
     ),
-    mode: str = typer.Option("similarity", "--mode", metavar="MODE", help="similarity or keyword."),
+    mode: str | None = typer.Option(
+        None,
+        "--mode",
+        metavar="MODE",
+        help="auto, fulltext, embedding, hybrid, jaccard or keyword (default: the config's).",
+    ),
+    where: list[str] = WHERE,
     all_namespaces: bool = ALL_NAMESPACES,
     as_json: bool = JSON,
 ) -> None:
     """Search memory records.
 
-    Word overlap (or embeddings) by default, substring with --mode keyword; in the retrieval
-    namespace unless --namespace or --all-namespaces.
+    Ranked full-text search (stemmed, accents ignored) by default, fused with embeddings
+    when an embedding model is configured; in the retrieval namespace unless --namespace
+    or --all-namespaces.
     """
     from koogcli.services import memory
 
     app_ctx = globals_of(ctx).build()
-    if all_namespaces:
-        hits = memory.search_everywhere(app_ctx, query, top_k, threshold, mode)
-    else:
-        where = namespace or memory.default_namespace(app_ctx)
-        hits = memory.search(app_ctx, query, where, top_k, threshold, mode)
+    hits = memory.search(
+        app_ctx,
+        query,
+        namespace,
+        top_k,
+        threshold,
+        mode,
+        memory.parse_where(where),
+        all_namespaces,
+    )
     if as_json:
         render.json_out([views.record_dict(h.record, h) for h in hits])
     elif hits:
@@ -94,13 +109,16 @@ def search(
 def list_(
     ctx: typer.Context,
     namespace: str | None = NAMESPACE,
+    where: list[str] = WHERE,
     all_namespaces: bool = ALL_NAMESPACES,
     as_json: bool = JSON,
 ) -> None:
     """List records, oldest first, in the retrieval namespace (or --all-namespaces)."""
     from koogcli.services import memory
 
-    records = memory.list_(globals_of(ctx).build(), namespace, all_namespaces)
+    records = memory.list_(
+        globals_of(ctx).build(), namespace, all_namespaces, memory.parse_where(where)
+    )
     if as_json:
         render.json_out([views.record_dict(r) for r in records])
     elif records:

@@ -199,7 +199,13 @@ class RetrievalSettings(_Strict):
     namespace: str = Field(default="default", pattern=NAMESPACE)
     top_k: int = Field(default=5, ge=1, le=100)
     threshold: float = Field(default=0.0, ge=0.0, le=1.0)
-    mode: Literal["similarity", "keyword"] = "similarity"
+    # auto: hybrid with an embedding model, else fulltext; "similarity" is the version 1
+    # name (embedding with a model, else jaccard).
+    mode: Literal["auto", "fulltext", "embedding", "hybrid", "jaccard", "keyword", "similarity"] = (
+        "auto"
+    )
+    # Only records whose metadata has these values (compared as text).
+    where: dict[str, str] = {}
     augmenter: Literal["system", "user"] = "system"
     query: str = Field(default="last_user_message", pattern=r"^last_user_message(s:[1-9][0-9]*)?$")
 

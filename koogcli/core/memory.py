@@ -57,7 +57,7 @@ class MemoryRecord:
 class SearchHit:
     record: MemoryRecord
     score: float
-    metric: Literal["keyword", "jaccard", "cosine"]
+    metric: Literal["keyword", "jaccard", "cosine", "bm25", "hybrid"]
 
 
 def tokenize(text: str) -> set[str]:

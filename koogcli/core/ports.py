@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -215,6 +215,9 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
+Namespaces = str | Sequence[str] | None  # one namespace, several, or all
+
+
 class MemoryStore(Protocol):
     """Long-term memory records by namespace (SPEC §1, KOOG_SEMANTICS §4)."""
 
@@ -231,25 +234,61 @@ class MemoryStore(Protocol):
 
     def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]: ...
 
-    def records(self, namespace: str | None = None) -> list[MemoryRecord]: ...
+    def records(
+        self, namespace: Namespaces = None, where: Mapping[str, str] | None = None
+    ) -> list[MemoryRecord]: ...
 
     def size(self, namespace: str) -> int: ...
 
+    # Each search takes one namespace, several, or None for all, and metadata values every
+    # hit must have (`where`); hits come best first, scores in 0-1.
+
     def search_keyword(
-        self, query: str, namespace: str, limit: int, threshold: float = 0.0
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]: ...
 
     def search_similarity(
-        self, query: str, namespace: str, limit: int, threshold: float = 0.0
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]: ...
+
+    def search_fulltext(
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]: ...
 
     def search_vectors(
         self,
         vector: Sequence[float],
-        namespace: str,
+        namespace: Namespaces,
         model: str,
         limit: int,
         threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]: ...
+
+    def search_hybrid(
+        self,
+        query: str,
+        vector: Sequence[float],
+        namespace: Namespaces,
+        model: str,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]: ...
 
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]: ...

@@ -19,7 +19,7 @@ def _memory(state: ReplState, args: str) -> None:
     if not args:
         raise UsageError("usage: /memory QUERY")
     settings = state.ctx.settings.long_term_memory.retrieval
-    hits = memory.search(state.ctx, args, settings.namespace, 10, 0.0, settings.mode)
+    hits = memory.search(state.ctx, args, settings.namespace, 10, 0.0, None, settings.where)
     if hits:
         state.ui.show(views.hits_table(hits))
     else:

@@ -65,44 +65,75 @@ def add(
     return record
 
 
+MODES = ("auto", "fulltext", "embedding", "hybrid", "jaccard", "keyword", "similarity")
+
+
+def resolve_mode(ctx: AppContext, mode: str | None) -> str:
+    """The search actually run. `auto`: hybrid with an embedding model, else full-text;
+    `similarity` (the name before version 2): embedding with a model, else Jaccard."""
+    chosen = mode or ctx.settings.long_term_memory.retrieval.mode
+    if chosen not in MODES:
+        raise UsageError(f"unknown search mode {chosen!r}", hint=f"use one of {', '.join(MODES)}")
+    model = _embedding_model(ctx)
+    if chosen == "auto":
+        return "hybrid" if model else "fulltext"
+    if chosen == "similarity":
+        return "embedding" if model else "jaccard"
+    if chosen in ("embedding", "hybrid") and not model:
+        raise UsageError(
+            f"search mode {chosen!r} needs an embedding model",
+            hint="set long_term_memory.embeddings.model, or use --mode fulltext",
+        )
+    return chosen
+
+
 def search(
     ctx: AppContext,
     query: str,
     namespace: str | None = None,
     top_k: int = 10,
     threshold: float = 0.0,
-    mode: str = "similarity",
+    mode: str | None = None,
+    where: Mapping[str, str] | None = None,
+    all_namespaces: bool = False,
 ) -> list[SearchHit]:
-    ns = namespace_of(namespace)
-    if mode == "keyword":
-        return ctx.memory_store.search_keyword(query, ns, top_k, threshold)
-    if mode != "similarity":
-        raise UsageError(f"unknown search mode {mode!r}", hint="use similarity or keyword")
+    """Hits, best first, in `namespace` (default: the retrieval namespace) or everywhere."""
+    store = ctx.memory_store
+    spaces = None if all_namespaces else namespace_of(namespace, default_namespace(ctx))
+    chosen = resolve_mode(ctx, mode)
+    if chosen == "keyword":
+        return store.search_keyword(query, spaces, top_k, threshold, where)
+    if chosen == "jaccard":
+        return store.search_similarity(query, spaces, top_k, threshold, where)
+    if chosen == "fulltext":
+        return store.search_fulltext(query, spaces, top_k, threshold, where)
     model = _embedding_model(ctx)
-    if not model:
-        return ctx.memory_store.search_similarity(query, ns, top_k, threshold)
-    if not query.strip() or ctx.memory_store.size(ns) == 0:
+    if not query.strip():
         return []
-    missing = ctx.memory_store.without_vectors(ns, model)
-    if missing:  # records added before embeddings were configured: embed them once
-        vectors = _embed(ctx, [r.content for r in missing])
-        ctx.memory_store.put_vectors(
-            model, [(r.id, v) for r, v in zip(missing, vectors, strict=True)]
-        )
+    for ns in store.namespaces() if spaces is None else [spaces]:
+        missing = store.without_vectors(ns, model)
+        if missing:  # records added before embeddings were configured: embed them once
+            vectors = _embed(ctx, [r.content for r in missing])
+            store.put_vectors(model, [(r.id, v) for r, v in zip(missing, vectors, strict=True)])
+    if not store.vector_count(model):
+        return []
     [vector] = _embed(ctx, [query])
-    return ctx.memory_store.search_vectors(vector, ns, model, top_k, threshold)
+    if chosen == "embedding":
+        return store.search_vectors(vector, spaces, model, top_k, threshold, where)
+    return store.search_hybrid(query, vector, spaces, model, top_k, threshold, where)
 
 
-def search_everywhere(
-    ctx: AppContext, query: str, top_k: int = 10, threshold: float = 0.0, mode: str = "similarity"
-) -> list[SearchHit]:
-    """`--all-namespaces`: the best hits of every namespace, best first."""
-    hits = [
-        hit
-        for ns in ctx.memory_store.namespaces()
-        for hit in search(ctx, query, ns, top_k, threshold, mode)
-    ]
-    return sorted(hits, key=lambda h: -h.score)[:top_k]
+def parse_where(pairs: Sequence[str]) -> dict[str, str]:
+    """`--where KEY=VALUE`, repeatable: every pair must hold."""
+    where: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--where {pair!r} is not KEY=VALUE", hint="e.g. --where team=infra")
+        if key.strip() in where:
+            raise UsageError(f"--where names {key.strip()!r} twice; give one value per key")
+        where[key.strip()] = value
+    return where
 
 
 def default_namespace(ctx: AppContext) -> str:
@@ -111,11 +142,13 @@ def default_namespace(ctx: AppContext) -> str:
 
 
 def list_(
-    ctx: AppContext, namespace: str | None = None, all_namespaces: bool = False
+    ctx: AppContext,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    where: Mapping[str, str] | None = None,
 ) -> list[MemoryRecord]:
-    if all_namespaces:
-        return ctx.memory_store.records(None)
-    return ctx.memory_store.records(namespace_of(namespace, default_namespace(ctx)))
+    spaces = None if all_namespaces else namespace_of(namespace, default_namespace(ctx))
+    return ctx.memory_store.records(spaces, where)
 
 
 MIN_ID_PREFIX = 6
@@ -229,7 +262,15 @@ def retrieve(ctx: AppContext, messages: Sequence[Message]) -> Retrieval | None:
     query = core.query_from(messages, settings.query)
     if query is None:
         return Retrieval(list(messages), [])
-    hits = search(ctx, query, settings.namespace, settings.top_k, settings.threshold, settings.mode)
+    hits = search(
+        ctx,
+        query,
+        settings.namespace,
+        settings.top_k,
+        settings.threshold,
+        settings.mode,
+        settings.where,
+    )
     return Retrieval(core.augment(messages, hits, settings.augmenter), hits)
 
 

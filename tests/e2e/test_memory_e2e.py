@@ -37,7 +37,9 @@ def test_keyword_and_similarity_search(run_koog: Run) -> None:
         "JAVA is also a PROGRAMMING language",
     ]
     assert found[0]["metadata"] == {"src": "doc"} and found[0]["score"] == 1.0
-    ranked = search(run_koog, "kotlin programming language", "--namespace", "langs")
+    ranked = search(
+        run_koog, "kotlin programming language", "--namespace", "langs", "--mode", "jaccard"
+    )
     assert [r["content"] for r in ranked] == [
         "Kotlin is a programming language",
         "JAVA is also a PROGRAMMING language",
@@ -56,6 +58,8 @@ def test_keyword_and_similarity_search(run_koog: Run) -> None:
                 "langs",
                 "--threshold",
                 "0.5",
+                "--mode",
+                "jaccard",
             )
         )
         == 1
@@ -123,10 +127,11 @@ def test_embeddings_mode(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
     env = {"KOOG_CONFIG": str(config)}
     for text in ["apple banana cherry", "car truck bus", "banana apple"]:
         add(run_koog, text, env=env)
-    hits = search(run_koog, "apple banana", env=env)
+    hits = search(run_koog, "apple banana", "--mode", "embedding", env=env)
     assert [h["content"] for h in hits][:2] == ["banana apple", "apple banana cherry"]
     assert hits[0]["metric"] == "cosine" and hits[0]["score"] == pytest.approx(1.0, abs=1e-6)
-    search(run_koog, "bus", env=env)
+    fused = search(run_koog, "bus", env=env)  # auto: hybrid with an embedding model
+    assert fused[0]["content"] == "car truck bus" and fused[0]["metric"] == "hybrid"
     embedded = [r["input"] for r in server.embedding_requests]
     assert embedded == [
         ["apple banana cherry"],
@@ -167,3 +172,69 @@ def test_corrupt_database_and_bad_input(run_koog: Run, data_dir: Path) -> None:
     assert db.read_bytes() == b"garbage" * 1000
     empty = run_koog("memory", "add", "")
     assert empty.returncode == 2 and "empty" in empty.stderr
+
+
+def test_the_readme_example_finds_what_people_mean(run_koog: Run) -> None:
+    """Full-text search is the default without embeddings: word forms, case and accents."""
+    add(run_koog, "deploys are blue-green")
+    add(run_koog, "Le déploiement se fait le vendredi")
+    add(run_koog, "lunch is at noon")
+    shown = run_koog("memory", "search", "how do we deploy")
+    assert shown.returncode == 0 and "deploys are blue-green" in shown.stdout
+    for query in ("Deploying", "DEPLOY", "deploys"):
+        hits = search(run_koog, query)
+        assert [h["content"] for h in hits] == ["deploys are blue-green"], query
+        assert hits[0]["metric"] == "bm25" and 0 < float(hits[0]["score"]) <= 1  # type: ignore[arg-type]
+    for query in ("déploiement", "deploiement", "DÉPLOIEMENT"):
+        hits = search(run_koog, query, "--mode", "fulltext")
+        assert [h["content"] for h in hits] == ["Le déploiement se fait le vendredi"], query
+    # Koog's word overlap, kept under its own name, sees none of it.
+    assert search(run_koog, "Deploying", "--mode", "jaccard") == []
+
+
+def test_where_filters_and_namespaces(run_koog: Run) -> None:
+    add(run_koog, "the pager rota is weekly", "--meta", "team=infra")
+    add(run_koog, "the pager app is on the phone", "--meta", "team=mobile")
+    add(
+        run_koog, "pager duty for infra starts Monday", "--namespace", "ops", "--meta", "team=infra"
+    )
+    infra = search(run_koog, "pager", "--where", "team=infra")
+    assert [h["content"] for h in infra] == ["the pager rota is weekly"]
+    both = search(run_koog, "pager", "--where", "team=infra", "--all-namespaces")
+    assert {(h["namespace"], h["content"]) for h in both} == {
+        ("default", "the pager rota is weekly"),
+        ("ops", "pager duty for infra starts Monday"),
+    }
+    assert search(run_koog, "pager", "--where", "team=infra", "--where", "src=wiki") == []
+    twice = run_koog("memory", "search", "pager", "--where", "team=a", "--where", "team=b")
+    assert twice.returncode == 2 and "twice" in twice.stderr
+    listed = run_koog("memory", "list", "--where", "team=mobile", "--json")
+    assert [r["content"] for r in json.loads(listed.stdout)] == ["the pager app is on the phone"]
+    bad = run_koog("memory", "search", "pager", "--where", "team")
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_a_version_1_database_is_migrated_in_place(run_koog: Run, data_dir: Path) -> None:
+    import shutil
+    import sqlite3
+
+    from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    target = data_dir / "memory.sqlite3"
+    shutil.copy(Path(__file__).parents[1] / "fixtures" / "memory-v1.sqlite3", target)
+    hits = search(run_koog, "déploiement", "--all-namespaces")
+    assert [h["content"] for h in hits] == ["Le déploiement se fait le vendredi"]
+    listed = json.loads(run_koog("memory", "list", "--all-namespaces", "--json").stdout)
+    assert [(r["id"][:2], r["namespace"], r["metadata"]) for r in listed] == [
+        ("a1", "default", {"team": "infra"}),
+        ("b1", "default", {"team": "ops"}),
+        ("c1", "work", {}),
+    ]
+    db = sqlite3.connect(target)
+    assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("2",)
+    store = SqliteMemoryStore(target)
+    assert store.vector_count("embed-4") == 3
+    [best, *_] = store.search_vectors([0.0, 0.9, 0.1, 0.0], None, "embed-4", 3)
+    assert best.record.content == "Le déploiement se fait le vendredi"
+    assert search(run_koog, "billing", "--namespace", "work", "--where", "team=ops") == []

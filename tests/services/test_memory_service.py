@@ -59,14 +59,17 @@ def test_case53_no_retrieval_no_augmentation(
     assert all("Relevant information" not in m.text for m in fake_model.requests[0].messages)
 
 
+@pytest.mark.parametrize(
+    ("mode", "method"), [("jaccard", "search_similarity"), ("auto", "search_fulltext")]
+)
 def test_case54_the_search_receives_the_user_input(
-    write_config: Callable[[str], Path], make_ctx: Callable[..., Any]
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], mode: str, method: str
 ) -> None:
-    retrieval(write_config)
+    retrieval(write_config, mode=f'"{mode}"')
     ctx = make_ctx()
     seen: list[str] = []
-    original = ctx.memory_store.search_similarity
-    ctx.memory_store.search_similarity = lambda q, *a, **k: seen.append(q) or original(q, *a, **k)
+    original = getattr(ctx.memory_store, method)
+    setattr(ctx.memory_store, method, lambda q, *a, **k: seen.append(q) or original(q, *a, **k))
     ask(ctx, "weather")
     assert seen == ["weather"]
 
@@ -219,10 +222,10 @@ def test_embeddings_rank_by_cosine_and_store_each_vector_once(
     ctx = embeddings_ctx(write_config, make_ctx, server)
     for text in ["apple banana cherry", "car truck", "banana apple"]:
         memory.add(ctx, text)
-    hits = memory.search(ctx, "apple banana")
+    hits = memory.search(ctx, "apple banana", mode="embedding")
     assert [h.record.content for h in hits][:2] == ["banana apple", "apple banana cherry"]
     assert hits[0].metric == "cosine" and hits[0].score == pytest.approx(1.0)
-    memory.search(ctx, "car")
+    memory.search(ctx, "car", mode="embedding")
     inputs = [r["input"] for r in server.embedding_requests]
     assert inputs == [
         ["apple banana cherry"],
@@ -278,8 +281,9 @@ def test_ids_by_prefix_and_the_namespace_rule(make_ctx: Callable[..., Any]) -> N
     assert memory.show(ctx, first.id[:12]).content == "deploys are blue-green"
     assert [r.id for r in memory.list_(ctx)] == [first.id]  # the retrieval namespace
     assert {r.id for r in memory.list_(ctx, all_namespaces=True)} == {first.id, other.id}
-    everywhere = memory.search_everywhere(ctx, "deploys")
+    everywhere = memory.search(ctx, "deploys", all_namespaces=True)
     assert {h.record.namespace for h in everywhere} == {"default", "ops"}
+    assert [h.record.id for h in memory.search(ctx, "deploys")] == [first.id]
     memory.delete(ctx, other.id[:6])
     assert memory.list_(ctx, "ops") == []
 

@@ -1,0 +1,171 @@
+"""The memory database itself: schema, version check and migration, transactions, and
+SQLite failures told as koog errors (the store is in adapters/sqlite_memory.py)."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from koogcli.core.errors import (
+    CorruptDocumentError,
+    KoogError,
+    LockTimeoutError,
+    StorageError,
+    UnknownFormatError,
+)
+
+FORMAT, VERSION = "koog.memory", "2"
+P = ParamSpec("P")
+R = TypeVar("R")
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_lower TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    source TEXT,
+    ntokens INTEGER NOT NULL,
+    UNIQUE (namespace, source)
+);
+CREATE INDEX records_by_namespace ON records (namespace, seq);
+CREATE TABLE tokens (
+    namespace TEXT NOT NULL, token TEXT NOT NULL, record INTEGER NOT NULL, ntokens INTEGER NOT NULL,
+    PRIMARY KEY (namespace, token, record)
+) WITHOUT ROWID;
+CREATE VIRTUAL TABLE records_fts USING fts5(content_lower, content='', tokenize='trigram');
+"""
+# What version 2 added, for new databases and for migrating version 1 ones.
+_V2 = """
+CREATE VIRTUAL TABLE records_text USING fts5(
+    content, content='', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE vectors (
+    vid INTEGER PRIMARY KEY AUTOINCREMENT,
+    record INTEGER NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL,
+    UNIQUE (record, model)
+);
+"""
+_FROM_V1 = (
+    """
+ALTER TABLE vectors RENAME TO vectors_v1;
+"""
+    + _V2
+    + """
+INSERT INTO records_text (rowid, content) SELECT seq, content FROM records;
+INSERT INTO vectors (record, model, vector) SELECT record, model, vector FROM vectors_v1
+    ORDER BY record, model;
+DROP TABLE vectors_v1;
+UPDATE meta SET value = '2' WHERE key = 'version';
+"""
+)
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _meta(db: sqlite3.Connection) -> tuple[str | None, str | None]:
+    if "meta" not in _tables(db):
+        return None, None
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    return meta.get("format"), meta.get("version")
+
+
+def _run(db: sqlite3.Connection, script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+_KEEP = "koog never rewrites it; move it aside to start a new one"
+
+
+def explain(path: Path, exc: sqlite3.Error, timeout: float) -> StorageError:
+    """Locked, read-only and corrupt are different problems with different remedies."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return LockTimeoutError(
+            f"{path} stayed locked for {timeout:g}s",
+            hint="another koog process is writing long-term memory; retry when it is done",
+        )
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return StorageError(
+            f"{path} cannot be written or opened ({exc})",
+            hint="check the permissions of the file and of its folder",
+        )
+    if "no such table" in text or "no such column" in text:
+        return CorruptDocumentError(f"{path} lacks part of koog's schema ({exc})", hint=_KEEP)
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return CorruptDocumentError(f"{path} is not a readable SQLite database ({exc})", hint=_KEEP)
+    return StorageError(f"{path}: {exc}")
+
+
+def sqlite_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Reads and writes report SQLite failures as koog errors naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            store: Any = args[0]
+            raise explain(store.path, exc, store.busy_timeout) from exc
+
+    return wrapper
+
+
+def open_database(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """A connection to a koog memory database: created if empty, migrated if older; a
+    file of another format or a newer version is refused (exit 3)."""
+    try:
+        db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise explain(path, exc, busy_timeout) from exc
+    try:
+        if not _tables(db):
+            with transaction(db):
+                if not _tables(db):  # another process may have created it meanwhile
+                    _run(db, _SCHEMA + _V2)
+                    db.executemany(
+                        "INSERT INTO meta VALUES (?, ?)",
+                        [("format", FORMAT), ("version", VERSION)],
+                    )
+        if _meta(db) == (FORMAT, "1"):
+            with transaction(db):
+                if _meta(db) == (FORMAT, "1"):  # not migrated by another process meanwhile
+                    _run(db, _FROM_V1)
+        found = _meta(db)
+        if found != (FORMAT, VERSION):
+            raise UnknownFormatError(
+                f"{path} is not a koog memory database of version {VERSION} "
+                f"(format {found[0]!r}, version {found[1]!r})",
+                hint="koog never rewrites it; move it aside to start a new one",
+            )
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.Error as exc:
+        db.close()
+        raise explain(path, exc, busy_timeout) from exc
+    except KoogError:
+        db.close()
+        raise
+    return db
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
