@@ -1,6 +1,7 @@
 """The labelled set of bench/memory_quality.py: what a team would keep in long-term memory
 about fifty services (who owns them, how they deploy, their runbooks, where their data
-lives, some of it in French, German and Spanish), and questions people ask about them.
+lives, some of it in French, German and Spanish, and notes that merely mention them), and
+questions people ask about them.
 
 Each query names the records that answer it. The questions are phrased the way people ask,
 not the way the records are written: other word forms ("deploying" for "deploys"),
@@ -71,7 +72,8 @@ ES_DAYS = ["lunes", "martes", "miércoles", "jueves"]
 
 
 def records() -> list[tuple[str, str]]:
-    """(id, content): four records per service, 200 in all."""
+    """(id, content): four facts per service (200), and two notes per service that only
+    mention it (100 more), as a real memory holds more talk than answers."""
     out = []
     for i, (name, team, person) in enumerate(SERVICES):
         method, day, store = METHODS[i % 3], DAYS[i % 4], STORES[i % 5]
@@ -102,6 +104,9 @@ def records() -> list[tuple[str, str]]:
         else:
             detail = f"{name} keeps its data in {store}, with backups retained for {7 + i} days."
         out.append((f"{name}-detail", detail))
+        other = SERVICES[(i + 7) % len(SERVICES)][0]
+        out.append((f"{name}-note", f"Ticket about {name}: users asked for an export to CSV."))
+        out.append((f"{name}-review", f"{other} and {name} came up in the weekly review."))
     return out
 
 
@@ -178,7 +183,7 @@ def queries() -> list[tuple[str, list[str], str]]:
             ["invoices-detail", "ledger-detail", "subscriptions-detail"],
             "other language",
         ),
-        ("Team observability Bereitstellung", ["tracing-detail"], "other language"),
+        ("Team observability Bereitstellung", ["logging-detail"], "other language"),
         # plain questions
         ("how do we deploy billing", ["billing-deploy"], "question"),
         ("who should I ask about search", ["search-owner"], "question"),

@@ -57,6 +57,7 @@ class FakeOpenAIServer:
         self.reject_response_formats: set[str] = set()
         self.context_limit: int | None = None
         self.context_counter: Any = None
+        self.embedding_size = EMBEDDING_SIZE
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -243,7 +244,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         data = [
-            {"object": "embedding", "index": i, "embedding": embed(t)} for i, t in enumerate(texts)
+            {"object": "embedding", "index": i, "embedding": embed(t, self.fake.embedding_size)}
+            for i, t in enumerate(texts)
         ]
         tokens = sum(len(t.split()) for t in texts)
         self._json(
@@ -324,12 +326,12 @@ class _Handler(BaseHTTPRequestHandler):
 EMBEDDING_SIZE = 64
 
 
-def embed(text: str) -> list[float]:
+def embed(text: str, size: int = EMBEDDING_SIZE) -> list[float]:
     """A deterministic bag-of-words embedding: texts sharing words point the same way."""
-    vector = [0.0] * EMBEDDING_SIZE
+    vector = [0.0] * size
     for word in re.findall(r"\w+", text.lower()):
         digest = hashlib.sha256(word.encode()).digest()
-        vector[digest[0] % EMBEDDING_SIZE] += 1.0 if digest[1] % 2 else -1.0
+        vector[int.from_bytes(digest[:4], "big") % size] += 1.0 if digest[4] % 2 else -1.0
     norm = math.sqrt(sum(v * v for v in vector)) or 1.0
     return [v / norm for v in vector]
 
