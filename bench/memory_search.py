@@ -124,7 +124,7 @@ def vectors_bench(records: list, dim: int, queries: int) -> None:  # type: ignor
         start = time.perf_counter()
         store.search_vectors(asked[0], "default", "bench", 5)
         first = time.perf_counter() - start
-        took, found = median_ms(lambda q: store.search_vectors(q, "default", "bench", 5), asked)
+        took, _ = median_ms(lambda q: store.search_vectors(q, "default", "bench", 5), asked)
         exact = np.asarray(vectors, dtype=np.float64)
         exact /= np.linalg.norm(exact, axis=1, keepdims=True)
         seq_of = {r.id: i for i, r in enumerate(records)}
