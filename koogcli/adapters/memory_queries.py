@@ -4,10 +4,12 @@ Each search returns (record number, score) pairs, best first, already limited to
 namespaces and metadata asked for; `SqliteMemoryStore` turns them into hits.
 
 - fulltext: FTS5 with the porter stemmer over unicode61 (diacritics removed), so "deploy",
-  "Deploying" and "DEPLOYS" meet, and so do "déploiement" and "deploiement". Ranked by
-  BM25; the score is BM25 relative to the best hit times the share of the query's words
-  the record holds, so the top hit of a query that matches only one of four words scores
-  0.25 and `threshold` keeps a meaning across queries.
+  "Deploying" and "DEPLOYS" meet, and so do "déploiement" and "deploiement". Question
+  words ("how", "do", "we") are left out of the query, and so are words held by a tenth
+  or more of a large memory while rarer ones are present. Ranked by BM25; the score is BM25
+  relative to the best hit times the share of the query's words the record holds, so the
+  top hit of a query that matches one of two words scores 0.5 and `threshold` keeps a
+  meaning across queries.
 - jaccard: Koog's word-set overlap through the inverted `tokens` table.
 - keyword: Koog's substring match through the trigram index, in insertion order.
 """
@@ -23,6 +25,16 @@ from koogcli.core.memory import tokenize
 
 Scored = list[tuple[int, float]]
 _TERMS = re.compile(r"\w+")
+# Words that carry no subject in English, French, German and Spanish questions: left out of
+# full-text queries (unless nothing else is left), so "how do we deploy" is about "deploy".
+_STOPWORD_TEXT = """a about an and are as at be by can could did do does for from had has have how i if in
+    is it its me my of on or our should so that the their them they this to us was we were
+    what when where which who whom why will with would you your
+    au aux avec ce ces dans de des du en est et il la le les leur ou par pour qu que qui se
+    son sur un une
+    auf das dem den der des die ein eine einer es für ist mit nicht und von was wer wie wo
+    al con del el en es la las lo los para por que se un una y"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def scope(
@@ -40,6 +52,10 @@ def scope(
     return sql, args
 
 
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
 def fulltext(
     db: sqlite3.Connection,
     query: str,
@@ -48,36 +64,73 @@ def fulltext(
     limit: int,
     threshold: float,
 ) -> Scored:
-    terms = sorted({t for t in _TERMS.findall(query.lower())})
+    words = {t for t in _TERMS.findall(query.lower())}
+    terms = sorted(words - STOPWORDS) or sorted(words)
     if not terms or limit <= 0:
         return []
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    condition, args = scope(namespaces, where)
-    rows = db.execute(
-        "SELECT f.rowid, -bm25(records_text) FROM records_text f JOIN records r "
-        f"ON r.seq = f.rowid WHERE records_text MATCH ?{condition} "
-        "ORDER BY bm25(records_text), f.rowid LIMIT ?",
-        (match, *args, max(limit * 4, 50)),
-    ).fetchall()
-    if not rows:
+    # A word in a tenth or more of a large memory says little (its BM25 weight is near
+    # zero) and costs most (its list of records is long): like a search engine's
+    # frequency cutoff, such words rank nothing while rarer words are present.
+    frequency = {
+        t: db.execute(
+            "SELECT count(*) FROM records_text WHERE records_text MATCH ?", (_phrase(t),)
+        ).fetchone()[0]
+        for t in terms
+    }
+    size = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone()
+    cutoff = max(2000, (size[0] if size else 0) // 10)
+    ranked = [t for t in terms if frequency[t] <= cutoff] or terms
+    present = [t for t in ranked if frequency[t]]
+    if not present:
         return []
-    best = max(raw for _, raw in rows) or 1.0
-    seqs = json.dumps([seq for seq, _ in rows])
+    match = " OR ".join(_phrase(t) for t in present)
+    width = max(limit * 4, 50)
+    while True:  # namespaces and metadata apply to the ranked records: widen until enough
+        rows = db.execute(
+            "SELECT rowid, -bm25(records_text) FROM records_text WHERE records_text MATCH ? "
+            "ORDER BY bm25(records_text), rowid LIMIT ?",
+            (match, width),
+        ).fetchall()
+        if namespaces is None and not where:
+            kept = rows
+        else:
+            passing = _within(db, [seq for seq, _ in rows], namespaces, where)
+            kept = [row for row in rows if row[0] in passing]
+        if len(kept) >= width // 4 or len(rows) < width:
+            break
+        width *= 4
+    if not kept:
+        return []
+    best = max(raw for _, raw in kept) or 1.0
+    seqs = json.dumps([seq for seq, _ in kept])
     held: dict[int, int] = {}
-    for term in terms:
-        quoted = '"' + term.replace('"', '""') + '"'
+    for term in present:
         for (seq,) in db.execute(
             "SELECT rowid FROM records_text WHERE records_text MATCH ? AND rowid IN "
             "(SELECT value FROM json_each(?))",
-            (quoted, seqs),
+            (_phrase(term), seqs),
         ):
             held[seq] = held.get(seq, 0) + 1
     scored = [
-        (seq, round(max(raw, 0.0) / best * held.get(seq, 0) / len(terms), 6)) for seq, raw in rows
+        (seq, round(max(raw, 0.0) / best * held.get(seq, 0) / len(ranked), 6)) for seq, raw in kept
     ]
-    kept = [(seq, score) for seq, score in scored if score > 0 and score >= threshold]
-    kept.sort(key=lambda s: (-s[1], s[0]))
-    return kept[:limit]
+    found = [(seq, score) for seq, score in scored if score > 0 and score >= threshold]
+    found.sort(key=lambda s: (-s[1], s[0]))
+    return found[:limit]
+
+
+def _within(
+    db: sqlite3.Connection,
+    seqs: Sequence[int],
+    namespaces: Sequence[str] | None,
+    where: Mapping[str, str],
+) -> set[int]:
+    condition, args = scope(namespaces, where)
+    rows = db.execute(
+        f"SELECT r.seq FROM records r WHERE r.seq IN (SELECT value FROM json_each(?)){condition}",
+        (json.dumps(list(seqs)), *args),
+    )
+    return {int(seq) for (seq,) in rows}
 
 
 def jaccard(
@@ -91,12 +144,22 @@ def jaccard(
     words = sorted(tokenize(query))
     if not words:
         return []
-    condition, args = scope(namespaces, where)
-    spaces = "" if namespaces is None else " AND t.namespace IN (SELECT value FROM json_each(?))"
-    space_args = [] if namespaces is None else [json.dumps(list(namespaces))]
+    # The (namespace, token, record) key answers most of it; records are joined only for
+    # metadata filters.
+    if namespaces is None:
+        spaces, space_args = "", []
+    elif len(namespaces) == 1:
+        spaces, space_args = " AND t.namespace = ?", [namespaces[0]]
+    else:
+        spaces = " AND t.namespace IN (SELECT value FROM json_each(?))"
+        space_args = [json.dumps(list(namespaces))]
+    join, condition, args = "", "", list[object]()
+    if where:
+        condition, args = scope(None, where)
+        join = " JOIN records r ON r.seq = t.record"
     rows = db.execute(
         "SELECT t.record, CAST(COUNT(*) AS REAL) / (? + t.ntokens - COUNT(*)) AS score "
-        "FROM tokens t JOIN records r ON r.seq = t.record "
+        f"FROM tokens t{join} "
         f"WHERE t.token IN (SELECT value FROM json_each(?)){spaces}{condition} "
         "GROUP BY t.record HAVING score > 0 AND score >= ? ORDER BY score DESC, t.record ASC "
         "LIMIT ?",
@@ -133,12 +196,7 @@ def keyword(
 
 def allowed(db: sqlite3.Connection, seqs: Sequence[int], where: Mapping[str, str]) -> set[int]:
     """Which of `seqs` have the metadata values asked for."""
-    condition, args = scope(None, where)
-    rows = db.execute(
-        f"SELECT r.seq FROM records r WHERE r.seq IN (SELECT value FROM json_each(?)){condition}",
-        (json.dumps(list(seqs)), *args),
-    )
-    return {int(seq) for (seq,) in rows}
+    return _within(db, seqs, None, where)
 
 
 def fuse(rankings: Sequence[Scored], limit: int, k: int = 60) -> Scored:
