@@ -92,7 +92,7 @@ def main() -> None:
         )
         print(f"fulltext   top-5: median {ft:6.1f} ms ({ft_found} hits)   goal <= 20 ms")
         store.close()
-    for dim in (int(d) for d in args.dims.split(",")):
+    for dim in (int(d) for d in args.dims.split(",") if d):
         vectors_bench(records, dim, args.queries)
 
 

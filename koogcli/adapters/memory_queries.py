@@ -102,15 +102,16 @@ def fulltext(
     if not kept:
         return []
     best = max(raw for _, raw in kept) or 1.0
-    seqs = json.dumps([seq for seq, _ in kept])
     held: dict[int, int] = {}
-    for term in present:
+    wanted = {seq for seq, _ in kept}
+    for term in present if len(present) > 1 else []:
         for (seq,) in db.execute(
-            "SELECT rowid FROM records_text WHERE records_text MATCH ? AND rowid IN "
-            "(SELECT value FROM json_each(?))",
-            (_phrase(term), seqs),
+            "SELECT rowid FROM records_text WHERE records_text MATCH ?", (_phrase(term),)
         ):
-            held[seq] = held.get(seq, 0) + 1
+            if seq in wanted:
+                held[seq] = held.get(seq, 0) + 1
+    if len(present) == 1:  # every ranked record holds the one word
+        held = dict.fromkeys(wanted, 1)
     scored = [
         (seq, round(max(raw, 0.0) / best * held.get(seq, 0) / len(ranked), 6)) for seq, raw in kept
     ]

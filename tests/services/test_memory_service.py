@@ -27,6 +27,8 @@ def ask(ctx: Any, text: str, **kw: Any) -> Any:
 
 
 def retrieval(write_config: Callable[[str], Path], **keys: str) -> None:
+    """Retrieval on, under Koog's own scoring (jaccard) unless a mode is given."""
+    keys = {"mode": '"jaccard"', **keys}
     extra = "".join(f"{k} = {v}\n" for k, v in keys.items())
     write_config(f"[long_term_memory.retrieval]\nenabled = true\n{extra}")
 
