@@ -167,8 +167,9 @@ def _within_budget(
             hint=f"compress in smaller parts: `koog compress -s {request.session.value} "
             "--strategy chunked`",
         ) from err
-    size = _size(ctx, request, model, loaded)
-    if ctx.settings.compression.auto_at and size.limit is not None and size.tokens > size.limit:
+    limit = budget.context_limit(ctx.settings, model)
+    size = _size(ctx, request, model, loaded) if limit and ctx.settings.compression.auto_at else None
+    if size is not None and size.limit is not None and size.tokens > size.limit:
         kept = " (the compression is kept; `koog rollback --latest` undoes it)"
         raise ContextOverflowError(
             f"the request would still be {size.describe()} after compression; the turn was "
@@ -194,6 +195,8 @@ def _compress_reason(
     count = sum(1 for m in loaded.messages if m.role != "system")
     if settings.auto_after_messages and count > settings.auto_after_messages:
         return f"{count} messages, over compression.auto_after_messages = {settings.auto_after_messages}"
+    if not settings.auto_at or budget.context_limit(ctx.settings, model) is None:
+        return None  # counting tokens costs time in proportion to the history: only if used
     size = _size(ctx, request, model, loaded)
     if budget.over_threshold(ctx.settings, size):
         return f"the request would be {size.describe()}, over compression.auto_at = {settings.auto_at:g}"

@@ -33,6 +33,7 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
 from koogcli.core.tokens import request_tokens
 from koogcli.services import interrupts
+from koogcli.services.budget import context_limit
 from koogcli.services.context import AppContext
 
 if TYPE_CHECKING:
@@ -290,9 +291,11 @@ def _model_step(turn: TurnState) -> None:
     meta: dict[str, object] = {"model": turn.model}
     if completion.usage is not None:
         meta["usage"] = completion.usage.to_dict()
-        # What koog estimated for the request the usage is for: the pair calibrates
-        # later estimates for this model (core/tokens.py).
-        meta["estimate"] = request_tokens(prompt)
+        if context_limit(ctx.settings, turn.model) is not None:
+            # What koog estimated for the request the usage is for: the pair calibrates
+            # later estimates for this model (core/tokens.py). Counting costs time in
+            # proportion to the history, so only where a context size makes it matter.
+            meta["estimate"] = request_tokens(prompt)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
 

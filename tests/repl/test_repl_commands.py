@@ -199,7 +199,7 @@ def test_usage_totals_the_sessions_tokens(
     assert "session r: 2 replies, 2 tokens in + 2 out = 4" in ui.shown
     assert "this REPL: 2 in + 2 out = 4" in ui.shown
     [size] = [line for line in ui.shown if line.startswith("next request: ~")]
-    assert "tokens (context size unknown)" in size
+    assert "tokens (context size unknown" in size
 
 
 def test_usage_shows_the_next_request_against_the_context(

@@ -65,8 +65,9 @@ def test_estimates_after_one_turn_are_within_15_percent(
     live_ctx: Build, server: FakeOpenAIServer
 ) -> None:
     """The server counts tokens its own way (word pieces); koog calibrates from the
-    prompt_tokens of the previous answer and predicts each next request."""
-    ctx = live_ctx()
+    prompt_tokens of the previous answer and predicts each next request (estimates are
+    recorded where a context size is configured)."""
+    ctx = live_ctx("[llm]\ncontext_tokens = 1000000\n")
     run_turn(ctx, TurnRequest(S, "Hello! I would like some help with a deployment problem."))
     errors = []
     for i in range(50):
