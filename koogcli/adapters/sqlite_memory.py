@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from koogcli.adapters import memory_queries as queries
 from koogcli.adapters.memory_db import explain, open_database, sqlite_errors, transaction
@@ -214,7 +215,6 @@ class SqliteMemoryStore:
             ]
         )
 
-    @sqlite_errors
     def search_keyword(
         self,
         query: str,
@@ -223,13 +223,10 @@ class SqliteMemoryStore:
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]:
-        db = self._read()
-        if db is None or threshold > 1.0:
+        if threshold > 1.0:  # every keyword hit scores 1.0
             return []
-        found = queries.keyword(db, query, _spaces(namespace), where or {}, limit)
-        return self._hits(db, found, "keyword")
+        return self._by_words("keyword", query, namespace, limit, threshold, where)
 
-    @sqlite_errors
     def search_similarity(
         self,
         query: str,
@@ -238,13 +235,8 @@ class SqliteMemoryStore:
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]:
-        db = self._read()
-        if db is None:
-            return []
-        found = queries.jaccard(db, query, _spaces(namespace), where or {}, limit, threshold)
-        return self._hits(db, found, "jaccard")
+        return self._by_words("jaccard", query, namespace, limit, threshold, where)
 
-    @sqlite_errors
     def search_fulltext(
         self,
         query: str,
@@ -253,11 +245,29 @@ class SqliteMemoryStore:
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
     ) -> list[SearchHit]:
+        return self._by_words("bm25", query, namespace, limit, threshold, where)
+
+    @sqlite_errors
+    def _by_words(
+        self,
+        metric: Literal["keyword", "jaccard", "bm25"],
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float,
+        where: Mapping[str, str] | None,
+    ) -> list[SearchHit]:
         db = self._read()
         if db is None:
             return []
-        found = queries.fulltext(db, query, _spaces(namespace), where or {}, limit, threshold)
-        return self._hits(db, found, "bm25")
+        spaces, wanted = _spaces(namespace), where or {}
+        if metric == "keyword":
+            found = queries.keyword(db, query, spaces, wanted, limit)
+        elif metric == "jaccard":
+            found = queries.jaccard(db, query, spaces, wanted, limit, threshold)
+        else:
+            found = queries.fulltext(db, query, spaces, wanted, limit, threshold)
+        return self._hits(db, found, metric)
 
     @sqlite_errors
     def search_vectors(

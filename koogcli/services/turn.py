@@ -168,7 +168,9 @@ def _within_budget(
             "--strategy chunked`",
         ) from err
     limit = budget.context_limit(ctx.settings, model)
-    size = _size(ctx, request, model, loaded) if limit and ctx.settings.compression.auto_at else None
+    size = (
+        _size(ctx, request, model, loaded) if limit and ctx.settings.compression.auto_at else None
+    )
     if size is not None and size.limit is not None and size.tokens > size.limit:
         kept = " (the compression is kept; `koog rollback --latest` undoes it)"
         raise ContextOverflowError(
