@@ -155,14 +155,17 @@ class VectorIndex:
         (None: all)."""
         import numpy as np
 
-        h = self.refresh(db)
-        if h is None or len(query) != h.dim or limit <= 0:
+        if self.refresh(db) is None or limit <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(q))
         if norm == 0:
             return []
         with self._locked(exclusive=False):
+            # Read again under the lock: another process may have rebuilt the files since.
+            h = self._header()
+            if h is None or not h.rows or len(query) != h.dim or not self._sizes_hold(h):
+                return []
             matrix: Any = np.memmap(self._file(".f32"), np.float32, "r", shape=(h.rows, h.dim))
             scores = matrix @ (q / norm)
             if namespaces is not None:

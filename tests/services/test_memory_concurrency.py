@@ -69,3 +69,40 @@ def test_locked_read_only_and_corrupt_are_different_messages(tmp_path: Path) -> 
     path.write_bytes(b"this is not a database at all" * 100)
     with pytest.raises(CorruptDocumentError, match="not a readable SQLite database"):
         SqliteMemoryStore(path).records()
+
+
+def _add_and_search(path: str, worker: int, start: multiprocessing.synchronize.Event) -> None:
+    """Add records with vectors one by one, deleting every third, searching after each."""
+    start.wait()
+    try:
+        store = SqliteMemoryStore(Path(path))
+        for i in range(12):
+            vector = [float(worker), float(i), 1.0, 0.5]
+            [rid] = store.add([MemoryRecord(f"w{worker} r{i}")], [vector], "m")
+            if i % 3 == 2:
+                store.delete(rid)
+            store.search_vectors(vector, None, "m", 3)
+    except Exception as exc:  # reported through the exit code to the parent
+        print(f"{type(exc).__name__}: {exc}", flush=True)
+        os._exit(1)
+    os._exit(0)
+
+
+def test_the_vector_index_stays_true_under_concurrent_writers(tmp_path: Path) -> None:
+    """4 processes add, delete and search at once; afterwards the index (appended to,
+    rebuilt after deletes, by whichever process searched) finds exactly the records left."""
+    spawn = multiprocessing.get_context("fork")
+    path = tmp_path / "memory.sqlite3"
+    start = spawn.Event()
+    workers = [spawn.Process(target=_add_and_search, args=(str(path), w, start)) for w in range(4)]
+    for w in workers:
+        w.start()
+    start.set()
+    for w in workers:
+        w.join(60)
+    assert [w.exitcode for w in workers] == [0] * 4
+    store = SqliteMemoryStore(path)
+    left = {r.content for r in store.records()}
+    assert len(left) == 4 * 8
+    found = store.search_vectors([1.0, 1.0, 1.0, 1.0], None, "m", 100)
+    assert {h.record.content for h in found} == left
