@@ -101,8 +101,9 @@ class VectorIndex:
             h = self._header()  # another process may have done it meanwhile
             if h is None or h.epoch != epoch or not self._sizes_hold(h):
                 h = _Header(epoch, 0, 0, 0, [])
-                for suffix in (".f32", ".seq", ".ns"):
-                    self._file(suffix).write_bytes(b"")
+                for suffix in (".f32", ".seq", ".ns"):  # emptied, private like every file
+                    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                    os.close(os.open(self._file(suffix), flags, 0o600))
             if h.max_vid < max_vid:
                 h = self._append(db, h)
             return h if h.rows else None

@@ -100,6 +100,9 @@ def test_the_vector_index_follows_additions_and_deletes(tmp_path: Path) -> None:
     store.add([MemoryRecord("r6", "a")], [[0, 0, 0, 0.9, 0.1, 0]], "m")  # appended
     assert contents(store.search_vectors([0, 0, 0, 1, 0, 0], "a", "m", 2)) == ["r3", "r6"]
     [r3] = store.search_vectors([0, 0, 0, 1, 0, 0], "a", "m", 1)
+    for path in (tmp_path / "memory-vectors").iterdir():
+        assert path.stat().st_mode & 0o777 == 0o600, path
+    assert (tmp_path / "memory-vectors").stat().st_mode & 0o777 == 0o700
     store.delete(r3.record.id)  # a delete rebuilds the index
     assert contents(store.search_vectors([0, 0, 0, 1, 0, 0], "a", "m", 1)) == ["r6"]
     # Another process's store sees the same.
