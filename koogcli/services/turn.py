@@ -98,7 +98,7 @@ def _run_turn(
         # Only a turn refused before any tool ran may be sent again: nothing happened yet.
         automatic = bool(ctx.settings.compression.auto_at)
         if recovering or turn.rounds or not automatic or not turn.loaded.base:
-            raise _overflow(ctx, request, turn, err) from err
+            raise _overflow(ctx, request, turn, err, recovering) from err
         events.warn(
             f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
         )
@@ -106,7 +106,11 @@ def _run_turn(
 
 
 def _overflow(
-    ctx: AppContext, request: TurnRequest, turn: TurnState, err: ContextOverflowError
+    ctx: AppContext,
+    request: TurnRequest,
+    turn: TurnState,
+    err: ContextOverflowError,
+    recovering: bool,
 ) -> ContextOverflowError:
     """The refusal as the user should read it: the sizes, and what to run."""
     size = budget.size_of(
@@ -125,8 +129,14 @@ def _overflow(
         )
     else:
         hint = f"even compressed it was too long; try `koog compress -s {name} --strategy last-n`"
+    kept = (
+        " (the compression before it is kept; `koog rollback --latest` undoes it)"
+        if request.save and recovering
+        else ""
+    )
     return ContextOverflowError(
-        f"{err.message.rstrip('.')}. koog's estimate: {size.describe()}. Nothing was stored.",
+        f"{err.message.rstrip('.')}. koog's estimate: {size.describe()}. The turn was not "
+        f"stored{kept}.",
         hint=hint,
     )
 

@@ -239,6 +239,7 @@ def test_a_second_refusal_is_not_retried_again(make_ctx: Build, fake_model: Fake
     with pytest.raises(ContextOverflowError) as refused:
         run_turn(ctx, TurnRequest(S, "again"))
     assert "koog's estimate: ~" in refused.value.message
+    assert "The turn was not stored (the compression before it is kept" in refused.value.message
     assert len(fake_model.requests) == 4  # the turn, the summary, the turn once more
     # The compression stays (it has its own restore point); the turn stored nothing.
     assert [m.text for m in ctx.history.load(S)][-1] == "the summary"
