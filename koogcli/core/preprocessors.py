@@ -69,7 +69,7 @@ def _call_key(call_id: str | None, name: str | None) -> tuple[str, str]:
     return ("id", call_id) if call_id is not None else ("anon", name or "")
 
 
-def _from(messages: list[Message], start: int, pinned: Callable[[Message], bool]) -> list[Message]:
+def _from(messages: list[Message], start: int, pinned: Sequence[bool] = ()) -> list[Message]:
     """Messages from `start` on, plus pinned ones anywhere; a tool result whose call is
     not kept is dropped too (calls and results paired FIFO per key)."""
     pending: dict[tuple[str, str], deque[int]] = defaultdict(deque)
@@ -77,7 +77,7 @@ def _from(messages: list[Message], start: int, pinned: Callable[[Message], bool]
     for index, m in enumerate(messages):
         for call in m.tool_calls:
             pending[_call_key(call.id, call.name)].append(index)
-        kept = index >= start or pinned(m)
+        kept = index >= start or (bool(pinned) and pinned[index])
         if m.role == "tool":
             queue = pending[_call_key(m.tool_call_id, m.name)]
             call_index = queue.popleft() if queue else None
@@ -87,22 +87,12 @@ def _from(messages: list[Message], start: int, pinned: Callable[[Message], bool]
     return out
 
 
-def _never(m: Message) -> bool:
-    return False
-
-
 @dataclass(frozen=True, slots=True)
 class WindowPreprocessor:
     size: int
 
     def __call__(self, messages: list[Message]) -> list[Message]:
-        return _from(messages, len(messages) - min(self.size, len(messages)), _never)
-
-
-def _pinned(m: Message) -> bool:
-    from koogcli.core.compression import is_memory
-
-    return m.role == "system" or is_memory(m)
+        return _from(messages, len(messages) - min(self.size, len(messages)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,19 +105,22 @@ class TokenWindowPreprocessor:
     max_tokens: int
 
     def __call__(self, messages: list[Message]) -> list[Message]:
+        from koogcli.core.compression import is_memory
         from koogcli.core.tokens import message_tokens
 
-        budget = self.max_tokens - sum(message_tokens(m) for m in messages if _pinned(m))
+        pinned = [m.role == "system" or is_memory(m) for m in messages]
+        budget = self.max_tokens - sum(
+            message_tokens(m) for m, kept in zip(messages, pinned, strict=True) if kept
+        )
         start = len(messages)
         for index in range(len(messages) - 1, -1, -1):
-            m = messages[index]
-            if _pinned(m):
+            if pinned[index]:
                 continue
-            budget -= message_tokens(m)
+            budget -= message_tokens(messages[index])
             if budget < 0:
                 break
             start = index
-        return _from(messages, start, _pinned)
+        return _from(messages, start, pinned)
 
 
 @dataclass(frozen=True, slots=True)
