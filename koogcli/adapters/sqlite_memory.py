@@ -282,21 +282,8 @@ class SqliteMemoryStore:
         db = self._read()
         if db is None:
             return []
-        index = VectorIndex(self.path.parent / "memory-vectors", model)
-        wanted = where or {}
-        width = limit * (8 if wanted else 1)
-        while True:  # metadata filters apply after scoring: widen until enough pass
-            found = index.search(db, vector, _spaces(namespace), width)
-            if wanted:
-                passing = queries.allowed(db, [seq for seq, _ in found], wanted)
-                kept = [(seq, score) for seq, score in found if seq in passing]
-            else:
-                kept = found
-            if len(kept) >= limit or len(found) < width:
-                break
-            width *= 4
-        kept = [(seq, score) for seq, score in kept if score >= threshold][:limit]
-        return self._hits(db, kept, "cosine")
+        kept = self._nearest(db, vector, namespace, model, limit, where or {})
+        return self._hits(db, [(seq, s) for seq, s in kept if s >= threshold], "cosine")
 
     @sqlite_errors
     def search_hybrid(
@@ -314,13 +301,34 @@ class SqliteMemoryStore:
         db = self._read()
         if db is None:
             return []
-        depth = max(limit * 4, 20)
-        words = self.search_fulltext(query, namespace, depth, 0.0, where)
-        near = self.search_vectors(vector, namespace, model, depth, 0.0, where)
-        seq_of = {h.record.id: seq for h, seq in self._seqs(db, [*words, *near])}
-        rankings = [[(seq_of[h.record.id], h.score) for h in hits] for hits in (words, near)]
-        fused = [(seq, s) for seq, s in queries.fuse(rankings, limit) if s >= threshold]
+        depth, wanted = max(limit * 4, 20), where or {}
+        words = queries.fulltext(db, query, _spaces(namespace), wanted, depth, 0.0)
+        near = self._nearest(db, vector, namespace, model, depth, wanted)
+        fused = [(seq, s) for seq, s in queries.fuse([words, near], limit) if s >= threshold]
         return self._hits(db, fused, "hybrid")
+
+    def _nearest(
+        self,
+        db: sqlite3.Connection,
+        vector: Sequence[float],
+        namespace: Namespaces,
+        model: str,
+        limit: int,
+        where: Mapping[str, str],
+    ) -> list[tuple[int, float]]:
+        """The `limit` nearest records with the metadata asked for, as (seq, cosine)."""
+        index = VectorIndex(self.path.parent / "memory-vectors", model)
+        width = limit * (8 if where else 1)
+        while True:  # metadata filters apply after scoring: widen until enough pass
+            found = index.search(db, vector, _spaces(namespace), width)
+            if where:
+                passing = queries.allowed(db, [seq for seq, _ in found], where)
+                kept = [(seq, score) for seq, score in found if seq in passing]
+            else:
+                kept = found
+            if len(kept) >= limit or len(found) < width:
+                return kept[:limit]
+            width *= 4
 
     @sqlite_errors
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]:
@@ -379,17 +387,6 @@ class SqliteMemoryStore:
         return int(
             db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)).fetchone()[0]
         )
-
-    def _seqs(
-        self, db: sqlite3.Connection, hits: Sequence[SearchHit]
-    ) -> list[tuple[SearchHit, int]]:
-        ids = json.dumps([h.record.id for h in hits])
-        seq = dict(
-            db.execute(
-                "SELECT id, seq FROM records WHERE id IN (SELECT value FROM json_each(?))", (ids,)
-            ).fetchall()
-        )
-        return [(h, int(seq[h.record.id])) for h in hits if h.record.id in seq]
 
     def _hits(
         self, db: sqlite3.Connection, scored: Sequence[tuple[int, float]], metric: str
