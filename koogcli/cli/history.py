@@ -83,15 +83,17 @@ def show(
     messages = history.show(app_ctx, name, last, transcript)
     for problem in history.transcript_problems(app_ctx, name) if transcript else []:
         render.warning(problem)
-    counts = history.token_counts(app_ctx, name, messages) if tokens else None
-    if messages or fmt == "json":
-        render.out(render.format_messages(messages, fmt, counts))
-    elif fmt in ("text", "markdown"):
-        render.note(views.empty_history(name.value))
+    size = None
     if tokens:
         from koogcli.services import budget
 
         size = budget.session_size(app_ctx, name)
+    counts = size.of_messages(messages) if size else None
+    if messages or fmt == "json":
+        render.out(render.format_messages(messages, fmt, counts))
+    elif fmt in ("text", "markdown"):
+        render.note(views.empty_history(name.value))
+    if size:
         line = f"next request: {size.describe()} for {app_ctx.settings.llm.model}"
         if fmt in ("text", "markdown"):
             render.out(line)

@@ -16,6 +16,7 @@ from koogcli.config.schema import Settings
 from koogcli.core import tokens
 from koogcli.core.messages import Message, system, user
 from koogcli.core.names import SessionName
+from koogcli.core.tokens import Calibration
 from koogcli.services.context import AppContext
 
 
@@ -42,11 +43,15 @@ class Size:
 
     tokens: int
     limit: int | None
-    calibrated: bool
+    scale: Calibration  # what scaled it, and scales the session's other counts
 
     @property
-    def share(self) -> float | None:
-        return self.tokens / self.limit if self.limit else None
+    def calibrated(self) -> bool:
+        return self.scale.calibrated
+
+    def of_messages(self, messages: Sequence[Message]) -> list[int]:
+        """Each message's estimated tokens, on the same scale."""
+        return [self.scale.scale(tokens.message_tokens(m)) for m in messages]
 
     def describe(self) -> str:
         how = "" if self.calibrated else ", not yet calibrated"
@@ -60,11 +65,7 @@ def size_of(
 ) -> Size:
     """The request's size, calibrated by `history`'s last answer from `model`."""
     scale = tokens.calibration(history, model)
-    return Size(
-        scale.scale(tokens.request_tokens(request)),
-        context_limit(settings, model),
-        scale.calibrated,
-    )
+    return Size(scale.scale(tokens.request_tokens(request)), context_limit(settings, model), scale)
 
 
 def over_threshold(settings: Settings, size: Size) -> bool:

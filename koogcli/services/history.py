@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace as replace_
 
@@ -34,14 +33,6 @@ def show(
     if last is not None:
         messages = messages[-last:] if last > 0 else []
     return messages
-
-
-def token_counts(ctx: AppContext, session: SessionName, messages: Sequence[Message]) -> list[int]:
-    """Each message's estimated tokens, calibrated by the session's last answer."""
-    from koogcli.core import tokens
-
-    scale = tokens.calibration(ctx.history.load(session), ctx.settings.llm.model)
-    return [scale.scale(tokens.message_tokens(m)) for m in messages]
 
 
 def transcript_problems(ctx: AppContext, session: SessionName) -> list[str]:
