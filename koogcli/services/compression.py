@@ -109,21 +109,7 @@ class ModelSummarizer:
     def _answer(self, question: core.Question, prompt: Sequence[Message]) -> str:
         while True:
             tried = self._format
-            kind = FORMATS[tried]
-            response_format: dict[str, object] | None = (
-                {
-                    "type": "json_schema",
-                    "json_schema": {
-                        "name": question.name,
-                        "schema": question.schema,
-                        "strict": True,
-                    },
-                }
-                if kind == "json_schema"
-                else {"type": "json_object"}
-                if kind == "json_object"
-                else None
-            )
+            response_format = _response_format(FORMATS[tried], question)
             try:
                 return self._send(prompt, response_format)
             except ResponseFormatError:
@@ -178,6 +164,13 @@ class ModelSummarizer:
             return [f.result() for f in futures]
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _response_format(kind: str, question: core.Question) -> dict[str, object] | None:
+    if kind == "json_schema":
+        schema = {"name": question.name, "schema": question.schema, "strict": True}
+        return {"type": "json_schema", "json_schema": schema}
+    return {"type": "json_object"} if kind == "json_object" else None
 
 
 def build_strategy(
