@@ -94,7 +94,7 @@ def fulltext(
         if namespaces is None and not where:
             kept = rows
         else:
-            passing = _within(db, [seq for seq, _ in rows], namespaces, where)
+            passing = within(db, [seq for seq, _ in rows], namespaces, where)
             kept = [row for row in rows if row[0] in passing]
         if len(kept) >= width // 4 or len(rows) < width:
             break
@@ -120,12 +120,13 @@ def fulltext(
     return found[:limit]
 
 
-def _within(
+def within(
     db: sqlite3.Connection,
     seqs: Sequence[int],
     namespaces: Sequence[str] | None,
     where: Mapping[str, str],
 ) -> set[int]:
+    """Which of `seqs` are in the namespaces (None: any) with the metadata values asked for."""
     condition, args = scope(namespaces, where)
     rows = db.execute(
         f"SELECT r.seq FROM records r WHERE r.seq IN (SELECT value FROM json_each(?)){condition}",
@@ -193,11 +194,6 @@ def keyword(
             (needle, *args, limit),
         )
     return [(int(seq), 1.0) for (seq,) in rows]
-
-
-def allowed(db: sqlite3.Connection, seqs: Sequence[int], where: Mapping[str, str]) -> set[int]:
-    """Which of `seqs` have the metadata values asked for."""
-    return _within(db, seqs, None, where)
 
 
 def fuse(rankings: Sequence[Scored], limit: int, k: int = 60) -> Scored:

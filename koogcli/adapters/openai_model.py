@@ -305,14 +305,15 @@ def _refusal(exc: Any, model: str, url: str) -> ModelError | None:
     body = getattr(exc, "body", None)
     err = body.get("error", body) if isinstance(body, dict) else None
     code = str(err.get("code") or "") if isinstance(err, dict) else ""
-    said = f"{exc.message} {_detail(exc)}"
+    detail = _detail(exc)
+    said = f"{exc.message} {detail}"
     if code in ("context_length_exceeded", "context_window_exceeded") or _OVERFLOW.search(said):
         return ContextOverflowError(
             f"{url} refused the request as longer than {model}'s context"
-            f"{_detail(exc) or f' (HTTP {exc.status_code})'}"
+            f"{detail or f' (HTTP {exc.status_code})'}"
         )
     if "response_format" in said or "json_schema" in said or "json_object" in said:
-        return ResponseFormatError(f"{url} does not take this response_format{_detail(exc)}")
+        return ResponseFormatError(f"{url} does not take this response_format{detail}")
     return None
 
 

@@ -322,7 +322,7 @@ class SqliteMemoryStore:
         while True:  # metadata filters apply after scoring: widen until enough pass
             found = index.search(db, vector, _spaces(namespace), width)
             if where:
-                passing = queries.allowed(db, [seq for seq, _ in found], where)
+                passing = queries.within(db, [seq for seq, _ in found], None, where)
                 kept = [(seq, score) for seq, score in found if seq in passing]
             else:
                 kept = found

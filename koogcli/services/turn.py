@@ -202,9 +202,9 @@ def _compress_reason(
     ctx: AppContext, request: TurnRequest, model: str, loaded: LoadedPrompt
 ) -> str | None:
     settings = ctx.settings.compression
-    if not any(m.role != "system" for m in loaded.messages):
-        return None
     count = sum(1 for m in loaded.messages if m.role != "system")
+    if not count:
+        return None
     if settings.auto_after_messages and count > settings.auto_after_messages:
         return f"{count} messages, over compression.auto_after_messages = {settings.auto_after_messages}"
     if not settings.auto_at or budget.context_limit(ctx.settings, model) is None:
