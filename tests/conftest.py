@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import pg_server
 from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.pg_server import PgServer
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 KOOG_BIN = str(Path(sys.executable).parent / "koog")
@@ -51,6 +54,31 @@ def _server() -> Iterator[FakeOpenAIServer]:
 def server(_server: FakeOpenAIServer) -> FakeOpenAIServer:
     _server.reset()
     return _server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PgServer]:
+    """One real PostgreSQL per test worker. Skipped, with the reason, only when it cannot
+    start outside CI; under CI (env CI set) that is a failure."""
+    try:
+        server = pg_server.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL did not start: {exc}")
+        pytest.skip(f"PostgreSQL did not start: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, isolated: Path) -> str:
+    """Runs a test on each storage backend: files under the data dir, and PostgreSQL (a
+    schema of its own per test, in the session's server)."""
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres")
+        monkeypatch.setenv("KOOG_DATABASE_URL", server.url)
+        monkeypatch.setenv("KOOG_DATABASE_SCHEMA", f"t_{uuid.uuid4().hex[:12]}")
+    return str(request.param)
 
 
 @pytest.fixture
@@ -124,3 +152,15 @@ def spawn_koog(*args: str, env: dict[str, str], capture: bool = False) -> subpro
     return subprocess.Popen(
         [KOOG_BIN, *args], env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, text=True
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked files_only run on the file backend only (deselected, not skipped)."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("backend") == "postgresql"
+        (drop if on_postgres and item.get_closest_marker("files_only") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -32,6 +32,8 @@ ENV_KEYS: tuple[tuple[str, str], ...] = (
     ("KOOG_SESSION", "chat.default_session"),
     ("KOOG_STREAM", "chat.stream"),
     ("KOOG_MARKDOWN", "chat.markdown"),
+    ("KOOG_DATABASE_URL", "storage.url"),
+    ("KOOG_DATABASE_SCHEMA", "storage.schema"),
 )
 
 
@@ -72,7 +74,27 @@ def load(
         raise _explain(exc, path, raw_text, provenance) from None
     except KoogError as exc:  # a validator raised a domain error (e.g. a session name)
         raise ConfigError(exc.message, exc.hint) from None
+    if provenance.get("storage.url") == str(path):
+        _refuse_stored_password(settings.storage.url, path, raw_text or "")
     return LoadedConfig(settings, path, raw_text is not None, provenance)
+
+
+def _refuse_stored_password(url: str, path: Path, text: str) -> None:
+    """A database password never sits in a file koog reads or writes (issue 15)."""
+    from urllib.parse import urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    if password:
+        line = find_line(text, "storage.url")
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(
+            f"{where}: storage.url holds a password; koog never keeps one in a file",
+            hint="remove it and set PGPASSWORD, use ~/.pgpass, or put the whole URL in "
+            "KOOG_DATABASE_URL",
+        )
 
 
 def validate_file(path: Path) -> Settings:
@@ -184,10 +206,9 @@ def _suggest(loc: list[str]) -> str | None:
         )
     if model is None:
         return "`koog config init` writes a file that documents every key"
-    close = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1)
-    return (
-        f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(model.model_fields)}"
-    )
+    keys = [info.alias or name for name, info in model.model_fields.items()]
+    close = difflib.get_close_matches(loc[-1], keys, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(keys)}"
 
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")

@@ -228,6 +228,14 @@ class LongTermMemorySettings(_Strict):
     embeddings: EmbeddingSettings = EmbeddingSettings()
 
 
+class StorageSettings(_Strict):
+    # Empty: files and SQLite under the data dir. `postgresql://user@host:port/db` shares
+    # sessions, checkpoints and memory across machines (password only in the environment).
+    url: str = Field(default="", pattern=r"^$|^postgres(ql)?://")
+    # The PostgreSQL schema koog's tables live in: several teams can share one database.
+    db_schema: str = Field(default="koog", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+
+
 class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
@@ -239,3 +247,4 @@ class Settings(_Strict):
     long_term_memory: LongTermMemorySettings = LongTermMemorySettings()
     tool_settings: ToolSettings = ToolSettings()
     tools: list[ToolSpec] = []
+    storage: StorageSettings = StorageSettings()

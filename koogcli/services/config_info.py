@@ -23,8 +23,9 @@ def effective(ctx: AppContext) -> dict[str, Any]:
     from koogcli.core.urls import masked
 
     key_env = ctx.settings.llm.api_key_env
-    settings = ctx.settings.model_dump(exclude_none=True)
+    settings = ctx.settings.model_dump(exclude_none=True, by_alias=True)
     settings["llm"]["base_url"] = masked(settings["llm"]["base_url"])
+    settings["storage"]["url"] = masked(settings["storage"]["url"])
     return {
         "config_file": str(ctx.config.path),
         "config_file_exists": ctx.config.file_exists,

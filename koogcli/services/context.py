@@ -14,10 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from koogcli.adapters import paths, processes
-from koogcli.adapters.file_checkpoints import FileCheckpointStore
-from koogcli.adapters.file_history import FileHistoryStore
-from koogcli.adapters.file_transcript import FileTranscriptStore
+from koogcli.adapters import paths
 from koogcli.core import callables
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
@@ -74,9 +71,7 @@ class AppContext:
     load_config: Callable[[], LoadedConfig]
     data: paths.DataDir
     env: Mapping[str, str]
-    history: HistoryStore
-    transcript: TranscriptStore
-    checkpoints: CheckpointStore
+    config_file: Path | None = None
     model_factory: ModelFactory = openai_model_factory
     embedder_factory: EmbedderFactory = openai_embedder_factory
     _model: ChatModel | None = field(default=None, repr=False)
@@ -119,27 +114,44 @@ class AppContext:
         return PythonToolBox(tools)
 
     @cached_property
-    def pending_ingestion(self) -> PendingIngestion:
-        from koogcli.adapters.file_pending import FilePendingIngestion
+    def storage(self) -> Storage:
+        """Files under the data dir, or PostgreSQL when `storage.url` is set. The config is
+        loaded only when the environment or the file may name a database, so commands on
+        the file backend stay as fast as before."""
+        if self.env.get("KOOG_DATABASE_URL") or _mentions_storage(self.config_file):
+            url = self.settings.storage.url
+            if url:
+                return postgres_storage(url, self.settings.storage.db_schema)
+        return file_storage(self.data)
 
-        return FilePendingIngestion(self.data)
+    @property
+    def history(self) -> HistoryStore:
+        return self.storage.history
+
+    @property
+    def transcript(self) -> TranscriptStore:
+        return self.storage.transcript
+
+    @property
+    def checkpoints(self) -> CheckpointStore:
+        return self.storage.checkpoints
+
+    @property
+    def pending_ingestion(self) -> PendingIngestion:
+        return self.storage.pending()
 
     def turn_lock(
         self, session: SessionName, exclusive: bool = False
     ) -> AbstractContextManager[None]:
         """Held shared by every running turn; exclusive by a resume (never beside a live turn)."""
-        from koogcli.adapters import atomic
+        return self.storage.turn_lock(session, exclusive)
 
-        return atomic.shared_or_exclusive(self.data.lock_file(session, "turn"), exclusive)
-
-    @staticmethod
-    def turn_owner() -> dict[str, object]:
+    def turn_owner(self) -> dict[str, object]:
         """This process, as recorded in a turn's step checkpoints."""
-        return processes.current_owner()
+        return self.storage.turn_owner()
 
-    @staticmethod
-    def owner_alive(owner: object) -> bool:
-        return processes.owner_alive(owner if isinstance(owner, dict) else None)
+    def owner_alive(self, owner: object) -> bool:
+        return self.storage.owner_alive(owner if isinstance(owner, dict) else None)
 
     @cached_property
     def memory_store(self) -> MemoryStore:
@@ -247,12 +259,82 @@ def build(
         load_config=load_config,
         data=data,
         env=env,
-        history=FileHistoryStore(data),
-        transcript=FileTranscriptStore(data),
-        checkpoints=FileCheckpointStore(data),
+        config_file=config_file,
         model_factory=model_factory or openai_model_factory,
         embedder_factory=embedder_factory or openai_embedder_factory,
     )
+
+
+@dataclass(frozen=True)
+class Storage:
+    """One backend's stores, and how it coordinates turns across processes."""
+
+    history: HistoryStore
+    transcript: TranscriptStore
+    checkpoints: CheckpointStore
+    pending: Callable[[], PendingIngestion]
+    turn_lock: Callable[[SessionName, bool], AbstractContextManager[None]]
+    turn_owner: Callable[[], dict[str, object]]
+    owner_alive: Callable[[Mapping[str, object] | None], bool]
+    describe: Callable[[], dict[str, object]]
+
+
+def file_storage(data: paths.DataDir) -> Storage:
+    from koogcli.adapters import atomic, processes
+    from koogcli.adapters.file_checkpoints import FileCheckpointStore
+    from koogcli.adapters.file_history import FileHistoryStore
+    from koogcli.adapters.file_transcript import FileTranscriptStore
+
+    def pending() -> PendingIngestion:
+        from koogcli.adapters.file_pending import FilePendingIngestion
+
+        return FilePendingIngestion(data)
+
+    def turn_lock(session: SessionName, exclusive: bool) -> AbstractContextManager[None]:
+        return atomic.shared_or_exclusive(data.lock_file(session, "turn"), exclusive)
+
+    return Storage(
+        FileHistoryStore(data),
+        FileTranscriptStore(data),
+        FileCheckpointStore(data),
+        pending,
+        turn_lock,
+        processes.current_owner,
+        processes.owner_alive,
+        lambda: {"backend": "files", "where": str(data.root)},
+    )
+
+
+def postgres_storage(url: str, schema: str) -> Storage:
+    from koogcli.adapters.postgres import status
+    from koogcli.adapters.postgres.checkpoints import PgCheckpointStore
+    from koogcli.adapters.postgres.database import Database
+    from koogcli.adapters.postgres.locks import PgTurnLocks
+    from koogcli.adapters.postgres.sessions import PgHistoryStore
+    from koogcli.adapters.postgres.transcript import PgPendingIngestion, PgTranscriptStore
+
+    db = Database(url, schema)
+    locks = PgTurnLocks(db)
+    return Storage(
+        PgHistoryStore(db),
+        PgTranscriptStore(db),
+        PgCheckpointStore(db),
+        lambda: PgPendingIngestion(db),
+        lambda session, exclusive: locks.hold(session.value, exclusive),
+        locks.owner,
+        locks.alive,
+        lambda: status.describe(db),
+    )
+
+
+def _mentions_storage(config_file: Path | None) -> bool:
+    """Whether the config file may set `[storage]` (a byte search; the full load decides)."""
+    if config_file is None:
+        return False
+    try:
+        return b"storage" in config_file.read_bytes()
+    except OSError:
+        return False
 
 
 def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> Pipeline:

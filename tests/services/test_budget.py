@@ -23,6 +23,9 @@ from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.summaries import is_summary_request, summarised
 from tests.fakes.varied_texts import TEXTS
+from tests.stored import stored_bytes
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 S = SessionName("b")
 Build = Callable[..., Any]
@@ -130,7 +133,7 @@ TOPIC = StrategyChoice("facts", concepts=("topic:what the conversation is about"
 def seeded(ctx: Any) -> bytes:
     for text in ("we deploy billing on Fridays", "the rollback takes ten minutes"):
         run_turn(ctx, TurnRequest(S, text))
-    return ctx.data.session_file(S).read_bytes()
+    return stored_bytes(ctx, S)
 
 
 def test_facts_are_asked_again_until_the_answer_is_valid(
@@ -180,7 +183,7 @@ def test_four_bad_answers_leave_the_history_unchanged(
     server.responder = lambda body: {"content": "no JSON from me"}
     result = compress(ctx, CompressRequest(S, TOPIC))
     assert not result.changed and result.requests == 4
-    assert ctx.data.session_file(S).read_bytes() == before
+    assert stored_bytes(ctx, S) == before
     assert result.problems and "after 4 requests" in result.problems[0]
 
 
@@ -209,14 +212,14 @@ def test_a_no_save_turn_recovers_without_writing(
     ctx = make_ctx()
     for i in range(3):
         run_turn(ctx, TurnRequest(S, f"question {i}"))
-    before = ctx.data.session_file(S).read_bytes()
+    before = stored_bytes(ctx, S)
     points = ctx.checkpoints.headers(S)
     fake_model.enqueue(overflow(), "the summary", "the answer")
     done = run_turn(ctx, TurnRequest(S, "scratch", save=False))
     assert done.reply == "the answer"
     sent = [m.text for m in fake_model.requests[-1].messages]
     assert sent[-2:] == ["the summary", "scratch"] and "question 1" not in sent
-    assert ctx.data.session_file(S).read_bytes() == before
+    assert stored_bytes(ctx, S) == before
     assert ctx.checkpoints.headers(S) == points
 
 
@@ -234,7 +237,7 @@ def test_a_first_message_too_long_for_the_model_is_not_compressed(
 def test_a_second_refusal_is_not_retried_again(make_ctx: Build, fake_model: FakeChatModel) -> None:
     ctx = make_ctx()
     run_turn(ctx, TurnRequest(S, "question"))
-    before = ctx.data.session_file(S).read_bytes()
+    before = stored_bytes(ctx, S)
     fake_model.enqueue(overflow(), "the summary", overflow())
     with pytest.raises(ContextOverflowError) as refused:
         run_turn(ctx, TurnRequest(S, "again"))
@@ -244,4 +247,4 @@ def test_a_second_refusal_is_not_retried_again(make_ctx: Build, fake_model: Fake
     # The compression stays (it has its own restore point); the turn stored nothing.
     assert [m.text for m in ctx.history.load(S)][-1] == "the summary"
     assert [c.reason for c in ctx.checkpoints.headers(S) if c.kind == "restore"][-1] == "compress"
-    assert before != ctx.data.session_file(S).read_bytes()
+    assert before != stored_bytes(ctx, S)

@@ -17,6 +17,9 @@ from koogcli.services.compression import CompressRequest, StrategyChoice, compre
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.summaries import is_summary_request, summarised
+from tests.stored import stored_bytes
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 S = SessionName("z")
 
@@ -68,12 +71,12 @@ def test_chunks_run_concurrently_and_keep_their_order(make_ctx: Callable[..., An
 def test_failure_aborts_and_stores_nothing(make_ctx: Callable[..., Any]) -> None:
     model = SlowSummaries()
     ctx = seeded(make_ctx, model)
-    before = ctx.data.session_file(S).read_bytes()
+    before = stored_bytes(ctx, S)
     restore_points = len(ctx.checkpoints.headers(S))
     model.fail_on = "echo: q3"
     with pytest.raises(ModelError):
         compress(ctx, CompressRequest(S, StrategyChoice("chunked", chunk_size=2)))
-    assert ctx.data.session_file(S).read_bytes() == before
+    assert stored_bytes(ctx, S) == before
     assert len(ctx.checkpoints.headers(S)) == restore_points
 
 

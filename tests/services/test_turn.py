@@ -11,6 +11,9 @@ from koogcli.core.errors import ModelError, TurnCancelledError
 from koogcli.core.names import SessionName
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel
+from tests.stored import stored_bytes
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 S = SessionName("t")
 
@@ -51,8 +54,7 @@ def test_failed_turn_leaves_history_byte_identical(
 ) -> None:
     ctx = make_ctx()
     turn(ctx, "kept")
-    path = ctx.data.session_file(S)
-    before = path.read_bytes()
+    before = stored_bytes(ctx, S)
 
     def partial_then_fail(request: Any, on_delta: Callable[[str], None] | None) -> Any:
         assert on_delta is not None
@@ -63,7 +65,7 @@ def test_failed_turn_leaves_history_byte_identical(
     expected = TurnCancelledError if isinstance(failure, KeyboardInterrupt) else ModelError
     with pytest.raises(expected):
         turn(ctx, "lost")
-    assert path.read_bytes() == before
+    assert stored_bytes(ctx, S) == before
     transcript = ctx.transcript.read(S)
     assert [m.text for m in transcript][-1] == (
         "half a rep" if expected is TurnCancelledError else "lost"
@@ -91,7 +93,7 @@ def test_redact_applies_to_what_is_stored_and_sent(
     write_config('[[chat_memory.preprocessors]]\ntype = "redact"\npattern = "\\\\d{4}-\\\\d{4}"\n')
     ctx = make_ctx()
     turn(ctx, "my card is 1234-5678")
-    assert "1234-5678" not in ctx.data.session_file(S).read_text()
+    assert b"1234-5678" not in stored_bytes(ctx, S)
     turn(ctx, "next")
     assert "[REDACTED]" in fake_model.requests[1].messages[1].text
 

@@ -24,7 +24,7 @@ def load_text(tmp_path: Path, text: str, **kw: object) -> loader.LoadedConfig:
 def _fields(model: type[BaseModel]) -> set[str]:
     names = set()
     for name, info in model.model_fields.items():
-        names.add(name)
+        names.add(info.alias or name)
         annotation = info.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             names |= _fields(annotation)

@@ -18,6 +18,8 @@ THIRD_PARTY_HOMES = {
     "pydantic": ("config", "adapters"),
     "tomli_w": ("services/config_info.py",),
     "regex": ("adapters/bounded_regex.py",),
+    "psycopg": ("adapters/postgres",),
+    "pgvector": ("adapters/postgres",),
 }
 ALLOWED_INTERNAL = {
     "core": {"core"},

@@ -1,0 +1,214 @@
+"""PgCheckpointStore: checkpoints as rows referring to the session's message rows.
+
+- A checkpoint's messages are `items`, ids of message rows (adapters/postgres/rows.py):
+  storing one writes its header plus the messages never stored before.
+- `seq` comes from the highest stored one under a per-session advisory lock held by the
+  saving transaction, so two machines never take the same number.
+- A row of another format version is listed (the user sees it) but `get` refuses it.
+- The compensation journal is a table keyed by (session, call id, rollback point); each
+  mark is committed before the call it announces, so a killed rollback runs nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from koogcli.adapters.postgres import rows
+from koogcli.adapters.postgres.database import Database
+from koogcli.adapters.postgres.sessions import drop_unreferenced, rename_everywhere
+from koogcli.core.checkpoints import (
+    CHECKPOINT_FORMAT_VERSION,
+    STATUSES,
+    Checkpoint,
+    CompensationEntry,
+)
+from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
+from koogcli.core.messages import ToolCall
+from koogcli.core.names import SessionName
+
+_COLUMNS = "seq, id, kind, manual, created_at, format_version, header, cardinality(items)"
+
+
+class PgCheckpointStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        name = checkpoint.session
+        header = {
+            "reason": checkpoint.reason,
+            "label": checkpoint.label,
+            "turn_id": checkpoint.turn_id,
+            "step": checkpoint.step,
+            "output": checkpoint.output,
+            "details": checkpoint.details,
+        }
+        with self.db.transaction() as cur:
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"koog:{self.db.schema}:checkpoints:{name}"],
+            )
+            items = rows.store(cur, name, checkpoint.messages)
+            cur.execute(
+                "INSERT INTO checkpoints (session, seq, id, kind, manual, created_at, "
+                "format_version, header, items) SELECT %(s)s, "
+                "coalesce((SELECT max(seq) FROM checkpoints WHERE session = %(s)s), -1) + 1, "
+                "%(id)s, %(kind)s, %(manual)s, %(at)s, %(v)s, %(header)s, %(items)s "
+                "RETURNING seq",
+                {
+                    "s": name,
+                    "id": checkpoint.id,
+                    "kind": checkpoint.kind,
+                    "manual": checkpoint.manual,
+                    "at": checkpoint.created_at,
+                    "v": CHECKPOINT_FORMAT_VERSION,
+                    "header": json.dumps(header, ensure_ascii=False),
+                    "items": items,
+                },
+            )
+            row = cur.fetchone()
+            assert row is not None
+        rows.remember(name, checkpoint.messages, items)
+        return replace(checkpoint, seq=int(row[0]), message_count=len(items))
+
+    def headers(self, session: SessionName) -> list[Checkpoint]:
+        found = self.db.rows(
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE session = %s ORDER BY seq", [session.value]
+        )
+        return [_header(session.value, row) for row in found]
+
+    def get(self, session: SessionName, checkpoint_id: str) -> Checkpoint:
+        row = self.db.one(
+            f"SELECT {_COLUMNS}, items FROM checkpoints WHERE session = %s AND id = %s",
+            [session.value, checkpoint_id],
+        )
+        source = f"checkpoint {checkpoint_id} of {session.value} in PostgreSQL {self.db.where}"
+        if row is None:
+            raise StorageError(f"no checkpoint {checkpoint_id} in session {session.value}")
+        checkpoint = _header(session.value, row[:-1])
+        if checkpoint.format_version != CHECKPOINT_FORMAT_VERSION:
+            raise UnknownFormatError(
+                f"{source} has format version {checkpoint.format_version}; "
+                f"this koog reads version {CHECKPOINT_FORMAT_VERSION}",
+                hint="use a newer koog; it is listed but never used or rewritten",
+            )
+        with self.db.errors():
+            messages = rows.load(self.db.conn, session.value, row[-1], source)
+        return replace(checkpoint, messages=tuple(messages))
+
+    def delete(self, session: SessionName, checkpoint_id: str) -> bool:
+        with self.db.transaction() as cur:
+            cur.execute(
+                "DELETE FROM checkpoints WHERE session = %s AND id = %s",
+                [session.value, checkpoint_id],
+            )
+            return cur.rowcount > 0
+
+    def sessions(self) -> list[str]:
+        return [r[0] for r in self.db.rows("SELECT DISTINCT session FROM checkpoints ORDER BY 1")]
+
+    def prune(self, session: SessionName, keep_last: int) -> int:
+        """Keep the newest `keep_last` turn checkpoints (steps and tombstones) and the newest
+        `keep_last` automatic restore points; manual ones always stay. Message rows nothing
+        refers to any more go with them."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                """
+                DELETE FROM checkpoints c USING (
+                    SELECT seq, row_number() OVER (
+                        PARTITION BY kind = 'restore' ORDER BY seq DESC) AS newer
+                    FROM checkpoints
+                    WHERE session = %(s)s AND NOT (kind = 'restore' AND manual)
+                ) ranked
+                WHERE c.session = %(s)s AND c.seq = ranked.seq AND ranked.newer > %(keep)s
+                """,
+                {"s": session.value, "keep": keep_last},
+            )
+            removed = cur.rowcount
+            if removed:
+                drop_unreferenced(cur, session.value)
+        return removed
+
+    def drop(self, session: SessionName) -> None:
+        with self.db.transaction() as cur:
+            cur.execute("DELETE FROM checkpoints WHERE session = %s", [session.value])
+            cur.execute("DELETE FROM compensations WHERE session = %s", [session.value])
+            drop_unreferenced(cur, session.value)
+
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        rename_everywhere(self.db, old, new)
+
+    def compensations(self, session: SessionName) -> list[CompensationEntry]:
+        found = self.db.rows(
+            "SELECT body FROM compensations WHERE session = %s ORDER BY position",
+            [session.value],
+        )
+        return [_entry(json.loads(text)) for (text,) in found]
+
+    def record_compensations(
+        self, session: SessionName, entries: Sequence[CompensationEntry], durable: bool = True
+    ) -> None:
+        """Committed on return, visible to every machine (the server syncs its own log)."""
+        with self.db.transaction() as cur:
+            cur.executemany(
+                "INSERT INTO compensations (session, call_id, rollback_point, body) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (session, call_id, rollback_point) "
+                "DO UPDATE SET body = excluded.body",
+                [
+                    (
+                        session.value,
+                        e.call.id or "",
+                        e.rollback_point or "",
+                        json.dumps(e.to_dict(), ensure_ascii=False),
+                    )
+                    for e in entries
+                ],
+            )
+
+
+def _header(session: str, row: Sequence[Any]) -> Checkpoint:
+    seq, cid, kind, manual, created_at, version, header_text, count = row
+    try:
+        header = json.loads(header_text)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        raise CorruptDocumentError(f"checkpoint {cid} of {session} has an unreadable header")
+    details = header.get("details")
+    return Checkpoint(
+        id=cid,
+        session=session,
+        seq=int(seq),
+        kind=kind,
+        created_at=created_at,
+        reason=header.get("reason") or "",
+        label=header.get("label"),
+        manual=bool(manual),
+        turn_id=header.get("turn_id"),
+        step=header.get("step"),
+        output=header.get("output"),
+        details=dict(details) if isinstance(details, dict) else {},
+        format_version=int(version),
+        message_count=int(count or 0),
+    )
+
+
+def _entry(item: dict[str, Any]) -> CompensationEntry:
+    call = item["call"]
+    function = call["function"]
+    status = item["status"]
+    if status not in STATUSES:
+        raise CorruptDocumentError(f"a compensation journal entry has status {status!r}")
+    point = item.get("rollback_point")
+    call_id = call.get("id")
+    return CompensationEntry(
+        ToolCall(
+            call_id if isinstance(call_id, str) else None, function["name"], function["arguments"]
+        ),
+        status,
+        point if isinstance(point, str) else None,
+        str(item.get("at", "")),
+    )

@@ -1,0 +1,137 @@
+"""Versioned schema migrations for the PostgreSQL backend.
+
+Each migration runs in one transaction holding an advisory lock keyed by the schema name,
+so two machines never migrate at once: the second waits, then finds nothing left to do.
+An empty schema is created on first use (nothing can be lost); a schema at an older
+version is refused until `koog storage migrate` runs, and one written by a newer koog is
+refused outright (exit 3), so an old program never misreads new tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from koogcli.core.errors import StorageError
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from koogcli.adapters.postgres.database import Database
+
+# Message rows are shared by a session's history and its checkpoints, which refer to them
+# by row id (`items`), so a checkpoint costs its header plus the messages never seen before.
+_V1 = """
+CREATE TABLE messages (
+    id bigserial PRIMARY KEY,
+    session text NOT NULL,
+    digest text NOT NULL,
+    body text NOT NULL,
+    UNIQUE (session, digest)
+);
+CREATE TABLE sessions (
+    name text PRIMARY KEY,
+    revision bigint NOT NULL,
+    updated_at text NOT NULL,
+    items bigint[] NOT NULL,
+    message_count integer NOT NULL,
+    preview text NOT NULL DEFAULT ''
+);
+CREATE TABLE transcript (
+    id bigserial PRIMARY KEY,
+    session text NOT NULL,
+    turn_id text NOT NULL,
+    body text NOT NULL
+);
+CREATE INDEX transcript_by_session ON transcript (session, id);
+CREATE TABLE checkpoints (
+    session text NOT NULL,
+    seq integer NOT NULL,
+    id text NOT NULL,
+    kind text NOT NULL,
+    manual boolean NOT NULL,
+    created_at text NOT NULL,
+    stored_at timestamptz NOT NULL DEFAULT now(),
+    format_version integer NOT NULL,
+    header text NOT NULL,
+    items bigint[] NOT NULL,
+    PRIMARY KEY (session, seq),
+    UNIQUE (session, id)
+);
+CREATE TABLE compensations (
+    session text NOT NULL,
+    call_id text NOT NULL,
+    rollback_point text NOT NULL,
+    position bigserial,
+    body text NOT NULL,
+    PRIMARY KEY (session, call_id, rollback_point)
+);
+CREATE TABLE pending_ingestion (
+    session text PRIMARY KEY,
+    body text NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "sessions, transcripts, checkpoints", _V1),)
+LATEST = MIGRATIONS[-1][0]
+
+
+def version(conn: psycopg.Connection[Any], schema: str) -> int | None:
+    """The schema's version; None when koog's tables are not there at all."""
+    found = conn.execute(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+        "AND table_name = 'koog_schema'",
+        [schema],
+    ).fetchone()
+    if found is None:
+        return None
+    row = conn.execute(f"SELECT max(version) FROM {schema}.koog_schema").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def migrate(db: Database, target: int = LATEST) -> list[int]:
+    """Apply every migration up to `target` not applied yet; the versions applied."""
+    conn = db.unchecked()
+    schema = db.schema
+    applied: list[int] = []
+    with db.errors(), conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"koog:{schema}"])
+        current = version(conn, schema)
+        _refuse_newer(db, current)
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {schema}.koog_schema ("
+            "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(f"SET LOCAL search_path TO {schema}, public")
+        for number, _title, sql in MIGRATIONS:
+            if number <= (current or 0) or number > target:
+                continue
+            conn.execute(sql)
+            conn.execute("INSERT INTO koog_schema (version) VALUES (%s)", [number])
+            applied.append(number)
+    return applied
+
+
+def ensure_current(db: Database) -> None:
+    """Called once per connection: create an empty schema, refuse an older or newer one."""
+    with db.errors():
+        current = version(db.unchecked(), db.schema)
+    if current is None:
+        migrate(db)
+        return
+    _refuse_newer(db, current)
+    if current < LATEST:
+        raise StorageError(
+            f"the koog schema {db.schema!r} at {db.where} is at version {current}; "
+            f"this koog needs version {LATEST}",
+            hint="run `koog storage migrate` (every machine sharing it then needs this koog)",
+        )
+
+
+def _refuse_newer(db: Database, current: int | None) -> None:
+    if current is not None and current > LATEST:
+        raise StorageError(
+            f"the koog schema {db.schema!r} at {db.where} is at version {current}, newer "
+            f"than this koog (version {LATEST})",
+            hint="use a newer koog; nothing was changed",
+        )

@@ -1,0 +1,108 @@
+"""Message rows: each version of a message stored once per session, named by its digest.
+
+A history and every checkpoint of the session refer to rows by id, so storing a turn or a
+checkpoint writes only the messages never stored before. The ids of messages this process
+loaded or stored are remembered (keyed by the Message object, kept alive beside its id),
+so a turn over a long history neither re-serialises nor re-sends what is already there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from koogcli.adapters.documents import parse_messages
+from koogcli.core.errors import CorruptDocumentError
+from koogcli.core.messages import Message
+
+if TYPE_CHECKING:
+    import psycopg
+
+# id(message) -> (message, session, row id)
+_KNOWN: dict[int, tuple[Message, str, int]] = {}
+_LIMIT = 500_000
+
+_INSERT = """
+WITH new (digest, body) AS (SELECT * FROM unnest(%(digests)s::text[], %(bodies)s::text[])),
+added AS (
+    INSERT INTO messages (session, digest, body)
+    SELECT %(session)s, digest, body FROM new
+    ON CONFLICT (session, digest) DO NOTHING
+    RETURNING digest, id
+)
+SELECT digest, id FROM added
+UNION ALL
+SELECT m.digest, m.id FROM messages m JOIN new USING (digest) WHERE m.session = %(session)s
+"""
+
+
+def body(message: Message) -> str:
+    return json.dumps(message.to_dict(), ensure_ascii=False)
+
+
+def remember(session: str, messages: Sequence[Message], ids: Sequence[int]) -> None:
+    """Only after the transaction that stored them committed: a rolled-back row id must
+    never be reused."""
+    if len(_KNOWN) + len(messages) >= _LIMIT:
+        _KNOWN.clear()
+    for message, row in zip(messages, ids, strict=True):
+        _KNOWN[id(message)] = (message, session, row)
+
+
+def forget(session: str) -> None:
+    """After rows of the session were deleted: none of their ids may be reused."""
+    for key in [k for k, v in _KNOWN.items() if v[1] == session]:
+        del _KNOWN[key]
+
+
+def store(cur: psycopg.Cursor[Any], session: str, messages: Sequence[Message]) -> list[int]:
+    """Row ids of `messages` in order, inserting the rows the session does not have yet.
+    The caller calls `remember` once its transaction has committed."""
+    ids: list[int] = []
+    todo: list[int] = []
+    for index, message in enumerate(messages):
+        known = _KNOWN.get(id(message))
+        if known is not None and known[0] is message and known[1] == session:
+            ids.append(known[2])
+        else:
+            ids.append(0)
+            todo.append(index)
+    if todo:
+        bodies = [body(messages[i]) for i in todo]
+        digests = [hashlib.sha256(b.encode()).hexdigest()[:32] for b in bodies]
+        cur.execute(_INSERT, {"digests": digests, "bodies": bodies, "session": session})
+        found = dict(cur.fetchall())
+        late = [d for d in digests if d not in found]
+        if late:  # committed by another process after this statement's snapshot
+            cur.execute(
+                "SELECT digest, id FROM messages WHERE session = %s AND digest = ANY(%s)",
+                [session, late],
+            )
+            found.update(cur.fetchall())
+        for index, digest in zip(todo, digests, strict=True):
+            ids[index] = found[digest]
+    return ids
+
+
+def load(
+    conn: psycopg.Connection[Any], session: str, items: Sequence[int], source: str
+) -> list[Message]:
+    """The messages of `items`, in order; a missing row is a corrupt reference."""
+    if not items:
+        return []
+    rows = dict(conn.execute("SELECT id, body FROM messages WHERE id = ANY(%s)", [list(items)]))
+    missing = [i for i in items if i not in rows]
+    if missing:
+        raise CorruptDocumentError(
+            f"{source} refers to {len(missing)} message rows that are gone",
+            hint="`koog storage status` shows the database; nothing was changed",
+        )
+    try:
+        raw = [json.loads(rows[i]) for i in items]
+    except ValueError as exc:
+        raise CorruptDocumentError(f"{source} holds a message that is not JSON: {exc}") from None
+    messages = parse_messages(raw, source)
+    remember(session, messages, items)
+    return messages

@@ -1,0 +1,162 @@
+"""PgHistoryStore: a session's history as a row of message-row ids (SPEC §4, §5.14).
+
+Invariants, the same as the file store's:
+- A store is one transaction: the new message rows and the session row land together.
+- `write` with a loaded revision updates only `WHERE revision = loaded`; when another
+  machine stored first nothing is written and ConflictError lets the turn re-apply itself.
+- Listings read the session rows alone (count, revision, time, first user line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from koogcli.adapters.documents import PREVIEW_CHARS
+from koogcli.adapters.postgres import rows
+from koogcli.adapters.postgres.database import Database
+from koogcli.core.errors import ConflictError
+from koogcli.core.messages import Message, utc_now
+from koogcli.core.names import SessionName
+from koogcli.core.ports import SessionInfo, StoredHistory
+
+# Every table keyed by session name: a rename moves them all in one transaction.
+SESSION_TABLES = (
+    ("sessions", "name"),
+    ("messages", "session"),
+    ("transcript", "session"),
+    ("checkpoints", "session"),
+    ("compensations", "session"),
+    ("pending_ingestion", "session"),
+)
+
+
+def rename_everywhere(db: Database, old: SessionName, new: SessionName) -> None:
+    """Everything of `old` becomes `new` at once; a second call finds nothing to move."""
+    with db.transaction() as cur:
+        for table, column in SESSION_TABLES:
+            cur.execute(
+                f"UPDATE {table} SET {column} = %s WHERE {column} = %s", [new.value, old.value]
+            )
+        cur.execute(
+            "UPDATE sessions SET revision = revision + 1, updated_at = %s WHERE name = %s",
+            [utc_now(), new.value],
+        )
+
+
+def drop_unreferenced(cur: Any, session: str) -> None:
+    """Message rows of the session that neither its history nor a checkpoint refers to."""
+    cur.execute(
+        """
+        DELETE FROM messages m WHERE m.session = %(s)s
+          AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.name = %(s)s AND m.id = ANY(s.items))
+          AND NOT EXISTS (
+              SELECT 1 FROM checkpoints c WHERE c.session = %(s)s AND m.id = ANY(c.items))
+        """,
+        {"s": session},
+    )
+    rows.forget(session)
+
+
+class PgHistoryStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _source(self, session: SessionName) -> str:
+        return f"session {session.value} in PostgreSQL {self.db.where}"
+
+    def load(self, session: SessionName) -> list[Message]:
+        return self.read(session).messages
+
+    def store(self, session: SessionName, messages: Sequence[Message]) -> None:
+        self.write(session, messages, expected_revision=None)
+
+    def read(self, session: SessionName) -> StoredHistory:
+        row = self.db.one(
+            "SELECT revision, updated_at, items FROM sessions WHERE name = %s", [session.value]
+        )
+        if row is None:
+            return StoredHistory([], 0)
+        revision, updated_at, items = row
+        with self.db.errors():
+            messages = rows.load(self.db.conn, session.value, items, self._source(session))
+        return StoredHistory(messages, int(revision), updated_at)
+
+    def tail(self, session: SessionName, count: int) -> list[Message]:
+        if count <= 0:
+            return []
+        row = self.db.one(
+            "SELECT items[greatest(1, cardinality(items) - %s + 1):] FROM sessions WHERE name = %s",
+            [count, session.value],
+        )
+        if row is None:
+            return []
+        with self.db.errors():
+            return rows.load(self.db.conn, session.value, row[0], self._source(session))
+
+    def write(
+        self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
+    ) -> int:
+        name = session.value
+        first = next((m.text for m in messages if m.role == "user"), "")[:PREVIEW_CHARS]
+        with self.db.transaction() as cur:
+            items = rows.store(cur, name, messages)
+            values = {
+                "name": name,
+                "at": utc_now(),
+                "items": items,
+                "count": len(items),
+                "preview": first,
+                "expected": expected_revision,
+            }
+            if expected_revision is None:
+                cur.execute(
+                    "INSERT INTO sessions AS s VALUES "
+                    "(%(name)s, 1, %(at)s, %(items)s, %(count)s, %(preview)s) "
+                    "ON CONFLICT (name) DO UPDATE SET revision = s.revision + 1, "
+                    "updated_at = excluded.updated_at, items = excluded.items, "
+                    "message_count = excluded.message_count, preview = excluded.preview "
+                    "RETURNING revision",
+                    values,
+                )
+            elif expected_revision == 0:
+                cur.execute(
+                    "INSERT INTO sessions VALUES "
+                    "(%(name)s, 1, %(at)s, %(items)s, %(count)s, %(preview)s) "
+                    "ON CONFLICT (name) DO NOTHING RETURNING revision",
+                    values,
+                )
+            else:
+                cur.execute(
+                    "UPDATE sessions SET revision = revision + 1, updated_at = %(at)s, "
+                    "items = %(items)s, message_count = %(count)s, preview = %(preview)s "
+                    "WHERE name = %(name)s AND revision = %(expected)s RETURNING revision",
+                    values,
+                )
+            row = cur.fetchone()
+            if row is None:
+                raise ConflictError(f"session {name} changed since revision {expected_revision}")
+        rows.remember(name, messages, items)
+        return int(row[0])
+
+    def exists(self, session: SessionName) -> bool:
+        return self.db.one("SELECT 1 FROM sessions WHERE name = %s", [session.value]) is not None
+
+    def names(self) -> list[str]:
+        return [r[0] for r in self.db.rows("SELECT name FROM sessions ORDER BY name")]
+
+    def sessions(self) -> list[SessionInfo]:
+        found = self.db.rows(
+            "SELECT name, message_count, revision, updated_at, preview FROM sessions ORDER BY name"
+        )
+        return [SessionInfo(n, c, int(r), at, preview=p) for n, c, r, at, p in found]
+
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        rename_everywhere(self.db, old, new)
+
+    def delete(self, session: SessionName) -> bool:
+        with self.db.transaction() as cur:
+            cur.execute("DELETE FROM sessions WHERE name = %s", [session.value])
+            removed = cur.rowcount > 0
+            drop_unreferenced(cur, session.value)
+        return removed

@@ -1,0 +1,105 @@
+"""The transcript and pending ingestion on PostgreSQL.
+
+The transcript is an append-only table (one row per message with its turn id), never
+rewritten; rows cannot be torn, so `unreadable` only names rows whose JSON is no message.
+Pending ingestion keeps one row per session.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from koogcli.adapters.documents import parse_messages
+from koogcli.adapters.postgres.database import Database
+from koogcli.adapters.postgres.rows import body
+from koogcli.adapters.postgres.sessions import rename_everywhere
+from koogcli.core.errors import CorruptDocumentError
+from koogcli.core.messages import Message
+from koogcli.core.names import SessionName
+
+PENDING_FORMAT = "koog.ingest-pending"
+
+
+class PgTranscriptStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._skipped: dict[str, list[int]] = {}
+
+    def append(self, session: SessionName, messages: Sequence[Message], turn_id: str) -> None:
+        if not messages:
+            return
+        with self.db.transaction() as cur:
+            cur.executemany(
+                "INSERT INTO transcript (session, turn_id, body) VALUES (%s, %s, %s)",
+                [(session.value, turn_id, body(m)) for m in messages],
+            )
+
+    def read(self, session: SessionName) -> list[Message]:
+        found = self.db.rows(
+            "SELECT id, body FROM transcript WHERE session = %s ORDER BY id", [session.value]
+        )
+        source = f"transcript of {session.value} in PostgreSQL {self.db.where}"
+        messages: list[Message] = []
+        skipped: list[int] = []
+        for number, (_row, text) in enumerate(found, start=1):
+            try:
+                messages += parse_messages([json.loads(text)], source)
+            except (ValueError, CorruptDocumentError):
+                skipped.append(number)
+        self._skipped[session.value] = skipped
+        return messages
+
+    def unreadable(self, session: SessionName) -> list[int]:
+        return list(self._skipped.get(session.value, []))
+
+    def exists(self, session: SessionName) -> bool:
+        found = self.db.one("SELECT 1 FROM transcript WHERE session = %s LIMIT 1", [session.value])
+        return found is not None
+
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        rename_everywhere(self.db, old, new)
+
+    def delete(self, session: SessionName) -> bool:
+        with self.db.transaction() as cur:
+            cur.execute("DELETE FROM transcript WHERE session = %s", [session.value])
+            return cur.rowcount > 0
+
+
+class PgPendingIngestion:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def load(self, session: SessionName) -> list[Message]:
+        row = self.db.one("SELECT body FROM pending_ingestion WHERE session = %s", [session.value])
+        if row is None:
+            return []
+        source = f"pending ingestion of {session.value} in PostgreSQL {self.db.where}"
+        try:
+            raw = json.loads(row[0])
+        except ValueError:
+            raw = None
+        if not isinstance(raw, dict) or raw.get("format") != PENDING_FORMAT:
+            raise CorruptDocumentError(f"{source} is not a koog pending-ingestion document")
+        return parse_messages(raw.get("messages"), source)
+
+    def save(self, session: SessionName, messages: Sequence[Message]) -> None:
+        doc = {
+            "format": PENDING_FORMAT,
+            "version": 1,
+            "session": session.value,
+            "messages": [m.to_dict() for m in messages],
+        }
+        with self.db.transaction() as cur:
+            cur.execute(
+                "INSERT INTO pending_ingestion VALUES (%s, %s) "
+                "ON CONFLICT (session) DO UPDATE SET body = excluded.body",
+                [session.value, json.dumps(doc, ensure_ascii=False)],
+            )
+
+    def rename(self, old: SessionName, new: SessionName) -> None:
+        rename_everywhere(self.db, old, new)
+
+    def clear(self, session: SessionName) -> None:
+        with self.db.transaction() as cur:
+            cur.execute("DELETE FROM pending_ingestion WHERE session = %s", [session.value])
