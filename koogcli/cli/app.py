@@ -126,7 +126,16 @@ def _global_options(
 
 
 def _register() -> None:
-    from koogcli.cli import catalog, chat, checkpoints, compress, config_cmd, history, memory
+    from koogcli.cli import (
+        catalog,
+        chat,
+        checkpoints,
+        compress,
+        config_cmd,
+        history,
+        memory,
+        storage,
+    )
 
     app.command("chat")(chat.chat)
     app.command("models")(catalog.models)
@@ -137,6 +146,7 @@ def _register() -> None:
     app.command("rollback")(checkpoints.rollback)
     app.add_typer(memory.app, name="memory")
     app.add_typer(config_cmd.app, name="config")
+    app.add_typer(storage.app, name="storage")
 
 
 _register()

@@ -277,6 +277,7 @@ class Storage:
     turn_owner: Callable[[], dict[str, object]]
     owner_alive: Callable[[Mapping[str, object] | None], bool]
     describe: Callable[[], dict[str, object]]
+    migrate: Callable[[], list[int]]
 
 
 def file_storage(data: paths.DataDir) -> Storage:
@@ -302,11 +303,12 @@ def file_storage(data: paths.DataDir) -> Storage:
         processes.current_owner,
         processes.owner_alive,
         lambda: {"backend": "files", "where": str(data.root)},
+        list,  # files carry their format version in each document: nothing to migrate
     )
 
 
 def postgres_storage(url: str, schema: str) -> Storage:
-    from koogcli.adapters.postgres import status
+    from koogcli.adapters.postgres import migrations, status
     from koogcli.adapters.postgres.checkpoints import PgCheckpointStore
     from koogcli.adapters.postgres.database import Database
     from koogcli.adapters.postgres.locks import PgTurnLocks
@@ -324,6 +326,7 @@ def postgres_storage(url: str, schema: str) -> Storage:
         locks.owner,
         locks.alive,
         lambda: status.describe(db),
+        lambda: migrations.migrate(db),
     )
 
 

@@ -212,6 +212,7 @@ def _responder(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_random_sigkills_never_tear_a_file(
+    backend: str,
     koog_env: dict[str, str],
     server: FakeOpenAIServer,
     tool_env: dict[str, str],
@@ -226,7 +227,8 @@ def test_random_sigkills_never_tear_a_file(
     monkeypatch.setenv("TOOL_LOG", tool_env["TOOL_LOG"])  # resumes run the tools in-process
     rng = random.Random(20261129)
     outcomes: dict[str, int] = {"resumed": 0, "unchanged": 0, "completed": 0}
-    for i in range(50):
+    kills = 50 if backend == "files" else 30
+    for i in range(kills):
         session = f"r{i}"
         proc = subprocess.Popen(
             [KOOG_BIN, "chat", "-s", session, "go"],
@@ -245,6 +247,8 @@ def test_random_sigkills_never_tear_a_file(
                 json.loads(line)
         ctx = context.build(env=env)
         name = SessionName(session)
+        for header in ctx.checkpoints.headers(name):  # every row refers to rows that exist
+            ctx.checkpoints.get(name, header.id)
         history = ctx.history.load(name)
         if turn.interrupted(ctx, name) is not None:
             result = turn.resume_turn(ctx, name)
@@ -260,4 +264,4 @@ def test_random_sigkills_never_tear_a_file(
             users = [m for m in ctx.history.load(name) if m.role == "user"]
             assert len(users) == 1
     print("sigkill outcomes", outcomes)
-    assert outcomes["resumed"] >= 5, outcomes
+    assert outcomes["resumed"] >= kills // 10, outcomes

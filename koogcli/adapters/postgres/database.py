@@ -50,6 +50,16 @@ def scrub(text: str, url: str) -> str:
     return text.replace(password, "***") if password else text
 
 
+def _reason(exc: Exception, url: str) -> str:
+    """The driver's first line without its `connection to server at ... failed:` preamble,
+    which repeats the host and port already named."""
+    import re
+
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    first = re.sub(r"^connection failed: (connection to server at .*? failed: )?", "", first)
+    return scrub(first.replace("FATAL:  ", ""), url)
+
+
 class Database:
     """A lazily opened autocommit connection with `search_path` set to koog's schema."""
 
@@ -76,9 +86,8 @@ class Database:
                 application_name="koog",
             )
         except psycopg.Error as exc:
-            reason = scrub(str(exc).strip().splitlines()[-1] if str(exc).strip() else "", self.url)
             raise StorageError(
-                f"cannot reach the PostgreSQL database at {self.where}: {reason}",
+                f"cannot reach the PostgreSQL database at {self.where}: {_reason(exc, self.url)}",
                 hint="check storage.url (or KOOG_DATABASE_URL) and that the server is running",
             ) from None
         with self.errors():

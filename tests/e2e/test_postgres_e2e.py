@@ -1,0 +1,164 @@
+"""The PostgreSQL backend through the real binary: configuration, status, migrations,
+and many processes (on one or two "machines") writing one session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import API_KEY
+from tests.pg_server import PgServer
+
+pytestmark = pytest.mark.e2e
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+PASSWORD = "pw-Zq81-never-shown"
+
+
+@pytest.fixture
+def pg_env(postgres: PgServer) -> dict[str, str]:
+    """A schema of its own, reached with a URL holding a password (the test server trusts
+    loopback, so the password is sent nowhere, but koog must never write or show it)."""
+    url = postgres.url.replace("koog@", f"koog:{PASSWORD}@")
+    return {"KOOG_DATABASE_URL": url, "KOOG_DATABASE_SCHEMA": f"e_{uuid.uuid4().hex[:12]}"}
+
+
+def _sql(postgres: PgServer, schema: str, statement: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(postgres.url, autocommit=True) as conn:
+        conn.execute(f"SET search_path TO {schema}")
+        cur = conn.execute(statement)
+        return cur.fetchall() if cur.description else []
+
+
+def test_turns_are_stored_in_the_database_and_the_password_is_never_shown(
+    run_koog: Run, pg_env: dict[str, str], postgres: PgServer, data_dir: Path
+) -> None:
+    for text in ("first", "second"):
+        done = run_koog("chat", "-s", "work", input=text, env=pg_env)
+        assert done.returncode == 0, done.stderr
+    shown = run_koog("history", "show", "-s", "work", "--json", env=pg_env)
+    assert [m["content"] for m in json.loads(shown.stdout) if m["role"] == "user"] == [
+        "first",
+        "second",
+    ]
+    status = run_koog("storage", "status", env=pg_env)
+    assert "backend: postgresql" in status.stdout and "version: 1 (current)" in status.stdout
+    assert "sessions: 1" in status.stdout
+    config = run_koog("config", "show", env=pg_env)
+    outputs = [shown, status, config, run_koog("checkpoint", "list", "-s", "work", env=pg_env)]
+    assert all(PASSWORD not in o.stdout + o.stderr for o in outputs)
+    written = [p for p in data_dir.rglob("*") if p.is_file()] if data_dir.exists() else []
+    assert all(PASSWORD.encode() not in p.read_bytes() for p in written)
+    rows = _sql(postgres, pg_env["KOOG_DATABASE_SCHEMA"], "SELECT count(*) FROM transcript")
+    assert rows == [(4,)]
+
+
+def test_a_password_in_the_config_file_is_refused(
+    run_koog: Run, postgres: PgServer, write_config: Callable[[str], Path]
+) -> None:
+    url = postgres.url.replace("koog@", f"koog:{PASSWORD}@")
+    path = write_config(f'[llm]\nmodel = "m"\n\n[storage]\nurl = "{url}"\n')
+    done = run_koog("history", "list", env={"KOOG_CONFIG": str(path)})
+    assert done.returncode == 2
+    assert f"{path}:5: storage.url holds a password" in done.stderr
+    assert "PGPASSWORD" in done.stderr and PASSWORD not in done.stderr
+
+
+def test_an_unreachable_database_exits_3_naming_host_and_port(run_koog: Run) -> None:
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://koog:{PASSWORD}@127.0.0.1:{port}/team"
+    done = run_koog("chat", "-s", "x", input="hi", env={"KOOG_DATABASE_URL": url})
+    assert done.returncode == 3
+    assert f"cannot reach the PostgreSQL database at 127.0.0.1:{port}/team" in done.stderr
+    assert PASSWORD not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_schema_newer_than_the_program_is_refused(
+    run_koog: Run, pg_env: dict[str, str], postgres: PgServer
+) -> None:
+    assert run_koog("storage", "migrate", env=pg_env).returncode == 0
+    schema = pg_env["KOOG_DATABASE_SCHEMA"]
+    _sql(postgres, schema, "INSERT INTO koog_schema (version) VALUES (99)")
+    for args in (("history", "list"), ("storage", "migrate")):
+        done = run_koog(*args, env=pg_env)
+        assert done.returncode == 3, done.stderr
+        assert "is at version 99, newer than this koog" in done.stderr
+    assert "version: 99" in run_koog("storage", "status", env=pg_env).stdout
+
+
+def test_two_concurrent_migrations_apply_each_version_once(
+    koog_env: dict[str, str], pg_env: dict[str, str], postgres: PgServer
+) -> None:
+    env = {**koog_env, **pg_env}
+    koog = str(Path(sys.executable).parent / "koog")
+    procs = [
+        subprocess.Popen(
+            [koog, "storage", "migrate"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    said = sorted(out + err for out, err in outputs)
+    assert sum("applied migration" in s for s in said) == 1, said
+    assert sum("nothing to do" in s for s in said) == 1, said
+    rows = _sql(postgres, pg_env["KOOG_DATABASE_SCHEMA"], "SELECT version FROM koog_schema")
+    assert sorted(r[0] for r in rows) == [1]
+
+
+# 25 turns through koog's services in one process (one start-up per process); the turns
+# are what `koog chat` runs.
+TURNS = """
+import sys
+from koogcli.core.names import SessionName
+from koogcli.services import context
+from koogcli.services.turn import TurnRequest, run_turn
+
+ctx = context.build()
+for t in range(25):
+    run_turn(ctx, TurnRequest(SessionName("shared"), f"w{sys.argv[1]}-t{t}"))
+"""
+
+
+@pytest.mark.parametrize("machines", [1, 2])
+def test_four_processes_of_25_turns_lose_and_duplicate_nothing(
+    koog_env: dict[str, str], pg_env: dict[str, str], tmp_path: Path, machines: int
+) -> None:
+    """With two machines each pair of processes has its own data dir: only the database
+    is shared, as between two computers."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TURNS, str(w)],
+            env={**koog_env, **pg_env, "KOOG_DATA_DIR": str(tmp_path / f"m{w % machines}")},
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(4)
+    ]
+    errors = [p.communicate(timeout=150)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    done = subprocess.run(
+        [Path(sys.executable).parent / "koog", "history", "show", "-s", "shared", "--json"],
+        env={**koog_env, **pg_env, "OPENAI_API_KEY": API_KEY},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    users = Counter(m["content"] for m in json.loads(done.stdout) if m["role"] == "user")
+    assert sorted(users) == sorted(f"w{w}-t{t}" for w in range(4) for t in range(25))
+    assert set(users.values()) == {1}
