@@ -16,6 +16,7 @@ from tests import pg_server
 from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pg_server import PgServer
+from tests.zygote import Zygote
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 KOOG_BIN = str(Path(sys.executable).parent / "koog")
@@ -154,13 +155,23 @@ def spawn_koog(*args: str, env: dict[str, str], capture: bool = False) -> subpro
     )
 
 
+@pytest.fixture(scope="session")
+def zygote() -> Iterator[Zygote]:
+    """Forks koog processes in milliseconds, for tests that kill dozens (tests/zygote.py)."""
+    forks = Zygote()
+    yield forks
+    forks.close()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked files_only run on the file backend only (deselected, not skipped)."""
+    """Tests marked files_only or postgresql_only run on that backend only (the other is
+    deselected, not skipped)."""
     keep, drop = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        on_postgres = callspec is not None and callspec.params.get("backend") == "postgresql"
-        (drop if on_postgres and item.get_closest_marker("files_only") else keep).append(item)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        other = {"files": "postgresql_only", "postgresql": "files_only"}.get(str(backend))
+        (drop if other and item.get_closest_marker(other) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

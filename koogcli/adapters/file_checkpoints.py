@@ -73,36 +73,50 @@ class FileCheckpointStore:
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         session = SessionName(checkpoint.session)
-        folder = self.folder(session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            # A step checkpoint is superseded by the turn's next step, its tombstone or the
-            # store, which are synced: it needs no fsync of its own (issue 12).
-            durable = checkpoint.kind != "step"
-            objects = self._object_file(session)
-            seqs, combined = objects.store(checkpoint.messages, digest, durable)
-            seq = self._max_seq(folder) + 1
-            doc = {
-                "format": FORMAT,
-                "version": CHECKPOINT_FORMAT_VERSION,
-                "id": checkpoint.id,
-                "session": checkpoint.session,
-                "seq": seq,
-                "kind": checkpoint.kind,
-                "created_at": checkpoint.created_at,
-                "reason": checkpoint.reason,
-                "label": checkpoint.label,
-                "manual": checkpoint.manual,
-                "turn_id": checkpoint.turn_id,
-                "step": checkpoint.step,
-                "output": checkpoint.output,
-                "details": checkpoint.details,
-                "message_count": len(checkpoint.messages),
-                "messages": encode_runs(seqs),
-                "digest": combined,
-            }
-            path = folder / f"{seq:08d}-{checkpoint.id}-{_tag(checkpoint)}.json"
-            atomic.write_text(path, json.dumps(doc, ensure_ascii=False) + "\n", sync=durable)
+            seq = self._max_seq(self.folder(session)) + 1
+            self._write(checkpoint, seq)
         return replace(checkpoint, seq=seq, message_count=len(checkpoint.messages))
+
+    def put(self, checkpoint: Checkpoint) -> None:
+        session = SessionName(checkpoint.session)
+        with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
+            if not any(self._id_of(p) == checkpoint.id for p in self._files(session)):
+                self._write(checkpoint, checkpoint.seq)
+
+    def _write(self, checkpoint: Checkpoint, seq: int) -> None:
+        """The objects it refers to first (synced), then its document; under the lock."""
+        session = SessionName(checkpoint.session)
+        # A step checkpoint is superseded by the turn's next step, its tombstone or the
+        # store, which are synced: it needs no fsync of its own (issue 12).
+        durable = checkpoint.kind != "step"
+        seqs, combined = self._object_file(session).store(checkpoint.messages, digest, durable)
+        doc = {
+            "format": FORMAT,
+            "version": CHECKPOINT_FORMAT_VERSION,
+            "id": checkpoint.id,
+            "session": checkpoint.session,
+            "seq": seq,
+            "kind": checkpoint.kind,
+            "created_at": checkpoint.created_at,
+            "reason": checkpoint.reason,
+            "label": checkpoint.label,
+            "manual": checkpoint.manual,
+            "turn_id": checkpoint.turn_id,
+            "step": checkpoint.step,
+            "output": checkpoint.output,
+            "details": checkpoint.details,
+            "message_count": len(checkpoint.messages),
+            "messages": encode_runs(seqs),
+            "digest": combined,
+        }
+        path = self.folder(session) / f"{seq:08d}-{checkpoint.id}-{_tag(checkpoint)}.json"
+        atomic.write_text(path, json.dumps(doc, ensure_ascii=False) + "\n", sync=durable)
+
+    @staticmethod
+    def _id_of(path: Path) -> str | None:
+        match = _NAME.match(path.name)
+        return match.group(2) if match else None
 
     def headers(self, session: SessionName) -> list[Checkpoint]:
         return [self._read(session, path, with_messages=False) for path in self._files(session)]
@@ -153,6 +167,25 @@ class FileCheckpointStore:
         if doomed and objects.due_for_compaction(self._compaction_marker(session)):
             self.compact(session)
         return len(doomed)
+
+    def prune_steps(self, session: SessionName, before: str, batch: int = 1000) -> int:
+        """Oldest first (a turn's steps before its tombstone), then the objects file is
+        compacted to what the remaining checkpoints refer to."""
+        from datetime import datetime
+
+        cutoff = datetime.fromisoformat(before)
+        removed = 0
+        for path in self._files(session):
+            match = _NAME.match(path.name)
+            if not match or match.group(3) not in ("s", "t"):
+                continue
+            doc = self._document(path)
+            if doc is None or datetime.fromisoformat(doc["created_at"]) >= cutoff:
+                continue
+            removed += atomic.remove(path)
+        if removed:
+            self.compact(session)
+        return removed
 
     def compact(self, session: SessionName) -> int:
         """Drop the objects no checkpoint refers to any more; returns how many."""

@@ -131,6 +131,16 @@ class FileHistoryStore:
             self._known[session.value] = (revision, list(messages))
             return revision
 
+    def put(
+        self, session: SessionName, messages: Sequence[Message], revision: int, updated_at: str
+    ) -> None:
+        """One document with this revision and time, no log (`storage copy`)."""
+        path = self.data.session_file(session)
+        with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
+            atomic.write_text(path, dump_history(session.value, revision, updated_at, messages))
+            atomic.remove(self._log(session))
+            self._known[session.value] = (revision, list(messages))
+
     def _log_full(self, path: Path, log: Path) -> bool:
         try:
             size = os.stat(log, follow_symlinks=False).st_size

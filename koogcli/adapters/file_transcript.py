@@ -32,6 +32,15 @@ class FileTranscriptStore:
             atomic.append_line(path, json.dumps(record, ensure_ascii=False))
 
     def read(self, session: SessionName) -> list[Message]:
+        return [m for m, _turn in self.entries(session)]
+
+    def sessions(self) -> list[str]:
+        folder = self.data.root / "transcripts"
+        if not folder.is_dir():
+            return []
+        return sorted(p.name[: -len(".jsonl")] for p in folder.glob("*.jsonl"))
+
+    def entries(self, session: SessionName) -> list[tuple[Message, str]]:
         path = self.data.transcript_file(session)
         try:
             lines = atomic.read_bytes(path).splitlines()
@@ -46,16 +55,16 @@ class FileTranscriptStore:
                 if line.strip():
                     skipped.append(number)  # torn by a crash; everything else is intact
         try:
-            messages = parse_messages(records, str(path))
+            kept = list(zip(parse_messages(records, str(path)), records, strict=True))
         except CorruptDocumentError:  # some line parses as JSON but is no message: find it
-            messages = []
+            kept = []
             for number, record in zip(numbers, records, strict=True):
                 try:
-                    messages += parse_messages([record], str(path))
+                    kept += [(m, record) for m in parse_messages([record], str(path))]
                 except CorruptDocumentError:
                     skipped.append(number)
         self._skipped[session.value] = sorted(skipped)
-        return messages
+        return [(m, str(record.get("turn_id") or "")) for m, record in kept]
 
     def unreadable(self, session: SessionName) -> list[int]:
         """Line numbers the last `read` of this session skipped."""

@@ -47,3 +47,55 @@ def migrate(ctx: typer.Context) -> None:
         )
     else:
         render.note("the schema is current; nothing to do")
+
+
+@app.command("copy")
+def copy_(
+    ctx: typer.Context,
+    source: str = typer.Option(..., "--from", metavar="URL_OR_DIR", help="Copy from here."),
+    target: str = typer.Option(..., "--to", metavar="URL_OR_DIR", help="Copy to here."),
+    as_json: bool = JSON,
+) -> None:
+    """Copy sessions, transcripts and checkpoints between backends.
+
+    A data dir or a postgresql:// URL at each end. What the target has already is kept, so
+    a copy that was interrupted completes when run again, without duplicates.
+    """
+    from dataclasses import asdict
+
+    from koogcli.services import storage
+
+    report = storage.copy(globals_of(ctx).build(), source, target)
+    if as_json:
+        render.json_out(asdict(report))
+        return
+    render.out(
+        f"{report.sessions} sessions; copied {report.histories} histories, "
+        f"{report.transcript_messages} transcript messages, {report.checkpoints} checkpoints, "
+        f"{report.compensations} compensation entries"
+    )
+    for line in report.skipped:
+        render.warning(line)
+
+
+@app.command()
+def prune(
+    ctx: typer.Context,
+    older_than: float = typer.Option(
+        ..., "--older-than", metavar="DAYS", min=0, help="Age of what is removed."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Remove old step checkpoints and the stored messages nothing refers to any more.
+
+    Restore points stay; `koog checkpoint delete` removes those.
+    """
+    from dataclasses import asdict
+
+    from koogcli.services import storage
+
+    report = storage.prune(globals_of(ctx).build(), older_than)
+    if as_json:
+        render.json_out(asdict(report))
+        return
+    render.out(f"removed {report.checkpoints} step checkpoints in {report.sessions} sessions")

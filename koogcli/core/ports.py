@@ -53,6 +53,12 @@ class HistoryStore(Protocol):
 
     def exists(self, session: SessionName) -> bool: ...
 
+    def put(
+        self, session: SessionName, messages: Sequence[Message], revision: int, updated_at: str
+    ) -> None:
+        """Store exactly this history, revision and time (`storage copy`: both ends alike)."""
+        ...
+
     def sessions(self) -> list[SessionInfo]: ...
 
     def names(self) -> list[str]:
@@ -68,6 +74,12 @@ class TranscriptStore(Protocol):
     def append(self, session: SessionName, messages: Sequence[Message], turn_id: str) -> None: ...
 
     def read(self, session: SessionName) -> list[Message]: ...
+
+    def entries(self, session: SessionName) -> list[tuple[Message, str]]:
+        """Each message with the id of the turn that produced it."""
+        ...
+
+    def sessions(self) -> list[str]: ...
 
     def unreadable(self, session: SessionName) -> list[int]:
         """Line numbers the last `read` of the session skipped (torn or garbled)."""
@@ -171,6 +183,10 @@ class CheckpointStore(Protocol):
         """Every checkpoint, oldest first, without messages (`message_count` is set)."""
         ...
 
+    def put(self, checkpoint: Checkpoint) -> None:
+        """Store it with its own seq and id (`storage copy`); nothing if the id is there."""
+        ...
+
     def get(self, session: SessionName, checkpoint_id: str) -> Checkpoint:
         """One checkpoint with its messages; StorageError if unreadable."""
         ...
@@ -180,6 +196,11 @@ class CheckpointStore(Protocol):
     def sessions(self) -> list[str]: ...
 
     def prune(self, session: SessionName, keep_last: int) -> int: ...
+
+    def prune_steps(self, session: SessionName, before: str, batch: int = 1000) -> int:
+        """Remove step checkpoints and tombstones created before `before` (ISO time), oldest
+        first, and the messages nothing refers to any more, in batches; how many checkpoints."""
+        ...
 
     def drop(self, session: SessionName) -> None:
         """Remove every checkpoint of the session and the messages they refer to."""

@@ -330,6 +330,13 @@ def postgres_storage(url: str, schema: str) -> Storage:
     )
 
 
+def open_storage(where: str, schema: str) -> Storage:
+    """A backend named on the command line: a PostgreSQL URL, or a data dir."""
+    if where.startswith(("postgresql://", "postgres://")):
+        return postgres_storage(where, schema)
+    return file_storage(paths.DataDir(Path(where).expanduser()))
+
+
 def _mentions_storage(config_file: Path | None) -> bool:
     """Whether the config file may set `[storage]` (a byte search; the full load decides)."""
     if config_file is None:

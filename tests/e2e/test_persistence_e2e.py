@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import KOOG_BIN
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -213,6 +213,7 @@ def _responder(body: dict[str, Any]) -> dict[str, Any]:
 
 def test_random_sigkills_never_tear_a_file(
     backend: str,
+    zygote: Zygote,
     koog_env: dict[str, str],
     server: FakeOpenAIServer,
     tool_env: dict[str, str],
@@ -228,16 +229,11 @@ def test_random_sigkills_never_tear_a_file(
     rng = random.Random(20261129)
     outcomes: dict[str, int] = {"resumed": 0, "unchanged": 0, "completed": 0}
     kills = 50 if backend == "files" else 30
+    window = 0.7 if backend == "files" else 1.4  # seconds a whole turn takes, about
     for i in range(kills):
         session = f"r{i}"
-        proc = subprocess.Popen(
-            [KOOG_BIN, "chat", "-s", session, "go"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(rng.uniform(0.1, 1.0))
+        proc = zygote.spawn("chat", "-s", session, "go", env=env)
+        time.sleep(rng.uniform(0.0, window))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         for path in data_dir.rglob("*.json"):

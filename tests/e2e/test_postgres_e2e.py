@@ -4,8 +4,10 @@ and many processes (on one or two "machines") writing one session."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -16,6 +18,7 @@ import pytest
 
 from tests.conftest import API_KEY
 from tests.pg_server import PgServer
+from tests.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
 
@@ -162,3 +165,81 @@ def test_four_processes_of_25_turns_lose_and_duplicate_nothing(
     users = Counter(m["content"] for m in json.loads(done.stdout) if m["role"] == "user")
     assert sorted(users) == sorted(f"w{w}-t{t}" for w in range(4) for t in range(25))
     assert set(users.values()) == {1}
+
+
+def _fill(env: dict[str, str], sessions: int, turns: int) -> None:
+    """Sessions with turns, a manual checkpoint and a rollback, through koog's services
+    and the real openai client (quicker than a process per turn)."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import checkpoints, context
+    from koogcli.services.turn import TurnRequest, run_turn
+
+    ctx = context.build(env=env)
+    for s in range(sessions):
+        name = SessionName(f"s{s}")
+        for t in range(turns):
+            run_turn(ctx, TurnRequest(name, f"s{s} turn {t} " + "words " * 40))
+        checkpoints.create(ctx, name, f"label-{s}")
+        point = checkpoints.list_(ctx, name)[2]
+        checkpoints.rollback(ctx, name, point, compensate=False)
+
+
+def _picture(env: dict[str, str]) -> dict[str, object]:
+    """What `history export` and `checkpoint list --all --json` show of every session."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import checkpoints, context, history
+    from koogcli.ui import views
+
+    ctx = context.build(env=env)
+    names = sorted(s.name for s in ctx.history.sessions())
+    return {
+        name: (
+            history.export(ctx, SessionName(name)),
+            [views.checkpoint_dict(c) for c in checkpoints.list_(ctx, SessionName(name), True)],
+            ctx.transcript.read(SessionName(name)),
+        )
+        for name in names
+    }
+
+
+def test_copy_files_to_postgresql_to_a_fresh_dir_keeps_everything_and_resumes(
+    koog_env: dict[str, str],
+    pg_env: dict[str, str],
+    postgres: PgServer,
+    tmp_path: Path,
+    run_koog: Run,
+    zygote: Zygote,
+) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    files = {**koog_env, "KOOG_DATA_DIR": str(source)}
+    _fill(files, sessions=6, turns=4)
+    url = pg_env["KOOG_DATABASE_URL"]
+    schema = {"KOOG_DATABASE_SCHEMA": pg_env["KOOG_DATABASE_SCHEMA"]}
+    first = run_koog("storage", "copy", "--from", str(source), "--to", url, "--json", env=schema)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert (report["sessions"], report["histories"], report["skipped"]) == (6, 6, [])
+    assert PASSWORD not in first.stdout + first.stderr
+    again = json.loads(
+        run_koog("storage", "copy", "--from", str(source), "--to", url, "--json", env=schema).stdout
+    )
+    assert (again["histories"], again["transcript_messages"], again["checkpoints"]) == (0, 0, 0)
+    # Copies killed part-way (once the target holds a chosen number of files), then one
+    # run to the end.
+    rng = random.Random(7)
+    for wanted in (rng.randint(2, 40) for _ in range(3)):
+        proc = zygote.spawn(
+            "storage", "copy", "--from", url, "--to", str(target), env={**koog_env, **schema}
+        )
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            if target.exists() and sum(1 for _ in target.rglob("*.json*")) >= wanted:
+                proc.kill()
+            time.sleep(0.002)
+        assert proc.wait() == -9, "the copy finished before it was killed"
+    last = run_koog("storage", "copy", "--from", url, "--to", str(target), env=schema)
+    assert last.returncode == 0, last.stderr
+    on_files = _picture(files)
+    assert len(on_files) == 6
+    assert _picture({**koog_env, **pg_env}) == on_files
+    assert _picture({**koog_env, "KOOG_DATA_DIR": str(target)}) == on_files

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import KOOG_BIN, snapshot, spawn_koog
+from tests.conftest import KOOG_BIN, snapshot
 from tests.e2e.test_persistence_e2e import TOOLS as PERSISTENCE_TOOLS
 from tests.e2e.test_persistence_e2e import call
 from tests.e2e.test_persistence_e2e import tool_log as log_of
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.zygote import ForkedKoog, Zygote
 
 pytestmark = pytest.mark.e2e
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -62,7 +63,7 @@ def tool_env(tmp_path: Path) -> dict[str, str]:
     return {"KOOG_CONFIG": str(config), "TOOL_LOG": str(tmp_path / "tools.log")}
 
 
-def kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> None:
+def kill_when(proc: subprocess.Popen[str] | ForkedKoog, ready: Callable[[], bool]) -> None:
     """SIGKILL the process as soon as `ready()` holds (polled every millisecond)."""
     deadline = time.monotonic() + 20
     while proc.poll() is None and time.monotonic() < deadline:
@@ -75,6 +76,7 @@ def kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> None:
 
 def test_killed_rollbacks_lose_no_compensation(
     run_koog: Run,
+    zygote: Zygote,
     server: FakeOpenAIServer,
     tool_env: dict[str, str],
     koog_env: dict[str, str],
@@ -108,7 +110,7 @@ def test_killed_rollbacks_lose_no_compensation(
         # Aimed kills: right after the plan is journalled (wanted 0), or while the wanted-th
         # compensation is inside its tool, after its effect and before it is marked done.
         wanted = i % 11
-        proc = spawn_koog("rollback", "-s", "rb", target, "--yes", env=env)
+        proc = zygote.spawn("rollback", "-s", "rb", target, "--yes", env=env)
         kill_when(
             proc,
             (lambda n=wanted: len(log_of(tool_env)) >= n) if wanted else journal.exists,
@@ -148,6 +150,7 @@ def test_hostile_tool_calls_never_brick_the_session(
 
 
 def test_kills_at_tool_results_never_run_a_tool_twice(
+    zygote: Zygote,
     server: FakeOpenAIServer,
     tool_env: dict[str, str],
     koog_env: dict[str, str],
@@ -178,7 +181,7 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
         transcript = data_dir / "transcripts" / f"{session}.jsonl"
         wanted = rng.randint(1, 3)  # kill once this many tool results are visible
         Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
-        proc = spawn_koog("chat", "-s", session, "go", env=env)
+        proc = zygote.spawn("chat", "-s", session, "go", env=env)
         kill_when(
             proc,
             lambda path=transcript, n=wanted: (

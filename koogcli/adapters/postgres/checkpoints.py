@@ -37,6 +37,17 @@ class PgCheckpointStore:
         self.db = db
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        seq, count = self._insert(checkpoint, keep_seq=False)
+        if seq is None:
+            raise StorageError(f"checkpoint id {checkpoint.id} is taken in {checkpoint.session}")
+        return replace(checkpoint, seq=seq, message_count=count)
+
+    def put(self, checkpoint: Checkpoint) -> None:
+        self._insert(checkpoint, keep_seq=True)
+
+    def _insert(self, checkpoint: Checkpoint, keep_seq: bool) -> tuple[int | None, int]:
+        """The next seq under the session's advisory lock, or the checkpoint's own (then
+        nothing when its id is stored already); returns the seq stored."""
         name = checkpoint.session
         header = {
             "reason": checkpoint.reason,
@@ -46,6 +57,11 @@ class PgCheckpointStore:
             "output": checkpoint.output,
             "details": checkpoint.details,
         }
+        seq = (
+            "%(seq)s"
+            if keep_seq
+            else "coalesce((SELECT max(seq) FROM checkpoints WHERE session = %(s)s), -1) + 1"
+        )
         with self.db.transaction() as cur:
             cur.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -54,12 +70,12 @@ class PgCheckpointStore:
             items = rows.store(cur, name, checkpoint.messages)
             cur.execute(
                 "INSERT INTO checkpoints (session, seq, id, kind, manual, created_at, "
-                "format_version, header, items) SELECT %(s)s, "
-                "coalesce((SELECT max(seq) FROM checkpoints WHERE session = %(s)s), -1) + 1, "
+                f"format_version, header, items) SELECT %(s)s, {seq}, "
                 "%(id)s, %(kind)s, %(manual)s, %(at)s, %(v)s, %(header)s, %(items)s "
-                "RETURNING seq",
+                "ON CONFLICT DO NOTHING RETURNING seq",
                 {
                     "s": name,
+                    "seq": checkpoint.seq,
                     "id": checkpoint.id,
                     "kind": checkpoint.kind,
                     "manual": checkpoint.manual,
@@ -70,9 +86,8 @@ class PgCheckpointStore:
                 },
             )
             row = cur.fetchone()
-            assert row is not None
         rows.remember(name, checkpoint.messages, items)
-        return replace(checkpoint, seq=int(row[0]), message_count=len(items))
+        return (int(row[0]) if row else None), len(items)
 
     def headers(self, session: SessionName) -> list[Checkpoint]:
         found = self.db.rows(
@@ -131,6 +146,30 @@ class PgCheckpointStore:
             if removed:
                 drop_unreferenced(cur, session.value)
         return removed
+
+    def prune_steps(self, session: SessionName, before: str, batch: int = 1000) -> int:
+        """Oldest first, so a turn's steps go before its tombstone: no batch boundary ever
+        leaves an old turn looking interrupted."""
+        total = 0
+        while True:
+            with self.db.transaction() as cur:
+                cur.execute(
+                    "DELETE FROM checkpoints WHERE session = %(s)s AND seq IN ("
+                    "SELECT seq FROM checkpoints WHERE session = %(s)s "
+                    "AND kind IN ('step', 'tombstone') "
+                    "AND created_at::timestamptz < %(before)s::timestamptz "
+                    "ORDER BY seq LIMIT %(batch)s)",
+                    {"s": session.value, "before": before, "batch": batch},
+                )
+                removed = cur.rowcount
+            total += removed
+            if removed < batch:
+                break
+        while True:
+            with self.db.transaction() as cur:
+                if drop_unreferenced(cur, session.value, batch) < batch:
+                    break
+        return total
 
     def drop(self, session: SessionName) -> None:
         with self.db.transaction() as cur:

@@ -57,9 +57,21 @@ def forget(session: str) -> None:
         del _KNOWN[key]
 
 
+def guard(cur: psycopg.Cursor[Any], session: str, exclusive: bool) -> None:
+    """Writers that may refer to existing rows hold this shared; whatever deletes rows
+    nothing refers to holds it exclusively, so it never deletes a row a transaction still
+    open is about to refer to. Released at the end of the transaction."""
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    cur.execute(
+        f"SELECT {function}(hashtextextended(current_schema() || ':rows:' || %s, 0))",
+        [session],
+    )
+
+
 def store(cur: psycopg.Cursor[Any], session: str, messages: Sequence[Message]) -> list[int]:
     """Row ids of `messages` in order, inserting the rows the session does not have yet.
     The caller calls `remember` once its transaction has committed."""
+    guard(cur, session, exclusive=False)
     ids: list[int] = []
     todo: list[int] = []
     for index, message in enumerate(messages):

@@ -44,18 +44,25 @@ def rename_everywhere(db: Database, old: SessionName, new: SessionName) -> None:
         )
 
 
-def drop_unreferenced(cur: Any, session: str) -> None:
-    """Message rows of the session that neither its history nor a checkpoint refers to."""
+def drop_unreferenced(cur: Any, session: str, batch: int | None = None) -> int:
+    """Delete message rows of the session that neither its history nor a checkpoint refers
+    to (at most `batch` of them); how many."""
+    rows.guard(cur, session, exclusive=True)
     cur.execute(
         """
-        DELETE FROM messages m WHERE m.session = %(s)s
-          AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.name = %(s)s AND m.id = ANY(s.items))
-          AND NOT EXISTS (
-              SELECT 1 FROM checkpoints c WHERE c.session = %(s)s AND m.id = ANY(c.items))
+        DELETE FROM messages WHERE id IN (
+            SELECT m.id FROM messages m
+            LEFT JOIN (
+                SELECT unnest(items) AS id FROM sessions WHERE name = %(s)s
+                UNION SELECT unnest(items) FROM checkpoints WHERE session = %(s)s
+            ) used ON used.id = m.id
+            WHERE m.session = %(s)s AND used.id IS NULL
+            LIMIT %(batch)s)
         """,
-        {"s": session},
+        {"s": session, "batch": batch},
     )
     rows.forget(session)
+    return int(cur.rowcount)
 
 
 class PgHistoryStore:
@@ -138,6 +145,22 @@ class PgHistoryStore:
                 raise ConflictError(f"session {name} changed since revision {expected_revision}")
         rows.remember(name, messages, items)
         return int(row[0])
+
+    def put(
+        self, session: SessionName, messages: Sequence[Message], revision: int, updated_at: str
+    ) -> None:
+        name = session.value
+        first = next((m.text for m in messages if m.role == "user"), "")[:PREVIEW_CHARS]
+        with self.db.transaction() as cur:
+            items = rows.store(cur, name, messages)
+            cur.execute(
+                "INSERT INTO sessions VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO "
+                "UPDATE SET revision = excluded.revision, updated_at = excluded.updated_at, "
+                "items = excluded.items, message_count = excluded.message_count, "
+                "preview = excluded.preview",
+                [name, revision, updated_at, items, len(items), first],
+            )
+        rows.remember(name, messages, items)
 
     def exists(self, session: SessionName) -> bool:
         return self.db.one("SELECT 1 FROM sessions WHERE name = %s", [session.value]) is not None

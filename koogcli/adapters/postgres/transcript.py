@@ -36,19 +36,25 @@ class PgTranscriptStore:
             )
 
     def read(self, session: SessionName) -> list[Message]:
+        return [m for m, _turn in self.entries(session)]
+
+    def entries(self, session: SessionName) -> list[tuple[Message, str]]:
         found = self.db.rows(
-            "SELECT id, body FROM transcript WHERE session = %s ORDER BY id", [session.value]
+            "SELECT turn_id, body FROM transcript WHERE session = %s ORDER BY id", [session.value]
         )
         source = f"transcript of {session.value} in PostgreSQL {self.db.where}"
-        messages: list[Message] = []
+        kept: list[tuple[Message, str]] = []
         skipped: list[int] = []
-        for number, (_row, text) in enumerate(found, start=1):
+        for number, (turn, text) in enumerate(found, start=1):
             try:
-                messages += parse_messages([json.loads(text)], source)
+                kept += [(m, turn) for m in parse_messages([json.loads(text)], source)]
             except (ValueError, CorruptDocumentError):
                 skipped.append(number)
         self._skipped[session.value] = skipped
-        return messages
+        return kept
+
+    def sessions(self) -> list[str]:
+        return [r[0] for r in self.db.rows("SELECT DISTINCT session FROM transcript ORDER BY 1")]
 
     def unreadable(self, session: SessionName) -> list[int]:
         return list(self._skipped.get(session.value, []))

@@ -1,0 +1,61 @@
+"""`koog storage prune` and status on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from koogcli.core.names import SessionName
+from koogcli.services import checkpoints, history, storage
+from koogcli.services.turn import TurnRequest, run_turn
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+S = SessionName("pr")
+
+
+def test_prune_removes_old_steps_and_keeps_restore_points(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    for text in ("one", "two", "three"):
+        run_turn(ctx, TurnRequest(S, text))
+    kinds = [c.kind for c in ctx.checkpoints.headers(S)]
+    assert {"step", "tombstone", "restore"} <= set(kinds)
+    assert storage.prune(ctx, older_than_days=1).checkpoints == 0
+    report = storage.prune(ctx, older_than_days=0)
+    assert report.checkpoints == kinds.count("step") + kinds.count("tombstone")
+    assert [c.kind for c in ctx.checkpoints.headers(S)] == ["restore"] * 3
+    first = checkpoints.list_(ctx, S)[-1]
+    second = checkpoints.list_(ctx, S)[-2]
+    checkpoints.rollback(ctx, S, second, compensate=False)
+    assert [m.text for m in ctx.history.load(S) if m.role == "user"] == ["one"]
+    assert first.message_count == 0
+
+
+@pytest.mark.postgresql_only  # the file backend's objects compaction is tested with checkpoints
+def test_prune_deletes_messages_nothing_refers_to(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    for text in ("alpha", "beta"):
+        run_turn(ctx, TurnRequest(S, text))
+    for c in ctx.checkpoints.headers(S):
+        ctx.checkpoints.delete(S, c.id)
+    history.clear(ctx, S)
+    for c in ctx.checkpoints.headers(S):  # the restore point `clear` took
+        ctx.checkpoints.delete(S, c.id)
+
+    def count() -> Any:
+        return storage.status(ctx)["counts"]["messages"]  # type: ignore[index]
+
+    assert count() >= 5
+    storage.prune(ctx, older_than_days=0)
+    assert count() == 0
+    assert ctx.history.load(S) == []
+
+
+def test_status_names_the_backend(make_ctx: Callable[..., Any], backend: str) -> None:
+    ctx = make_ctx()
+    run_turn(ctx, TurnRequest(S, "hi"))
+    info = storage.status(ctx)
+    assert info["backend"] == {"files": "files", "postgresql": "postgresql"}[backend]
+    assert info["counts"]["sessions"] == 1  # type: ignore[index]
