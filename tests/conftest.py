@@ -83,6 +83,24 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, iso
 
 
 @pytest.fixture
+def new_memory_store(backend: str, tmp_path: Path) -> Callable[[], Any]:
+    """A memory store on the test's backend; each call opens the same memory again."""
+
+    def new() -> Any:
+        if backend == "files":
+            from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+
+            return SqliteMemoryStore(tmp_path / "memory.sqlite3")
+        from koogcli.adapters.postgres.database import Database
+        from koogcli.adapters.postgres.memory import PgMemoryStore
+
+        env = os.environ
+        return PgMemoryStore(Database(env["KOOG_DATABASE_URL"], env["KOOG_DATABASE_SCHEMA"]))
+
+    return new
+
+
+@pytest.fixture
 def fake_model() -> FakeChatModel:
     return FakeChatModel()
 

@@ -330,6 +330,9 @@ class SqliteMemoryStore:
                 return kept[:limit]
             width *= 4
 
+    def vectors_supported(self) -> bool:
+        return True
+
     @sqlite_errors
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]:
         db = self._read()
@@ -341,6 +344,17 @@ class SqliteMemoryStore:
             (namespace, model),
         )
         return [_record(r) for r in rows]
+
+    @sqlite_errors
+    def vectors(self) -> list[tuple[str, str, list[float]]]:
+        db = self._read()
+        if db is None:
+            return []
+        rows = db.execute(
+            "SELECT r.id, v.model, v.vector FROM vectors v JOIN records r ON r.seq = v.record "
+            "ORDER BY v.vid"
+        )
+        return [(rid, model, array("f", blob).tolist()) for rid, model, blob in rows]
 
     @sqlite_errors
     def vector_dimension(self, model: str) -> int | None:

@@ -20,8 +20,11 @@ class Globals:
 
     def build(self, flags: dict[str, object] | None = None) -> Any:
         from koogcli.services import context
+        from koogcli.ui import render
 
-        return context.build(self.config, self.data_dir, self.env, flags, self.model_factory)
+        app_ctx = context.build(self.config, self.data_dir, self.env, flags, self.model_factory)
+        app_ctx.warn = render.warning
+        return app_ctx
 
 
 def globals_of(ctx: typer.Context) -> Globals:

@@ -72,7 +72,8 @@ def copy_(
     render.out(
         f"{report.sessions} sessions; copied {report.histories} histories, "
         f"{report.transcript_messages} transcript messages, {report.checkpoints} checkpoints, "
-        f"{report.compensations} compensation entries"
+        f"{report.compensations} compensation entries, {report.memory_records} memory "
+        f"records and {report.memory_vectors} vectors"
     )
     for line in report.skipped:
         render.warning(line)

@@ -234,6 +234,8 @@ class StorageSettings(_Strict):
     url: str = Field(default="", pattern=r"^$|^postgres(ql)?://")
     # The PostgreSQL schema koog's tables live in: several teams can share one database.
     db_schema: str = Field(default="koog", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    # The PostgreSQL text search configuration memory's full-text search stems with.
+    language: str = Field(default="english", pattern=r"^[a-z_]{1,63}$")
 
 
 class Settings(_Strict):

@@ -78,6 +78,8 @@ class AppContext:
     _embedder: Embedder | None = field(default=None, repr=False)
     # (session, tool) pairs the user answered "always" for (tool approval).
     approved_tools: set[tuple[str, str]] = field(default_factory=set)
+    # Where a service says something went other than asked, without failing.
+    warn: Callable[[str], None] = field(default=lambda text: _stderr_warning(text))
 
     @cached_property
     def config(self) -> LoadedConfig:
@@ -121,7 +123,8 @@ class AppContext:
         if self.env.get("KOOG_DATABASE_URL") or _mentions_storage(self.config_file):
             url = self.settings.storage.url
             if url:
-                return postgres_storage(url, self.settings.storage.db_schema)
+                storage = self.settings.storage
+                return postgres_storage(url, storage.db_schema, storage.language)
         return file_storage(self.data)
 
     @property
@@ -155,9 +158,7 @@ class AppContext:
 
     @cached_property
     def memory_store(self) -> MemoryStore:
-        from koogcli.adapters.sqlite_memory import SqliteMemoryStore
-
-        return SqliteMemoryStore(self.data.memory_file)
+        return self.storage.memory(self.warn)
 
     def embedder(self) -> Embedder:
         """Embeddings; only asked for when `[long_term_memory.embeddings] model` is set."""
@@ -278,6 +279,7 @@ class Storage:
     owner_alive: Callable[[Mapping[str, object] | None], bool]
     describe: Callable[[], dict[str, object]]
     migrate: Callable[[], list[int]]
+    memory: Callable[[Callable[[str], None]], MemoryStore]
 
 
 def file_storage(data: paths.DataDir) -> Storage:
@@ -304,10 +306,17 @@ def file_storage(data: paths.DataDir) -> Storage:
         processes.owner_alive,
         lambda: {"backend": "files", "where": str(data.root)},
         list,  # files carry their format version in each document: nothing to migrate
+        lambda warn: _sqlite_memory(data),
     )
 
 
-def postgres_storage(url: str, schema: str) -> Storage:
+def _sqlite_memory(data: paths.DataDir) -> MemoryStore:
+    from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+
+    return SqliteMemoryStore(data.memory_file)
+
+
+def postgres_storage(url: str, schema: str, language: str = "english") -> Storage:
     from koogcli.adapters.postgres import migrations, status
     from koogcli.adapters.postgres.checkpoints import PgCheckpointStore
     from koogcli.adapters.postgres.database import Database
@@ -327,14 +336,27 @@ def postgres_storage(url: str, schema: str) -> Storage:
         locks.alive,
         lambda: status.describe(db),
         lambda: migrations.migrate(db),
+        lambda warn: _pg_memory(db, language, warn),
     )
 
 
-def open_storage(where: str, schema: str) -> Storage:
+def _pg_memory(db: object, language: str, warn: Callable[[str], None]) -> MemoryStore:
+    from koogcli.adapters.postgres.memory import PgMemoryStore
+
+    return PgMemoryStore(db, language, warn)  # type: ignore[arg-type]
+
+
+def open_storage(where: str, schema: str, language: str = "english") -> Storage:
     """A backend named on the command line: a PostgreSQL URL, or a data dir."""
     if where.startswith(("postgresql://", "postgres://")):
-        return postgres_storage(where, schema)
+        return postgres_storage(where, schema, language)
     return file_storage(paths.DataDir(Path(where).expanduser()))
+
+
+def _stderr_warning(text: str) -> None:
+    import sys
+
+    sys.stderr.write(f"koog: warning: {text}\n")
 
 
 def _mentions_storage(config_file: Path | None) -> bool:

@@ -84,6 +84,8 @@ def resolve_mode(ctx: AppContext, mode: str | None) -> str:
             f"search mode {chosen!r} needs an embedding model",
             hint="set long_term_memory.embeddings.model, or use --mode fulltext",
         )
+    if chosen in ("embedding", "hybrid") and not ctx.memory_store.vectors_supported():
+        return "fulltext"
     return chosen
 
 

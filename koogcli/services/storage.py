@@ -11,6 +11,7 @@ from koogcli.core.errors import StorageError, UsageError
 from koogcli.core.names import SessionName
 
 if TYPE_CHECKING:
+    from koogcli.core.ports import MemoryStore
     from koogcli.services.context import AppContext, Storage
 
 
@@ -36,21 +37,25 @@ class CopyReport:
     transcript_messages: int = 0
     checkpoints: int = 0
     compensations: int = 0
+    memory_records: int = 0
+    memory_vectors: int = 0
     skipped: list[str] = field(default_factory=list)  # what could not be copied, and why
 
 
 def copy(ctx: AppContext, source: str, target: str) -> CopyReport:
     """Copy every session (history, transcript, checkpoints, compensation journal, pending
-    ingestion) from one backend to another. Idempotent: what the target has already is
+    ingestion) and long-term memory (records with their vectors) from one backend to another. Idempotent: what the target has already is
     left alone, so a copy killed halfway and run again completes without duplicates. The
     history goes last, so a session is listed at the target once the rest is there."""
     from koogcli.services.context import open_storage
 
     if source == target:
         raise UsageError("--from and --to name the same storage")
-    schema = ctx.settings.storage.db_schema
-    src, dst = open_storage(source, schema), open_storage(target, schema)
+    settings = ctx.settings.storage
+    src = open_storage(source, settings.db_schema, settings.language)
+    dst = open_storage(target, settings.db_schema, settings.language)
     report = CopyReport()
+    _copy_memory(src.memory(ctx.warn), dst.memory(ctx.warn), report)
     names = sorted(
         set(src.history.names()) | set(src.transcript.sessions()) | set(src.checkpoints.sessions())
     )
@@ -73,6 +78,22 @@ def copy(ctx: AppContext, source: str, target: str) -> CopyReport:
                 dst.history.put(session, stored.messages, stored.revision, stored.updated_at or "")
                 report.histories += 1
     return report
+
+
+def _copy_memory(src: MemoryStore, dst: MemoryStore, report: CopyReport) -> None:
+    """Records keep their ids, times and metadata, and their order; vectors follow their
+    records in batches per model."""
+    have = {r.id for r in dst.records()}
+    records = [r for r in src.records() if r.id not in have]
+    for start in range(0, len(records), 500):
+        report.memory_records += len(dst.add(records[start : start + 500]))
+    stored = {(rid, model) for rid, model, _ in dst.vectors()}
+    missing = [(rid, model, v) for rid, model, v in src.vectors() if (rid, model) not in stored]
+    for model in dict.fromkeys(model for _, model, _ in missing):
+        pairs = [(rid, v) for rid, m, v in missing if m == model]
+        for start in range(0, len(pairs), 500):
+            dst.put_vectors(model, pairs[start : start + 500])
+        report.memory_vectors += len(pairs)
 
 
 def _copy_checkpoints(src: Storage, dst: Storage, session: SessionName, report: CopyReport) -> None:

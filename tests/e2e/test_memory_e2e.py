@@ -121,7 +121,9 @@ def test_ingest_twice_adds_no_duplicates(run_koog: Run) -> None:
     assert only_users["added"] == 3
 
 
-def test_embeddings_mode(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path) -> None:
+def test_embeddings_mode(
+    backend: str, run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
     config = tmp_path / "embed.toml"
     config.write_text('[long_term_memory.embeddings]\nmodel = "test-embed"\n')
     env = {"KOOG_CONFIG": str(config)}
@@ -174,7 +176,7 @@ def test_corrupt_database_and_bad_input(run_koog: Run, data_dir: Path) -> None:
     assert empty.returncode == 2 and "empty" in empty.stderr
 
 
-def test_the_readme_example_finds_what_people_mean(run_koog: Run) -> None:
+def test_the_readme_example_finds_what_people_mean(backend: str, run_koog: Run) -> None:
     """Full-text search is the default without embeddings: word forms, case and accents."""
     add(run_koog, "deploys are blue-green")
     add(run_koog, "Le déploiement se fait le vendredi")

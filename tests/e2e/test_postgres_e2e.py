@@ -171,10 +171,12 @@ def _fill(env: dict[str, str], sessions: int, turns: int) -> None:
     """Sessions with turns, a manual checkpoint and a rollback, through koog's services
     and the real openai client (quicker than a process per turn)."""
     from koogcli.core.names import SessionName
-    from koogcli.services import checkpoints, context
+    from koogcli.services import checkpoints, context, memory
     from koogcli.services.turn import TurnRequest, run_turn
 
     ctx = context.build(env=env)
+    for n in range(12):
+        memory.add(ctx, f"fact {n} about deploys", f"ns{n % 2}", {"n": str(n)})
     for s in range(sessions):
         name = SessionName(f"s{s}")
         for t in range(turns):
@@ -192,7 +194,11 @@ def _picture(env: dict[str, str]) -> dict[str, object]:
 
     ctx = context.build(env=env)
     names = sorted(s.name for s in ctx.history.sessions())
+    store = ctx.memory_store
     return {
+        "memory": [views.record_dict(r) for r in store.records()],
+        "vectors": store.vectors(),
+    } | {
         name: (
             history.export(ctx, SessionName(name)),
             [views.checkpoint_dict(c) for c in checkpoints.list_(ctx, SessionName(name), True)],
@@ -211,7 +217,9 @@ def test_copy_files_to_postgresql_to_a_fresh_dir_keeps_everything_and_resumes(
     zygote: Zygote,
 ) -> None:
     source, target = tmp_path / "source", tmp_path / "target"
-    files = {**koog_env, "KOOG_DATA_DIR": str(source)}
+    config = tmp_path / "embed.toml"
+    config.write_text('[long_term_memory.embeddings]\nmodel = "test-embed"\n')
+    files = {**koog_env, "KOOG_DATA_DIR": str(source), "KOOG_CONFIG": str(config)}
     _fill(files, sessions=6, turns=4)
     url = pg_env["KOOG_DATABASE_URL"]
     schema = {"KOOG_DATABASE_SCHEMA": pg_env["KOOG_DATABASE_SCHEMA"]}
@@ -219,6 +227,7 @@ def test_copy_files_to_postgresql_to_a_fresh_dir_keeps_everything_and_resumes(
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
     assert (report["sessions"], report["histories"], report["skipped"]) == (6, 6, [])
+    assert (report["memory_records"], report["memory_vectors"]) == (12, 12)
     assert PASSWORD not in first.stdout + first.stderr
     again = json.loads(
         run_koog("storage", "copy", "--from", str(source), "--to", url, "--json", env=schema).stdout
@@ -240,6 +249,8 @@ def test_copy_files_to_postgresql_to_a_fresh_dir_keeps_everything_and_resumes(
     last = run_koog("storage", "copy", "--from", url, "--to", str(target), env=schema)
     assert last.returncode == 0, last.stderr
     on_files = _picture(files)
-    assert len(on_files) == 6
-    assert _picture({**koog_env, **pg_env}) == on_files
-    assert _picture({**koog_env, "KOOG_DATA_DIR": str(target)}) == on_files
+    assert len(on_files) == 8 and len(on_files["vectors"]) == 12  # type: ignore[arg-type]
+    assert _picture({**koog_env, **pg_env, "KOOG_CONFIG": str(config)}) == on_files
+    assert (
+        _picture({**koog_env, "KOOG_DATA_DIR": str(target), "KOOG_CONFIG": str(config)}) == on_files
+    )

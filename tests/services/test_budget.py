@@ -64,6 +64,7 @@ def short_summaries(body: dict[str, Any]) -> dict[str, Any]:
     return {"content": "noted"}
 
 
+@pytest.mark.files_only  # token arithmetic: the same on every backend
 def test_estimates_after_one_turn_are_within_15_percent(
     live_ctx: Build, server: FakeOpenAIServer
 ) -> None:
@@ -83,6 +84,7 @@ def test_estimates_after_one_turn_are_within_15_percent(
     assert max(errors) <= 0.15, [round(e, 3) for e in errors]
 
 
+@pytest.mark.files_only  # token arithmetic: the same on every backend
 def test_a_session_three_times_the_context_never_sends_a_request_over_it(
     live_ctx: Build, server: FakeOpenAIServer
 ) -> None:

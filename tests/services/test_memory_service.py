@@ -17,6 +17,9 @@ from koogcli.services import memory
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel, mortal
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.stored import stored_bytes
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 S = SessionName("m")
 KOTLIN = ["Kotlin was developed by JetBrains", "Kotlin coroutines simplify async programming"]
@@ -48,8 +51,8 @@ def test_case52_the_model_sees_relevant_information(
     sent = fake_model.requests[0].messages
     assert "Relevant information" in sent[0].text and KOTLIN[0] in sent[0].text
     assert sent[0].role == "system" and sent[-1].text == "Tell me about Kotlin"
-    stored = ctx.data.session_file(S).read_text()
-    assert "Relevant information" not in stored  # the augmentation is never stored
+    stored = stored_bytes(ctx, S)
+    assert b"Relevant information" not in stored  # the augmentation is never stored
 
 
 def test_case53_no_retrieval_no_augmentation(

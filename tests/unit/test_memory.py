@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import random
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,20 +19,21 @@ from koogcli.core.messages import Message, system, user
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteMemoryStore:
-    return SqliteMemoryStore(tmp_path / "memory.sqlite3")
+def store(new_memory_store: Callable[[], Any]) -> Any:
+    """Koog's cases hold on either backend's store (SQLite file, PostgreSQL)."""
+    return new_memory_store()
 
 
 def contents(hits: list[SearchHit]) -> list[str]:
     return [h.record.content for h in hits]
 
 
-def test_case46_ids_are_generated(store: SqliteMemoryStore) -> None:
+def test_case46_ids_are_generated(store: Any) -> None:
     ids = store.add([MemoryRecord("Test content 1"), MemoryRecord("Test content 2")])
     assert store.size("default") == 2 and len(set(ids)) == 2 and all(ids)
 
 
-def test_case47_keyword_substring(store: SqliteMemoryStore) -> None:
+def test_case47_keyword_substring(store: Any) -> None:
     store.add(
         [
             MemoryRecord(t)
@@ -44,21 +47,21 @@ def test_case47_keyword_substring(store: SqliteMemoryStore) -> None:
     assert len(store.search_keyword("programming", "default", 10)) == 2
 
 
-def test_case48_keyword_limit_and_case(store: SqliteMemoryStore) -> None:
+def test_case48_keyword_limit_and_case(store: Any) -> None:
     store.add([MemoryRecord(f"Test {i}") for i in range(3)])
     assert len(store.search_keyword("Test", "default", 2)) == 2
     store.add([MemoryRecord("KOTLIN is great", "k"), MemoryRecord("kotlin is awesome", "k")])
     assert len(store.search_keyword("Kotlin", "k", 10)) == 2
 
 
-def test_case49_jaccard(store: SqliteMemoryStore) -> None:
+def test_case49_jaccard(store: Any) -> None:
     store.add([MemoryRecord("apple orange banana"), MemoryRecord("car truck motorcycle")])
     hits = store.search_similarity("banana apple", "default", 10)
     assert contents(hits) == ["apple orange banana"] and hits[0].score == pytest.approx(2 / 3)
     assert store.search_similarity("banana apple", "default", 10, threshold=0.7) == []
 
 
-def test_case50_no_overlap_no_results(store: SqliteMemoryStore) -> None:
+def test_case50_no_overlap_no_results(store: Any) -> None:
     store.add(
         [
             MemoryRecord("Kotlin was developed by JetBrains"),
@@ -100,14 +103,14 @@ def test_user_augmenter_targets_the_last_user_message() -> None:
     assert "[1] fact" in out[1].text
 
 
-def test_namespaces_are_isolated(store: SqliteMemoryStore) -> None:
+def test_namespaces_are_isolated(store: Any) -> None:
     store.add([MemoryRecord("secret plan", "a"), MemoryRecord("public plan", "b")])
     assert contents(store.search_keyword("plan", "a", 10)) == ["secret plan"]
     assert contents(store.search_similarity("plan", "b", 10)) == ["public plan"]
     assert store.search_keyword("plan", "nowhere", 10) == []
 
 
-def test_store_agrees_with_the_reference_on_random_data(store: SqliteMemoryStore) -> None:
+def test_store_agrees_with_the_reference_on_random_data(store: Any) -> None:
     rng = random.Random(7)
     vocabulary = [f"w{i}" for i in range(40)] + ["Kotlin", "kotlin", "café", "x_y", "Zz"]
     records = [
@@ -129,21 +132,21 @@ def test_store_agrees_with_the_reference_on_random_data(store: SqliteMemoryStore
         ]
 
 
-def test_sources_deduplicate(store: SqliteMemoryStore) -> None:
+def test_sources_deduplicate(store: Any) -> None:
     first = store.add([MemoryRecord("x", source="s/1"), MemoryRecord("y", source="s/2")])
     again = store.add([MemoryRecord("x", source="s/1"), MemoryRecord("z", source="s/3")])
     assert len(first) == 2 and len(again) == 1 and store.size("default") == 3
     assert store.known_sources("default", ["s/1", "s/9"]) == {"s/1"}
 
 
-def test_delete_removes_from_every_index(store: SqliteMemoryStore) -> None:
+def test_delete_removes_from_every_index(store: Any) -> None:
     [gone, _] = store.add([MemoryRecord("alpha beta"), MemoryRecord("alpha gamma")])
     assert store.delete(gone) and not store.delete(gone)
     assert contents(store.search_similarity("alpha beta", "default", 10)) == ["alpha gamma"]
     assert contents(store.search_keyword("alpha", "default", 10)) == ["alpha gamma"]
 
 
-def test_vectors_rank_by_cosine(store: SqliteMemoryStore) -> None:
+def test_vectors_rank_by_cosine(store: Any) -> None:
     store.add([MemoryRecord("east"), MemoryRecord("north")], [[1.0, 0.0], [0.0, 1.0]], "m")
     hits = store.search_vectors([0.9, 0.1], "default", "m", 10)
     assert contents(hits) == ["east", "north"] and hits[0].metric == "cosine"

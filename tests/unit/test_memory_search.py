@@ -3,7 +3,9 @@ derived vector index staying true to the database through additions, deletes and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,8 +14,8 @@ from koogcli.adapters.sqlite_memory import SqliteMemoryStore
 from koogcli.core.memory import MemoryRecord
 
 
-def store_with(tmp_path: Path, *texts: str, **meta: str) -> SqliteMemoryStore:
-    store = SqliteMemoryStore(tmp_path / "memory.sqlite3")
+def store_with(new: Callable[[], Any], *texts: str, **meta: str) -> Any:
+    store = new()
     store.add([MemoryRecord(t, metadata=dict(meta)) for t in texts])
     return store
 
@@ -22,8 +24,10 @@ def contents(hits: list) -> list[str]:  # type: ignore[type-arg]
     return [h.record.content for h in hits]
 
 
-def test_fulltext_scores_say_how_much_of_the_query_matched(tmp_path: Path) -> None:
-    store = store_with(tmp_path, "deploys are blue-green", "blue notebooks", "green tea")
+def test_fulltext_scores_say_how_much_of_the_query_matched(
+    new_memory_store: Callable[[], Any],
+) -> None:
+    store = store_with(new_memory_store, "deploys are blue-green", "blue notebooks", "green tea")
     [only] = store.search_fulltext("how do we deploy on tuesday", "default", 5)
     assert only.record.content == "deploys are blue-green" and only.metric == "bm25"
     assert only.score == pytest.approx(0.5)  # the best hit, holding one word of two
@@ -37,16 +41,16 @@ def test_fulltext_scores_say_how_much_of_the_query_matched(tmp_path: Path) -> No
     assert store.search_fulltext('"; DROP TABLE records; --', "default", 5) == []
 
 
-def test_fulltext_follows_deletes(tmp_path: Path) -> None:
-    store = store_with(tmp_path, "deploys are blue-green", "deploy on fridays")
+def test_fulltext_follows_deletes(new_memory_store: Callable[[], Any]) -> None:
+    store = store_with(new_memory_store, "deploys are blue-green", "deploy on fridays")
     first = store.search_fulltext("deploy", "default", 5)
     assert len(first) == 2
     store.delete(first[0].record.id)
     assert len(store.search_fulltext("deploy", "default", 5)) == 1
 
 
-def test_metadata_filters_and_several_namespaces(tmp_path: Path) -> None:
-    store = SqliteMemoryStore(tmp_path / "memory.sqlite3")
+def test_metadata_filters_and_several_namespaces(new_memory_store: Callable[[], Any]) -> None:
+    store = new_memory_store()
     store.add(
         [
             MemoryRecord("pager rota", "a", metadata={"team": "infra", "level": 2}),

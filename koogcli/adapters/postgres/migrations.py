@@ -71,7 +71,45 @@ CREATE TABLE pending_ingestion (
 );
 """
 
-MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "sessions, transcripts, checkpoints", _V1),)
+# Long-term memory. `tokens` (Koog's word set) answers jaccard through a GIN index,
+# `content_lower` keyword search, `search` full-text search (words without diacritics, in
+# the configured text search language). Vectors are plain arrays, so the table is the same
+# with or without the pgvector extension; with it, each model gets an HNSW index over the
+# arrays cast to its dimension (adapters/postgres/memory.py).
+_V2 = """
+CREATE TABLE memory_records (
+    seq bigserial PRIMARY KEY,
+    id text NOT NULL UNIQUE,
+    namespace text NOT NULL,
+    content text NOT NULL,
+    content_lower text NOT NULL,
+    metadata text NOT NULL,
+    created_at text NOT NULL,
+    source text,
+    tokens text[] NOT NULL,
+    search tsvector NOT NULL
+);
+CREATE INDEX memory_records_by_namespace ON memory_records (namespace, seq);
+CREATE UNIQUE INDEX memory_records_by_source ON memory_records (namespace, source)
+    WHERE source IS NOT NULL;
+CREATE INDEX memory_records_tokens ON memory_records USING gin (tokens);
+CREATE INDEX memory_records_search ON memory_records USING gin (search);
+CREATE TABLE memory_vectors (
+    record bigint NOT NULL REFERENCES memory_records (seq) ON DELETE CASCADE,
+    model text NOT NULL,
+    vector real[] NOT NULL,
+    PRIMARY KEY (model, record)
+);
+CREATE TABLE memory_settings (
+    key text PRIMARY KEY,
+    value text NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "sessions, transcripts, checkpoints", _V1),
+    (2, "long-term memory", _V2),
+)
 LATEST = MIGRATIONS[-1][0]
 
 
@@ -106,10 +144,24 @@ def migrate(db: Database, target: int = LATEST) -> list[int]:
         for number, _title, sql in MIGRATIONS:
             if number <= (current or 0) or number > target:
                 continue
+            if number == 2:
+                _try_vector_extension(conn)
             conn.execute(sql)
             conn.execute("INSERT INTO koog_schema (version) VALUES (%s)", [number])
             applied.append(number)
     return applied
+
+
+def _try_vector_extension(conn: psycopg.Connection[Any]) -> None:
+    """pgvector when the server has it and this user may enable it; without it vector
+    search is exact (and says so)."""
+    import psycopg
+
+    try:
+        with conn.transaction():  # a savepoint: a refusal leaves the migration intact
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+    except psycopg.Error:
+        pass
 
 
 def ensure_current(db: Database) -> None:

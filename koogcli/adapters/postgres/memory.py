@@ -1,0 +1,459 @@
+"""PgMemoryStore: long-term memory in PostgreSQL, with the file backend's modes and scores.
+
+- fulltext: a `tsvector` per record in the configured text search language, over the text
+  with its diacritics removed (folded here, so no extension is needed). Question words are
+  left out of the query, words held by a tenth or more of a large memory rank nothing while
+  rarer ones are present, and the score is the rank relative to the best hit times the
+  share of the query's words the record holds: the same rules as adapters/memory_queries.py.
+- jaccard: Koog's word sets as a `text[]` with a GIN index; PostgreSQL computes the overlap.
+- keyword: Koog's substring rule over the lower-cased content, in insertion order.
+- embeddings: vectors are `real[]` rows. With the pgvector extension each (model, dimension)
+  gets an HNSW index over the arrays cast to `vector(d)`, searched by cosine distance; a
+  filtered search that comes back short is redone exactly. Without the extension vector
+  modes fall back to full-text, and the store says so once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from koogcli.adapters.memory_queries import _TERMS, STOPWORDS, Scored, fuse
+from koogcli.adapters.postgres.database import Database
+from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
+from koogcli.core.ports import Namespaces
+
+_COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
+
+
+def fold(text: str) -> str:
+    """Lower-cased, without diacritics: "Déploiement" and "deploiement" are one word."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def _spaces(namespace: Namespaces) -> list[str] | None:
+    if namespace is None:
+        return None
+    return [namespace] if isinstance(namespace, str) else list(namespace)
+
+
+def _scope(namespace: Namespaces, where: Mapping[str, str] | None) -> tuple[str, list[object]]:
+    """Conditions on `r` (each led by AND) for the namespaces and metadata values."""
+    sql, args = "", list[object]()
+    spaces = _spaces(namespace)
+    if spaces is not None:
+        sql += " AND r.namespace = ANY(%s)"
+        args.append(spaces)
+    for key, value in (where or {}).items():
+        sql += " AND (r.metadata::jsonb ->> %s) = %s"
+        args += [key, value]
+    return sql, args
+
+
+def _record(row: Sequence[Any]) -> MemoryRecord:
+    _, rid, namespace, content, metadata, created_at, source = row
+    return MemoryRecord(content, namespace, rid, json.loads(metadata), created_at, source)
+
+
+class PgMemoryStore:
+    def __init__(self, db: Database, language: str = "english", warn: Any = None) -> None:
+        self.db = db
+        self.language = language
+        self.warn = warn
+        self._vector_type: str | None = None
+        self._checked = False
+        self._warned = False
+
+    # -- set-up --------------------------------------------------------------------
+
+    def _conn(self) -> Any:
+        conn = self.db.conn
+        if not self._checked:
+            with self.db.errors():
+                found = conn.execute(
+                    "SELECT extnamespace::regnamespace::text FROM pg_extension "
+                    "WHERE extname = 'vector'"
+                ).fetchone()
+                self._vector_type = f"{found[0]}.vector" if found else None
+                self._use_language(conn)
+            self._checked = True
+        return conn
+
+    def _use_language(self, conn: Any) -> None:
+        """Records are indexed in one language; a new setting re-indexes them once."""
+        with conn.transaction():
+            conn.execute("LOCK TABLE memory_settings IN EXCLUSIVE MODE")
+            row = conn.execute(
+                "SELECT value FROM memory_settings WHERE key = 'language'"
+            ).fetchone()
+            if row is not None and row[0] == self.language:
+                return
+            found = conn.execute("SELECT seq, content FROM memory_records").fetchall()
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE memory_records SET search = to_tsvector(%s::regconfig, %s) "
+                    "WHERE seq = %s",
+                    [(self.language, fold(content), seq) for seq, content in found],
+                )
+            conn.execute(
+                "INSERT INTO memory_settings VALUES ('language', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [self.language],
+            )
+
+    def vectors_supported(self) -> bool:
+        self._conn()
+        if self._vector_type is None and not self._warned and self.warn is not None:
+            self._warned = True
+            self.warn(
+                f"the PostgreSQL database at {self.db.where} has no pgvector extension: "
+                "memory search uses full-text instead of embeddings"
+            )
+        return self._vector_type is not None
+
+    def _ensure_index(self, model: str, dimension: int) -> None:
+        """One HNSW index per (model, dimension), created the first time it is needed."""
+        from psycopg import sql
+
+        name = "memory_hnsw_" + hashlib.sha256(f"{model}\0{dimension}".encode()).hexdigest()[:16]
+        conn = self._conn()
+        with self.db.errors():
+            if conn.execute("SELECT to_regclass(%s)", [name]).fetchone()[0] is not None:
+                return
+            with conn.transaction():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
+                    [":" + name],
+                )
+                conn.execute(
+                    sql.SQL(
+                        "CREATE INDEX IF NOT EXISTS {} ON memory_vectors USING hnsw "
+                        "((vector::{}({})) vector_cosine_ops) WHERE model = {}"
+                    ).format(
+                        sql.Identifier(name),
+                        sql.SQL(self._vector_type or "vector"),
+                        sql.Literal(dimension),
+                        sql.Literal(model),
+                    )
+                )
+
+    # -- writes --------------------------------------------------------------------
+
+    def add(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: Sequence[Sequence[float]] | None = None,
+        model: str = "",
+    ) -> list[str]:
+        if not records:
+            return []
+        self._conn()
+        added: dict[str, int] = {}
+        with self.db.transaction() as cur:
+            for r in records:
+                cur.execute(
+                    "INSERT INTO memory_records (id, namespace, content, content_lower, "
+                    "metadata, created_at, source, tokens, search) VALUES "
+                    "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
+                    "ON CONFLICT DO NOTHING RETURNING seq",  # a known id or source
+                    [
+                        r.id,
+                        r.namespace,
+                        r.content,
+                        r.content.lower(),
+                        json.dumps(r.metadata),
+                        r.created_at,
+                        r.source,
+                        sorted(tokenize(r.content)),
+                        self.language,
+                        fold(r.content),
+                    ],
+                )
+                row = cur.fetchone()
+                if row is not None:
+                    added[r.id] = int(row[0])
+            if vectors is not None and added:
+                cur.executemany(
+                    "INSERT INTO memory_vectors VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    [
+                        (added[r.id], model, list(v))
+                        for r, v in zip(records, vectors, strict=True)
+                        if r.id in added
+                    ],
+                )
+        if vectors is not None and added and self.vectors_supported():
+            self._ensure_index(model, len(vectors[0]))
+        return list(added)
+
+    def put_vectors(self, model: str, pairs: Sequence[tuple[str, Sequence[float]]]) -> None:
+        if not pairs:
+            return
+        self._conn()
+        with self.db.transaction() as cur:
+            cur.executemany(
+                "INSERT INTO memory_vectors SELECT seq, %s, %s FROM memory_records "
+                "WHERE id = %s ON CONFLICT DO NOTHING",
+                [(model, list(vector), record_id) for record_id, vector in pairs],
+            )
+        if self.vectors_supported():
+            self._ensure_index(model, len(pairs[0][1]))
+
+    def delete(self, record_id: str) -> bool:
+        self._conn()
+        with self.db.transaction() as cur:
+            cur.execute("DELETE FROM memory_records WHERE id = %s", [record_id])
+            return cur.rowcount > 0
+
+    # -- reads ---------------------------------------------------------------------
+
+    def _rows(self, query: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        self._conn()
+        return self.db.rows(query, args)
+
+    def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]:
+        if not sources:
+            return set()
+        found = self._rows(
+            "SELECT source FROM memory_records WHERE namespace = %s AND source = ANY(%s)",
+            [namespace, list(sources)],
+        )
+        return {r[0] for r in found}
+
+    def records(
+        self, namespace: Namespaces = None, where: Mapping[str, str] | None = None
+    ) -> list[MemoryRecord]:
+        condition, args = _scope(namespace, where)
+        found = self._rows(
+            f"SELECT {_COLUMNS} FROM memory_records r WHERE true{condition} ORDER BY seq", args
+        )
+        return [_record(r) for r in found]
+
+    def size(self, namespace: str) -> int:
+        return int(
+            self._rows("SELECT count(*) FROM memory_records WHERE namespace = %s", [namespace])[0][
+                0
+            ]
+        )
+
+    def get(self, record_id: str) -> MemoryRecord | None:
+        found = self._rows(f"SELECT {_COLUMNS} FROM memory_records WHERE id = %s", [record_id])
+        return _record(found[0]) if found else None
+
+    def namespaces(self) -> list[str]:
+        return [
+            r[0] for r in self._rows("SELECT DISTINCT namespace FROM memory_records ORDER BY 1")
+        ]
+
+    def ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        found = self._rows(
+            "SELECT id FROM memory_records WHERE left(id, %s) = %s ORDER BY seq LIMIT %s",
+            [len(prefix), prefix, limit],
+        )
+        return [r[0] for r in found]
+
+    def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]:
+        found = self._rows(
+            f"SELECT {_COLUMNS} FROM memory_records r WHERE namespace = %s AND NOT EXISTS "
+            "(SELECT 1 FROM memory_vectors v WHERE v.model = %s AND v.record = r.seq) "
+            "ORDER BY seq",
+            [namespace, model],
+        )
+        return [_record(r) for r in found]
+
+    def vector_count(self, model: str) -> int:
+        found = self._rows("SELECT count(*) FROM memory_vectors WHERE model = %s", [model])
+        return int(found[0][0])
+
+    def vectors(self) -> list[tuple[str, str, list[float]]]:
+        found = self._rows(
+            "SELECT r.id, v.model, v.vector FROM memory_vectors v "
+            "JOIN memory_records r ON r.seq = v.record ORDER BY v.record, v.model"
+        )
+        return [(rid, model, list(vector)) for rid, model, vector in found]
+
+    def vector_dimension(self, model: str) -> int | None:
+        found = self._rows(
+            "SELECT cardinality(vector) FROM memory_vectors WHERE model = %s LIMIT 1", [model]
+        )
+        return int(found[0][0]) if found else None
+
+    # -- search --------------------------------------------------------------------
+
+    def search_keyword(
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        if threshold > 1.0:  # every keyword hit scores 1.0
+            return []
+        condition, args = _scope(namespace, where)
+        found = self._rows(
+            f"SELECT seq FROM memory_records r WHERE strpos(r.content_lower, %s) > 0{condition} "
+            "ORDER BY seq LIMIT %s",
+            [query.lower(), *args, limit],
+        )
+        return self._hits([(int(r[0]), 1.0) for r in found], "keyword")
+
+    def search_similarity(
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        words = sorted(tokenize(query))
+        if not words:
+            return []
+        condition, args = _scope(namespace, where)
+        found = self._rows(
+            "SELECT seq, score FROM (SELECT r.seq, "
+            "shared::float8 / (%s + cardinality(r.tokens) - shared) AS score FROM "
+            "(SELECT r.*, (SELECT count(*) FROM unnest(r.tokens) t WHERE t = ANY(%s)) AS shared "
+            f"FROM memory_records r WHERE r.tokens && %s::text[]{condition}) r) scored "
+            "WHERE score > 0 AND score >= %s ORDER BY score DESC, seq LIMIT %s",
+            [len(words), words, words, *args, threshold, limit],
+        )
+        return self._hits([(int(s), float(v)) for s, v in found], "jaccard")
+
+    def search_fulltext(
+        self,
+        query: str,
+        namespace: Namespaces,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        return self._hits(self._fulltext(query, namespace, where, limit, threshold), "bm25")
+
+    def _fulltext(
+        self,
+        query: str,
+        namespace: Namespaces,
+        where: Mapping[str, str] | None,
+        limit: int,
+        threshold: float,
+    ) -> Scored:
+        words = set(_TERMS.findall(fold(query)))
+        terms = sorted(words - STOPWORDS) or sorted(words)
+        if not terms or limit <= 0:
+            return []
+        lang = self.language
+        # A term the language drops (its own stop words) matches nothing: left out.
+        frequency: dict[str, int] = {}
+        for term in terms:
+            row = self._rows(
+                "SELECT CASE WHEN numnode(q) = 0 THEN -1 ELSE "
+                "(SELECT count(*) FROM memory_records WHERE search @@ q) END "
+                "FROM plainto_tsquery(%s::regconfig, %s) q",
+                [lang, term],
+            )[0]
+            if row[0] >= 0:
+                frequency[term] = int(row[0])
+        if not frequency:
+            return []
+        size = self._rows("SELECT last_value FROM memory_records_seq_seq")[0][0]
+        cutoff = max(2000, int(size) // 10)
+        ranked = [t for t in frequency if frequency[t] <= cutoff] or list(frequency)
+        present = [t for t in ranked if frequency[t]]
+        if not present:
+            return []
+        queries = " || ".join(["plainto_tsquery(%s::regconfig, %s)"] * len(present))
+        held = " + ".join(["(r.search @@ plainto_tsquery(%s::regconfig, %s))::int"] * len(present))
+        pairs = [x for t in present for x in (lang, t)]
+        condition, args = _scope(namespace, where)
+        found = self._rows(
+            f"SELECT r.seq, ts_rank(r.search, q, 1), {held} FROM memory_records r, "
+            f"(SELECT {queries} AS q) query WHERE r.search @@ q{condition} "
+            "ORDER BY 2 DESC, r.seq LIMIT %s",
+            [*pairs, *pairs, *args, max(limit * 4, 50)],
+        )
+        if not found:
+            return []
+        best = max(float(raw) for _, raw, _ in found) or 1.0
+        scored = [
+            (int(seq), round(max(float(raw), 0.0) / best * int(count) / len(ranked), 6))
+            for seq, raw, count in found
+        ]
+        kept = [(seq, score) for seq, score in scored if score > 0 and score >= threshold]
+        kept.sort(key=lambda s: (-s[1], s[0]))
+        return kept[:limit]
+
+    def search_vectors(
+        self,
+        vector: Sequence[float],
+        namespace: Namespaces,
+        model: str,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        near = self._nearest(vector, namespace, model, limit, where)
+        return self._hits([(seq, s) for seq, s in near if s >= threshold], "cosine")
+
+    def search_hybrid(
+        self,
+        query: str,
+        vector: Sequence[float],
+        namespace: Namespaces,
+        model: str,
+        limit: int,
+        threshold: float = 0.0,
+        where: Mapping[str, str] | None = None,
+    ) -> list[SearchHit]:
+        depth = max(limit * 4, 20)
+        words = self._fulltext(query, namespace, where, depth, 0.0)
+        near = self._nearest(vector, namespace, model, depth, where)
+        fused = [(seq, s) for seq, s in fuse([words, near], limit) if s >= threshold]
+        return self._hits(fused, "hybrid")
+
+    def _nearest(
+        self,
+        vector: Sequence[float],
+        namespace: Namespaces,
+        model: str,
+        limit: int,
+        where: Mapping[str, str] | None,
+    ) -> list[tuple[int, float]]:
+        """The `limit` nearest records as (seq, cosine): through the HNSW index, and
+        exactly when filters left the index's answer short."""
+        if not self.vectors_supported() or not vector:
+            return []
+        kind = f"{self._vector_type}({len(vector)})"
+        condition, args = _scope(namespace, where)
+        text = "[" + ",".join(repr(float(v)) for v in vector) + "]"
+        distance = f"(v.vector::{kind}) <=> %s::{kind}"
+        select = (
+            f"SELECT r.seq, 1 - ({distance}) FROM memory_vectors v "
+            f"JOIN memory_records r ON r.seq = v.record WHERE v.model = %s{condition}"
+        )
+        from psycopg import sql
+
+        literal_model = sql.Literal(model).as_string(self.db.conn)
+        select = select.replace("v.model = %s", f"v.model = {literal_model}", 1)
+        with self.db.transaction() as cur:
+            cur.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, limit * 4))}")
+            cur.execute(f"{select} ORDER BY {distance} LIMIT %s", [text, *args, text, limit])
+            found = cur.fetchall()
+            if len(found) < limit and (namespace is not None or where):
+                cur.execute("SET LOCAL enable_indexscan = off")  # exact, over what passes
+                cur.execute(f"{select} ORDER BY {distance} LIMIT %s", [text, *args, text, limit])
+                found = cur.fetchall()
+        return [(int(seq), round(float(score), 6)) for seq, score in found]
+
+    def _hits(self, scored: Sequence[tuple[int, float]], metric: str) -> list[SearchHit]:
+        if not scored:
+            return []
+        found = self._rows(
+            f"SELECT {_COLUMNS} FROM memory_records WHERE seq = ANY(%s)",
+            [[s for s, _ in scored]],
+        )
+        rows = {int(r[0]): _record(r) for r in found}
+        return [SearchHit(rows[s], score, metric) for s, score in scored if s in rows]  # type: ignore[arg-type]
