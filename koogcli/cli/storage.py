@@ -29,6 +29,10 @@ def status(ctx: typer.Context, as_json: bool = JSON) -> None:
         version, ours = info["schema_version"], info["program_schema_version"]
         state = "current" if version == ours else f"this koog uses version {ours}"
         lines.append(f"version: {version} ({'not created yet' if not version else state})")
+        vector = info.get("pgvector")
+        lines.append(
+            f"vectors: pgvector {vector} (HNSW)" if vector else "vectors: no pgvector (full-text)"
+        )
     counts = info.get("counts")
     if isinstance(counts, dict):
         lines += [f"{name.replace('_', ' ')}: {count}" for name, count in counts.items()]

@@ -53,7 +53,7 @@ def test_turns_are_stored_in_the_database_and_the_password_is_never_shown(
         "second",
     ]
     status = run_koog("storage", "status", env=pg_env)
-    assert "backend: postgresql" in status.stdout and "version: 1 (current)" in status.stdout
+    assert "backend: postgresql" in status.stdout and "version: 2 (current)" in status.stdout
     assert "sessions: 1" in status.stdout
     config = run_koog("config", "show", env=pg_env)
     outputs = [shown, status, config, run_koog("checkpoint", "list", "-s", "work", env=pg_env)]
@@ -120,7 +120,31 @@ def test_two_concurrent_migrations_apply_each_version_once(
     assert sum("applied migration" in s for s in said) == 1, said
     assert sum("nothing to do" in s for s in said) == 1, said
     rows = _sql(postgres, pg_env["KOOG_DATABASE_SCHEMA"], "SELECT version FROM koog_schema")
-    assert sorted(r[0] for r in rows) == [1]
+    assert sorted(r[0] for r in rows) == [1, 2]
+
+
+def test_a_schema_at_version_1_asks_to_migrate_and_migrates_with_its_data(
+    run_koog: Run, pg_env: dict[str, str]
+) -> None:
+    from koogcli.adapters.postgres import migrations
+    from koogcli.adapters.postgres.database import Database
+    from koogcli.adapters.postgres.sessions import PgHistoryStore
+    from koogcli.core.messages import assistant, user
+    from koogcli.core.names import SessionName
+
+    db = Database(pg_env["KOOG_DATABASE_URL"], pg_env["KOOG_DATABASE_SCHEMA"], check_version=False)
+    assert migrations.migrate(db, target=1) == [1]
+    PgHistoryStore(db).write(SessionName("old"), [user("kept?"), assistant("kept.")], 0)
+    db.close()
+    refused = run_koog("history", "show", "-s", "old", env=pg_env)
+    assert refused.returncode == 3
+    assert "is at version 1; this koog needs version 2" in refused.stderr
+    assert "koog storage migrate" in refused.stderr
+    done = run_koog("storage", "migrate", env=pg_env)
+    assert done.returncode == 0 and "applied migration 2" in done.stdout, done.stderr
+    shown = run_koog("history", "show", "-s", "old", env=pg_env)
+    assert shown.stdout.splitlines() == ["[user] kept?", "[assistant] kept."]
+    assert run_koog("memory", "add", "now with memory", env=pg_env).returncode == 0
 
 
 # 25 turns through koog's services in one process (one start-up per process); the turns

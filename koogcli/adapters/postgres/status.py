@@ -11,6 +11,7 @@ _COUNTS = (
     ("messages", "messages"),
     ("transcript_messages", "transcript"),
     ("checkpoints", "checkpoints"),
+    ("memory_records", "memory_records"),
 )
 
 
@@ -19,10 +20,14 @@ def describe(db: Database) -> dict[str, object]:
     with db.errors():
         current = migrations.version(conn, db.schema)
         counts: dict[str, int] = {}
-        if current:
-            for label, table in _COUNTS:
+        for label, table in _COUNTS:
+            exists = conn.execute("SELECT to_regclass(%s)", [f"{db.schema}.{table}"]).fetchone()
+            if exists and exists[0] is not None:
                 row = conn.execute(f"SELECT count(*) FROM {db.schema}.{table}").fetchone()
                 counts[label] = int(row[0]) if row else 0
+        vector = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
         server = conn.info.server_version
     return {
         "backend": "postgresql",
@@ -31,5 +36,6 @@ def describe(db: Database) -> dict[str, object]:
         "schema_version": current or 0,
         "program_schema_version": migrations.LATEST,
         "server_version": f"{server // 10000}.{server % 10000}",
+        "pgvector": vector[0] if vector else None,
         "counts": counts,
     }
