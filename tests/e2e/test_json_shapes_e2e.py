@@ -37,7 +37,7 @@ def check(shape: str, value: Any) -> None:
 
 
 def test_documented_shapes_match_real_output(
-    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path, data_dir: Path
 ) -> None:
     config = tmp_path / "shapes.toml"
     config.write_text('[roles.helper]\nsystem = "Help."\n')
@@ -72,6 +72,11 @@ def test_documented_shapes_match_real_output(
         "memory ingest --json": out("memory", "ingest", "-s", "j", "--json"),
         "memory recall --json": out("memory", "recall", "blue", "-s", "j", "--json"),
         "config show --json": out("config", "show", "--json"),
+        "storage status --json": out("storage", "status", "--json"),
+        "storage copy --json": out(
+            "storage", "copy", "--from", str(data_dir), "--to", str(tmp_path / "to"), "--json"
+        ),
+        "storage prune --json": out("storage", "prune", "--older-than", "30", "--json"),
     }
     shapes = documented()
     assert set(shapes) == set(real)

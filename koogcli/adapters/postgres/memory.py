@@ -54,6 +54,39 @@ def _scope(namespace: Namespaces, where: Mapping[str, str] | None) -> tuple[str,
     return sql, args
 
 
+class _Real4Array(bytes):
+    """A vector already in PostgreSQL's binary `real[]` form (see `_binary`)."""
+
+
+def _binary(vector: Sequence[float]) -> _Real4Array:
+    """`real[]` in the binary wire format, built by numpy: sending 1,536 floats this way
+    costs microseconds where adapting a Python list element by element costs milliseconds."""
+    import struct
+
+    import numpy as np
+
+    values = np.asarray(vector, dtype=">f4")
+    header = struct.pack(">iiIii", 1, 0, 700, len(values), 1)  # 1 dim, no nulls, float4
+    body = np.empty(len(values), dtype=[("size", ">i4"), ("value", ">f4")])
+    body["size"], body["value"] = 4, values
+    return _Real4Array(header + body.tobytes())
+
+
+def _register_binary_arrays(conn: Any) -> None:
+    from psycopg import postgres
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    class Real4ArrayDumper(Dumper):
+        format = Format.BINARY
+        oid = postgres.types["real"].array_oid
+
+        def dump(self, obj: Any) -> bytes:
+            return bytes(obj)
+
+    conn.adapters.register_dumper(_Real4Array, Real4ArrayDumper)
+
+
 def _record(row: Sequence[Any]) -> MemoryRecord:
     _, rid, namespace, content, metadata, created_at, source = row
     return MemoryRecord(content, namespace, rid, json.loads(metadata), created_at, source)
@@ -80,6 +113,7 @@ class PgMemoryStore:
                 ).fetchone()
                 self._vector_type = f"{found[0]}.vector" if found else None
                 self._use_language(conn)
+            _register_binary_arrays(conn)
             self._checked = True
         return conn
 
@@ -116,7 +150,9 @@ class PgMemoryStore:
         return self._vector_type is not None
 
     def _ensure_index(self, model: str, dimension: int) -> None:
-        """One HNSW index per (model, dimension), created the first time it is needed."""
+        """One HNSW index per (model, dimension), built by the first search that needs it
+        (after a bulk load, building once is far quicker than growing it row by row);
+        later additions are indexed as they are stored."""
         from psycopg import sql
 
         name = "memory_hnsw_" + hashlib.sha256(f"{model}\0{dimension}".encode()).hexdigest()[:16]
@@ -129,6 +165,7 @@ class PgMemoryStore:
                     "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
                     [":" + name],
                 )
+                conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
                 conn.execute(
                     sql.SQL(
                         "CREATE INDEX IF NOT EXISTS {} ON memory_vectors USING hnsw "
@@ -178,15 +215,13 @@ class PgMemoryStore:
                     added[r.id] = int(row[0])
             if vectors is not None and added:
                 cur.executemany(
-                    "INSERT INTO memory_vectors VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    "INSERT INTO memory_vectors VALUES (%s, %s, %b) ON CONFLICT DO NOTHING",
                     [
-                        (added[r.id], model, list(v))
+                        (added[r.id], model, _binary(v))
                         for r, v in zip(records, vectors, strict=True)
                         if r.id in added
                     ],
                 )
-        if vectors is not None and added and self.vectors_supported():
-            self._ensure_index(model, len(vectors[0]))
         return list(added)
 
     def put_vectors(self, model: str, pairs: Sequence[tuple[str, Sequence[float]]]) -> None:
@@ -195,12 +230,10 @@ class PgMemoryStore:
         self._conn()
         with self.db.transaction() as cur:
             cur.executemany(
-                "INSERT INTO memory_vectors SELECT seq, %s, %s FROM memory_records "
+                "INSERT INTO memory_vectors SELECT seq, %s, %b FROM memory_records "
                 "WHERE id = %s ON CONFLICT DO NOTHING",
-                [(model, list(vector), record_id) for record_id, vector in pairs],
+                [(model, _binary(vector), record_id) for record_id, vector in pairs],
             )
-        if self.vectors_supported():
-            self._ensure_index(model, len(pairs[0][1]))
 
     def delete(self, record_id: str) -> bool:
         self._conn()
@@ -426,10 +459,11 @@ class PgMemoryStore:
         exactly when filters left the index's answer short."""
         if not self.vectors_supported() or not vector:
             return []
+        self._ensure_index(model, len(vector))
         kind = f"{self._vector_type}({len(vector)})"
         condition, args = _scope(namespace, where)
-        text = "[" + ",".join(repr(float(v)) for v in vector) + "]"
-        distance = f"(v.vector::{kind}) <=> %s::{kind}"
+        text = _binary(vector)
+        distance = f"(v.vector::{kind}) <=> %b::{kind}"
         select = (
             f"SELECT r.seq, 1 - ({distance}) FROM memory_vectors v "
             f"JOIN memory_records r ON r.seq = v.record WHERE v.model = %s{condition}"
@@ -439,7 +473,9 @@ class PgMemoryStore:
         literal_model = sql.Literal(model).as_string(self.db.conn)
         select = select.replace("v.model = %s", f"v.model = {literal_model}", 1)
         with self.db.transaction() as cur:
-            cur.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, limit * 4))}")
+            # The candidate list HNSW keeps while it walks the graph: 400 gives recall@5 of
+            # about 0.99 on clustered 1,536-dimension data (bench/storage_backends.py).
+            cur.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(400, limit * 40))}")
             cur.execute(f"{select} ORDER BY {distance} LIMIT %s", [text, *args, text, limit])
             found = cur.fetchall()
             if len(found) < limit and (namespace is not None or where):
