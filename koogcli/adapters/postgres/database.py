@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import psycopg
 
 CONNECT_TIMEOUT_SECONDS = 10
+IDLE_CHECK = 5.0  # seconds a connection may sit unused before it is checked
 
 
 def parts(url: str) -> dict[str, str]:
@@ -69,6 +70,7 @@ class Database:
         self.check_version = check_version
         self._conn: psycopg.Connection[Any] | None = None
         self._checked = False
+        self._used = 0.0
 
     @property
     def where(self) -> str:
@@ -95,9 +97,22 @@ class Database:
         return conn
 
     def unchecked(self) -> psycopg.Connection[Any]:
-        """The shared connection, whatever version the schema is at (migrations, status)."""
+        """The shared connection, whatever version the schema is at (migrations, status).
+        One idle for a while (the REPL between turns) is checked first: a server restarted
+        meanwhile has ended it, and a new one is opened instead of failing the next turn."""
+        import time
+
+        import psycopg
+
+        now = time.monotonic()
+        if self._conn is not None and not self._conn.closed and now - self._used > IDLE_CHECK:
+            try:
+                self._conn.execute("SELECT 1")
+            except psycopg.Error:
+                self._conn.close()
         if self._conn is None or self._conn.closed:
             self._conn = self.connect()
+        self._used = now
         return self._conn
 
     @property
