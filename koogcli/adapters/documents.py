@@ -180,3 +180,23 @@ def read_tail(handle: BinaryIO, count: int, source: str) -> list[Message] | None
     except (ValueError, RecursionError):
         return None
     return parse_messages(raw, source)
+
+
+PENDING_FORMAT = "koog.ingest-pending"
+
+
+def dump_pending(session: str, messages: Sequence[Message]) -> str:
+    """The messages of stored turns waiting for ingestion, as one JSON document."""
+    doc = {
+        "format": PENDING_FORMAT,
+        "version": 1,
+        "session": session,
+        "messages": [m.to_dict() for m in messages],
+    }
+    return json.dumps(doc, ensure_ascii=False) + "\n"
+
+
+def parse_pending(raw: object, source: str) -> list[Message]:
+    if not isinstance(raw, dict) or raw.get("format") != PENDING_FORMAT or raw.get("version") != 1:
+        raise CorruptDocumentError(f"{source} is not a koog pending-ingestion document")
+    return parse_messages(raw.get("messages"), source)

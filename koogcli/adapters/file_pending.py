@@ -8,18 +8,15 @@ keys make a retry add each message at most once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from koogcli.adapters import atomic
-from koogcli.adapters.documents import parse_messages
+from koogcli.adapters.documents import dump_pending, parse_pending
 from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-
-FORMAT = "koog.ingest-pending"
 
 
 class FilePendingIngestion:
@@ -33,21 +30,13 @@ class FilePendingIngestion:
         path = self._path(session)
         if not path.exists():
             return []
-        raw = atomic.read_json(path)
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != 1:
-            raise CorruptDocumentError(
-                f"{path} is not a koog pending-ingestion document", hint=atomic.CORRUPT_HINT
-            )
-        return parse_messages(raw.get("messages"), str(path))
+        try:
+            return parse_pending(atomic.read_json(path), str(path))
+        except CorruptDocumentError as err:
+            raise CorruptDocumentError(err.message, hint=atomic.CORRUPT_HINT) from None
 
     def save(self, session: SessionName, messages: Sequence[Message]) -> None:
-        doc = {
-            "format": FORMAT,
-            "version": 1,
-            "session": session.value,
-            "messages": [m.to_dict() for m in messages],
-        }
-        atomic.write_text(self._path(session), json.dumps(doc, ensure_ascii=False) + "\n")
+        atomic.write_text(self._path(session), dump_pending(session.value, messages))
 
     def rename(self, old: SessionName, new: SessionName) -> None:
         atomic.rename(self._path(old), self._path(new))

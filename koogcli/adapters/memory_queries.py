@@ -52,6 +52,27 @@ def scope(
     return sql, args
 
 
+def query_terms(query: str) -> list[str]:
+    """The words a full-text query ranks by: question words left out unless nothing else
+    is left."""
+    words = set(_TERMS.findall(query.lower()))
+    return sorted(words - STOPWORDS) or sorted(words)
+
+
+def relative_scores(
+    found: Sequence[tuple[int, float, int]], ranked: int, limit: int, threshold: float
+) -> Scored:
+    """(record, raw rank, query words it holds) as 0-1 scores: the rank relative to the best
+    hit times the share of the `ranked` query words the record holds; best first."""
+    if not found:
+        return []
+    best = max(raw for _, raw, _ in found) or 1.0
+    scored = [(seq, round(max(raw, 0.0) / best * held / ranked, 6)) for seq, raw, held in found]
+    kept = [(seq, score) for seq, score in scored if score > 0 and score >= threshold]
+    kept.sort(key=lambda s: (-s[1], s[0]))
+    return kept[:limit]
+
+
 def _phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -64,8 +85,7 @@ def fulltext(
     limit: int,
     threshold: float,
 ) -> Scored:
-    words = {t for t in _TERMS.findall(query.lower())}
-    terms = sorted(words - STOPWORDS) or sorted(words)
+    terms = query_terms(query)
     if not terms or limit <= 0:
         return []
     # A word in a tenth or more of a large memory says little (its BM25 weight is near
@@ -101,7 +121,6 @@ def fulltext(
         width *= 4
     if not kept:
         return []
-    best = max(raw for _, raw in kept) or 1.0
     held: dict[int, int] = {}
     wanted = {seq for seq, _ in kept}
     for term in present if len(present) > 1 else []:
@@ -112,12 +131,8 @@ def fulltext(
                 held[seq] = held.get(seq, 0) + 1
     if len(present) == 1:  # every ranked record holds the one word
         held = dict.fromkeys(wanted, 1)
-    scored = [
-        (seq, round(max(raw, 0.0) / best * held.get(seq, 0) / len(ranked), 6)) for seq, raw in kept
-    ]
-    found = [(seq, score) for seq, score in scored if score > 0 and score >= threshold]
-    found.sort(key=lambda s: (-s[1], s[0]))
-    return found[:limit]
+    counted = [(seq, raw, held.get(seq, 0)) for seq, raw in kept]
+    return relative_scores(counted, len(ranked), limit, threshold)
 
 
 def within(

@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koogcli.adapters.memory_queries import _TERMS, STOPWORDS, Scored, fuse
+from koogcli.adapters.memory_queries import Scored, fuse, query_terms, relative_scores
 from koogcli.adapters.postgres.database import Database
 from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
 from koogcli.core.ports import Namespaces
@@ -374,8 +374,7 @@ class PgMemoryStore:
         limit: int,
         threshold: float,
     ) -> Scored:
-        words = set(_TERMS.findall(fold(query)))
-        terms = sorted(words - STOPWORDS) or sorted(words)
+        terms = query_terms(fold(query))
         if not terms or limit <= 0:
             return []
         lang = self.language
@@ -408,16 +407,8 @@ class PgMemoryStore:
             "ORDER BY 2 DESC, r.seq LIMIT %s",
             [*pairs, *pairs, *args, max(limit * 4, 50)],
         )
-        if not found:
-            return []
-        best = max(float(raw) for _, raw, _ in found) or 1.0
-        scored = [
-            (int(seq), round(max(float(raw), 0.0) / best * int(count) / len(ranked), 6))
-            for seq, raw, count in found
-        ]
-        kept = [(seq, score) for seq, score in scored if score > 0 and score >= threshold]
-        kept.sort(key=lambda s: (-s[1], s[0]))
-        return kept[:limit]
+        counted = [(int(seq), float(raw), int(held)) for seq, raw, held in found]
+        return relative_scores(counted, len(ranked), limit, threshold)
 
     def search_vectors(
         self,

@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from koogcli.adapters.documents import parse_messages
+from koogcli.adapters.documents import dump_pending, parse_messages, parse_pending
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.rows import body
 from koogcli.adapters.postgres.sessions import rename_everywhere
 from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-
-PENDING_FORMAT = "koog.ingest-pending"
 
 
 class PgTranscriptStore:
@@ -85,22 +83,14 @@ class PgPendingIngestion:
             raw = json.loads(row[0])
         except ValueError:
             raw = None
-        if not isinstance(raw, dict) or raw.get("format") != PENDING_FORMAT:
-            raise CorruptDocumentError(f"{source} is not a koog pending-ingestion document")
-        return parse_messages(raw.get("messages"), source)
+        return parse_pending(raw, source)
 
     def save(self, session: SessionName, messages: Sequence[Message]) -> None:
-        doc = {
-            "format": PENDING_FORMAT,
-            "version": 1,
-            "session": session.value,
-            "messages": [m.to_dict() for m in messages],
-        }
         with self.db.transaction() as cur:
             cur.execute(
                 "INSERT INTO pending_ingestion VALUES (%s, %s) "
                 "ON CONFLICT (session) DO UPDATE SET body = excluded.body",
-                [session.value, json.dumps(doc, ensure_ascii=False)],
+                [session.value, dump_pending(session.value, messages)],
             )
 
     def rename(self, old: SessionName, new: SessionName) -> None:
