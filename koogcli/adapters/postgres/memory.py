@@ -160,6 +160,9 @@ class PgMemoryStore:
         with self.db.errors():
             if conn.execute("SELECT to_regclass(%s)", [name]).fetchone()[0] is not None:
                 return
+            count = self.vector_count(model)
+            if count >= 20_000 and self.warn is not None:
+                self.warn(f"building the vector index of {model} over {count:,} records (once)")
             with conn.transaction():
                 conn.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
