@@ -273,9 +273,15 @@ def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
     """The turn a dead process left mid-way; a turn still running elsewhere is not one."""
     if not ctx.settings.persistence.enabled:
         return None
-    return core.interrupted_turn(
-        ctx.checkpoints.headers(session), lambda c: ctx.owner_alive(c.details.get("owner"))
-    )
+
+    def alive(c: Checkpoint) -> bool:
+        return ctx.owner_alive(c.details.get("owner"))
+
+    if core.interrupted_turn(ctx.checkpoints.headers(session), alive) is None:
+        return None
+    # Read again: a turn that finished between the first read and the look at its owner
+    # has its tombstone stored by now (written before its process ended).
+    return core.interrupted_turn(ctx.checkpoints.headers(session), alive)
 
 
 def resume_turn(

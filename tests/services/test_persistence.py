@@ -452,3 +452,29 @@ def test_each_turn_adds_only_its_own_messages_to_the_checkpoint_objects(
         lines.append(len(objects.read_text().splitlines()))
     # The stored system prompt first reaches a checkpoint in the second turn's restore point.
     assert [b - a for a, b in itertools.pairwise(lines)] == [3, 2, 2]
+
+
+def test_a_turn_that_ends_while_it_is_looked_at_is_not_interrupted(
+    make_ctx: Callable[..., Any],
+) -> None:
+    """Its step was read before its tombstone was stored, its owner looked at after the
+    process ended: a second read sees the tombstone (found with 4 x 25 concurrent turns)."""
+    from dataclasses import replace
+
+    ctx = mortal(make_ctx())  # owners read as gone, as once the process has ended
+    ask(ctx, "done")
+    real = ctx.checkpoints
+    reads = []
+
+    class FirstReadBeforeTheTombstone:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def headers(self, session: SessionName) -> list[Any]:
+            reads.append(session)
+            found = real.headers(session)
+            return [c for c in found if c.kind != "tombstone"] if len(reads) == 1 else found
+
+    ctx.__dict__["storage"] = replace(ctx.storage, checkpoints=FirstReadBeforeTheTombstone())
+    assert turn.interrupted(ctx, S) is None
+    assert len(reads) == 2
