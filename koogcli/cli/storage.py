@@ -44,8 +44,11 @@ def migrate(ctx: typer.Context) -> None:
     """Bring the PostgreSQL schema to this koog's version (one machine at a time)."""
     from koogcli.services import storage
 
-    applied = storage.migrate(globals_of(ctx).build())
-    if applied:
+    app_ctx = globals_of(ctx).build()
+    applied = storage.migrate(app_ctx)
+    if app_ctx.storage.describe().get("backend") == "files":
+        render.note("the file backend keeps a format version in each file: nothing to migrate")
+    elif applied:
         render.out(
             f"applied migration{'s' if len(applied) > 1 else ''} {', '.join(map(str, applied))}"
         )
@@ -74,7 +77,7 @@ def copy_(
         render.json_out(asdict(report))
         return
     render.out(
-        f"{report.sessions} sessions; copied {report.histories} histories, "
+        f"{_count(report.sessions, 'session')}; copied {report.histories} histories, "
         f"{report.transcript_messages} transcript messages, {report.checkpoints} checkpoints, "
         f"{report.compensations} compensation entries, {report.memory_records} memory "
         f"records and {report.memory_vectors} vectors"
@@ -103,4 +106,11 @@ def prune(
     if as_json:
         render.json_out(asdict(report))
         return
-    render.out(f"removed {report.checkpoints} step checkpoints in {report.sessions} sessions")
+    render.out(
+        f"removed {_count(report.checkpoints, 'step checkpoint')} in "
+        f"{_count(report.sessions, 'session')}"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
