@@ -73,8 +73,23 @@ def relative_scores(
     return kept[:limit]
 
 
+def term_forms(term: str) -> list[str]:
+    """The term, and for an agent noun the word it is made from, which the Porter stemmer
+    leaves apart: "owner"/"owners" also match "own"/"owned", "scheduler" "schedule",
+    "runner" "run". A query's word counts once whichever form a record holds."""
+    for ending in ("ers", "er"):
+        base = term[: -len(ending)]
+        if term.endswith(ending) and len(base) >= 3 and base.isalpha():
+            if len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "aeiousl":
+                base = base[:-1]  # runn -> run, plann -> plan
+            return [term, base]
+    return [term]
+
+
 def _phrase(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
+    """An FTS5 match of one query word in any of its forms."""
+    forms = ['"' + form.replace('"', '""') + '"' for form in term_forms(term)]
+    return forms[0] if len(forms) == 1 else "(" + " OR ".join(forms) + ")"
 
 
 def fulltext(

@@ -125,3 +125,19 @@ def test_a_torn_or_lost_index_is_rebuilt_from_the_database(tmp_path: Path) -> No
         path.unlink()  # lost
     assert contents(store.search_vectors([0, 0, 1, 0, 0, 0], None, "m", 1)) == ["r2"]
     assert store.search_vectors([1, 0, 0], None, "m", 1) == []  # another dimension: nothing
+
+
+def test_agent_nouns_find_their_verbs(new_memory_store: Callable[[], Any]) -> None:
+    """Porter keeps "owner" and "owned" apart; a question about the owner still finds who
+    owns it, and "runners" finds "run", while the word itself still counts once."""
+    store = store_with(
+        new_memory_store,
+        "The scheduler service is owned by the platform team",
+        "the scheduler runbook is on the wiki",
+        "we run nightly jobs",
+    )
+    top = store.search_fulltext("scheduler owner", "default", 5)
+    assert contents(top)[0] == "The scheduler service is owned by the platform team"
+    assert top[0].score == pytest.approx(1.0)
+    assert contents(store.search_fulltext("runners", "default", 5)) == ["we run nightly jobs"]
+    assert [h.score for h in store.search_fulltext("owners", "default", 5)] == [1.0]

@@ -21,7 +21,13 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koogcli.adapters.memory_queries import Scored, fuse, query_terms, relative_scores
+from koogcli.adapters.memory_queries import (
+    Scored,
+    fuse,
+    query_terms,
+    relative_scores,
+    term_forms,
+)
 from koogcli.adapters.postgres.database import Database
 from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
 from koogcli.core.ports import Namespaces
@@ -98,6 +104,7 @@ class PgMemoryStore:
         self.language = language
         self.warn = warn
         self._vector_type: str | None = None
+        self._stemmer: str | None = None  # a stop-word-free stemming dictionary, if any
         self._checked = False
         self._warned = False
 
@@ -113,6 +120,7 @@ class PgMemoryStore:
                 ).fetchone()
                 self._vector_type = f"{found[0]}.vector" if found else None
                 self._use_language(conn)
+                self._stemmer = self._stem_dictionary(conn)
             _register_binary_arrays(conn)
             self._checked = True
         return conn
@@ -138,6 +146,55 @@ class PgMemoryStore:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 [self.language],
             )
+
+    def _stem_dictionary(self, conn: Any) -> str | None:
+        """Query words are stemmed without the language's stop-word list: "own", a stop
+        word in English, is how "owned" is indexed. None for a language without a Snowball
+        stemmer (then the configuration's own query parsing is used)."""
+        import psycopg
+
+        name = f"koog_stem_{self.language}"[:63]
+        found = conn.execute(
+            "SELECT 1 FROM pg_ts_dict d JOIN pg_namespace n ON n.oid = d.dictnamespace "
+            "WHERE d.dictname = %s AND n.nspname = current_schema()",
+            [name],
+        ).fetchone()
+        if found:
+            return name
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
+                    [":" + name],
+                )
+                if (
+                    conn.execute(
+                        "SELECT 1 FROM pg_ts_dict d JOIN pg_namespace n ON n.oid = d.dictnamespace "
+                        "WHERE d.dictname = %s AND n.nspname = current_schema()",
+                        [name],
+                    ).fetchone()
+                    is None
+                ):
+                    conn.execute(
+                        f"CREATE TEXT SEARCH DICTIONARY {name} "
+                        f"(TEMPLATE = snowball, Language = {self.language})"
+                    )
+        except psycopg.Error:
+            return None
+        return name
+
+    def _forms(self, term: str) -> tuple[str, list[str]]:
+        """A tsquery (SQL and arguments) of one query word in any of its forms
+        (memory_queries.term_forms)."""
+        forms = term_forms(term)
+        if self._stemmer is None:
+            sql = " || ".join(["plainto_tsquery(%s::regconfig, %s)"] * len(forms))
+            return sql, [x for form in forms for x in (self.language, form)]
+        one = (
+            "coalesce((SELECT string_agg(quote_literal(l), ' | ')::tsquery "
+            "FROM unnest(ts_lexize(%s::regdictionary, %s)) l), ''::tsquery)"
+        )
+        return " || ".join([one] * len(forms)), [x for f in forms for x in (self._stemmer, f)]
 
     def vectors_supported(self) -> bool:
         self._conn()
@@ -380,15 +437,15 @@ class PgMemoryStore:
         terms = query_terms(fold(query))
         if not terms or limit <= 0:
             return []
-        lang = self.language
         # A term the language drops (its own stop words) matches nothing: left out.
         frequency: dict[str, int] = {}
         for term in terms:
+            sql, term_args = self._forms(term)
             row = self._rows(
                 "SELECT CASE WHEN numnode(q) = 0 THEN -1 ELSE "
                 "(SELECT count(*) FROM memory_records WHERE search @@ q) END "
-                "FROM plainto_tsquery(%s::regconfig, %s) q",
-                [lang, term],
+                f"FROM (SELECT {sql} AS q) term",
+                term_args,
             )[0]
             if row[0] >= 0:
                 frequency[term] = int(row[0])
@@ -400,9 +457,10 @@ class PgMemoryStore:
         present = [t for t in ranked if frequency[t]]
         if not present:
             return []
-        queries = " || ".join(["plainto_tsquery(%s::regconfig, %s)"] * len(present))
-        held = " + ".join(["(r.search @@ plainto_tsquery(%s::regconfig, %s))::int"] * len(present))
-        pairs = [x for t in present for x in (lang, t)]
+        built = [self._forms(t) for t in present]
+        queries = " || ".join(sql for sql, _ in built)
+        held = " + ".join(f"(r.search @@ ({sql}))::int" for sql, _ in built)
+        pairs = [x for _, term_args in built for x in term_args]
         condition, args = _scope(namespace, where)
         found = self._rows(
             f"SELECT r.seq, ts_rank(r.search, q, 1), {held} FROM memory_records r, "
