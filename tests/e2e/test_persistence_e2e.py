@@ -138,6 +138,7 @@ def test_rollback_latest_does_not_compensate(
 
 
 def test_sigkill_in_a_tool_then_resume(
+    backend: str,
     run_koog: Run,
     server: FakeOpenAIServer,
     tool_env: dict[str, str],
@@ -151,7 +152,8 @@ def test_sigkill_in_a_tool_then_resume(
     )
     killed = run_koog("chat", "-s", "k", "run a then b", env=env)
     assert killed.returncode == -signal.SIGKILL
-    assert not (data_dir / "sessions" / "k.json").exists()
+    nothing = run_koog("history", "show", "-s", "k", "--json", env=env)
+    assert json.loads(nothing.stdout) == [], nothing.stderr  # the turn stored nothing
     resumed = run_koog("chat", "-s", "k", "--resume", env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == "both tools ran\n"
