@@ -1,7 +1,7 @@
 """PgMemoryStore: long-term memory in PostgreSQL, with the file backend's modes and scores.
 
 - fulltext: a `tsvector` per record in the configured text search language, over the text
-  with its diacritics removed (folded here, so no extension is needed). Question words are
+  with its diacritics removed (adapters/postgres/text_search.py). Question words are
   left out of the query, words held by a tenth or more of a large memory rank nothing while
   rarer ones are present, and the score is the rank relative to the best hit times the
   share of the query's words the record holds: the same rules as adapters/memory_queries.py.
@@ -17,28 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koogcli.adapters.memory_queries import (
-    Scored,
-    fuse,
-    query_terms,
-    relative_scores,
-    term_forms,
-)
+from koogcli.adapters.memory_queries import Scored, fuse, query_terms, relative_scores
+from koogcli.adapters.postgres import text_search
 from koogcli.adapters.postgres.database import Database
+from koogcli.adapters.postgres.text_search import fold
 from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
 from koogcli.core.ports import Namespaces
 
 _COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
-
-
-def fold(text: str) -> str:
-    """Lower-cased, without diacritics: "Déploiement" and "deploiement" are one word."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def _spaces(namespace: Namespaces) -> list[str] | None:
@@ -119,82 +108,14 @@ class PgMemoryStore:
                     "WHERE extname = 'vector'"
                 ).fetchone()
                 self._vector_type = f"{found[0]}.vector" if found else None
-                self._use_language(conn)
-                self._stemmer = self._stem_dictionary(conn)
+                text_search.use_language(conn, self.language)
+                self._stemmer = text_search.stem_dictionary(conn, self.language)
             _register_binary_arrays(conn)
             self._checked = True
         return conn
 
-    def _use_language(self, conn: Any) -> None:
-        """Records are indexed in one language; a new setting re-indexes them once."""
-        with conn.transaction():
-            conn.execute("LOCK TABLE memory_settings IN EXCLUSIVE MODE")
-            row = conn.execute(
-                "SELECT value FROM memory_settings WHERE key = 'language'"
-            ).fetchone()
-            if row is not None and row[0] == self.language:
-                return
-            found = conn.execute("SELECT seq, content FROM memory_records").fetchall()
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "UPDATE memory_records SET search = to_tsvector(%s::regconfig, %s) "
-                    "WHERE seq = %s",
-                    [(self.language, fold(content), seq) for seq, content in found],
-                )
-            conn.execute(
-                "INSERT INTO memory_settings VALUES ('language', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [self.language],
-            )
-
-    def _stem_dictionary(self, conn: Any) -> str | None:
-        """Query words are stemmed without the language's stop-word list: "own", a stop
-        word in English, is how "owned" is indexed. None for a language without a Snowball
-        stemmer (then the configuration's own query parsing is used)."""
-        import psycopg
-
-        name = f"koog_stem_{self.language}"[:63]
-        found = conn.execute(
-            "SELECT 1 FROM pg_ts_dict d JOIN pg_namespace n ON n.oid = d.dictnamespace "
-            "WHERE d.dictname = %s AND n.nspname = current_schema()",
-            [name],
-        ).fetchone()
-        if found:
-            return name
-        try:
-            with conn.transaction():
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
-                    [":" + name],
-                )
-                if (
-                    conn.execute(
-                        "SELECT 1 FROM pg_ts_dict d JOIN pg_namespace n ON n.oid = d.dictnamespace "
-                        "WHERE d.dictname = %s AND n.nspname = current_schema()",
-                        [name],
-                    ).fetchone()
-                    is None
-                ):
-                    conn.execute(
-                        f"CREATE TEXT SEARCH DICTIONARY {name} "
-                        f"(TEMPLATE = snowball, Language = {self.language})"
-                    )
-        except psycopg.Error:
-            return None
-        return name
-
     def _forms(self, term: str) -> tuple[str, list[str]]:
-        """A tsquery (SQL and arguments) of one query word in any of its forms
-        (memory_queries.term_forms)."""
-        forms = term_forms(term)
-        if self._stemmer is None:
-            sql = " || ".join(["plainto_tsquery(%s::regconfig, %s)"] * len(forms))
-            return sql, [x for form in forms for x in (self.language, form)]
-        one = (
-            "coalesce((SELECT string_agg(quote_literal(l), ' | ')::tsquery "
-            "FROM unnest(ts_lexize(%s::regdictionary, %s)) l), ''::tsquery)"
-        )
-        return " || ".join([one] * len(forms)), [x for f in forms for x in (self._stemmer, f)]
+        return text_search.forms(term, self.language, self._stemmer)
 
     def vectors_supported(self) -> bool:
         self._conn()
