@@ -8,7 +8,7 @@ from koogcli.cli.options import globals_of
 from koogcli.ui import render
 
 app = typer.Typer(
-    help="The storage backend: files (default) or PostgreSQL ([storage] url).",
+    help="Where sessions and memory live: files or PostgreSQL.",
     no_args_is_help=True,
 )
 JSON = typer.Option(False, "--json", help="Print JSON.")
@@ -16,7 +16,7 @@ JSON = typer.Option(False, "--json", help="Print JSON.")
 
 @app.command()
 def status(ctx: typer.Context, as_json: bool = JSON) -> None:
-    """Show the backend, where it is, its schema version and what it holds."""
+    """Backend, location, schema version and counts."""
     from koogcli.services import storage
 
     info = storage.status(globals_of(ctx).build())
@@ -41,7 +41,10 @@ def status(ctx: typer.Context, as_json: bool = JSON) -> None:
 
 @app.command()
 def migrate(ctx: typer.Context) -> None:
-    """Bring the PostgreSQL schema to this koog's version (one machine at a time)."""
+    """Bring the PostgreSQL schema up to this koog's version.
+
+    Migrations run one machine at a time, each in a transaction.
+    """
     from koogcli.services import storage
 
     app_ctx = globals_of(ctx).build()
@@ -63,7 +66,7 @@ def copy_(
     target: str = typer.Option(..., "--to", metavar="URL_OR_DIR", help="Copy to here."),
     as_json: bool = JSON,
 ) -> None:
-    """Copy sessions, transcripts and checkpoints between backends.
+    """Copy sessions, checkpoints and memory between backends.
 
     A data dir or a postgresql:// URL at each end. What the target has already is kept, so
     a copy that was interrupted completes when run again, without duplicates.
@@ -94,7 +97,7 @@ def prune(
     ),
     as_json: bool = JSON,
 ) -> None:
-    """Remove old step checkpoints and the stored messages nothing refers to any more.
+    """Remove old step checkpoints and unreferenced messages.
 
     Restore points stay; `koog checkpoint delete` removes those.
     """
