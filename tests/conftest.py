@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +58,33 @@ def server(_server: FakeOpenAIServer) -> FakeOpenAIServer:
     return _server
 
 
+_STARTING: list[Future[PgServer]] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_postgres_early(request: pytest.FixtureRequest) -> Iterator[None]:
+    """When any collected test runs on PostgreSQL, the server starts in the background at
+    once, so its two seconds overlap the first tests instead of delaying one."""
+    wanted = {"postgres", "backend", "new_memory_store", "pg_env"}
+    if any(wanted & set(getattr(item, "fixturenames", ())) for item in request.session.items):
+        _STARTING.append(ThreadPoolExecutor(1).submit(pg_server.start))
+    yield
+    if _STARTING and _STARTING[0].done() and _STARTING[0].exception() is None:
+        _STARTING[0].result().stop()
+
+
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[PgServer]:
+def postgres() -> PgServer:
     """One real PostgreSQL per test worker. Skipped, with the reason, only when it cannot
     start outside CI; under CI (env CI set) that is a failure."""
+    if not _STARTING:
+        _STARTING.append(ThreadPoolExecutor(1).submit(pg_server.start))
     try:
-        server = pg_server.start()
+        return _STARTING[0].result()
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         if os.environ.get("CI"):
             pytest.fail(f"PostgreSQL did not start: {exc}")
         pytest.skip(f"PostgreSQL did not start: {exc}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["files", "postgresql"])
