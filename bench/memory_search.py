@@ -36,13 +36,19 @@ def median_ms(fn, queries: list[str]) -> tuple[float, int]:  # type: ignore[no-u
 
 
 def main() -> None:
-    from koogcli.adapters.sqlite_memory import SqliteMemoryStore
     from koogcli.core.memory import MemoryRecord, naive_keyword, naive_similarity
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--dims", default="64,1536")
+    parser.add_argument(
+        "--postgresql",
+        metavar="URL",
+        default="",
+        help="run the word searches on PostgreSQL at URL instead of SQLite (no vectors: "
+        "bench/storage_backends.py measures those)",
+    )
     args = parser.parse_args()
     rng = random.Random(42)
     syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "zen", "pa", "do", "ri", "ku"]
@@ -62,12 +68,14 @@ def main() -> None:
     ]
 
     with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteMemoryStore(Path(tmp) / "memory.sqlite3")
+        store = open_store(Path(tmp), args.postgresql)
         start = time.perf_counter()
         for i in range(0, len(records), 1000):
             store.add(records[i : i + 1000])
         insert = time.perf_counter() - start
         size = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
+        if args.postgresql:
+            size = float("nan")
         print(
             f"insert: {len(records)} records in {insert:.1f} s ({len(records) / insert:,.0f} records/s), "
             f"{size:.0f} MiB on disk"
@@ -91,9 +99,25 @@ def main() -> None:
             lambda q: store.search_fulltext(q, "default", 5), similarity_queries
         )
         print(f"fulltext   top-5: median {ft:6.1f} ms ({ft_found} hits)   goal <= 20 ms")
+        if args.postgresql:
+            return
         store.close()
     for dim in (int(d) for d in args.dims.split(",") if d):
         vectors_bench(records, dim, args.queries)
+
+
+def open_store(folder: Path, url: str):  # type: ignore[no-untyped-def]
+    """The SQLite store in `folder`, or a PostgreSQL store in a schema of its own."""
+    if not url:
+        from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+
+        return SqliteMemoryStore(folder / "memory.sqlite3")
+    import uuid
+
+    from koogcli.adapters.postgres.database import Database
+    from koogcli.adapters.postgres.memory import PgMemoryStore
+
+    return PgMemoryStore(Database(url, f"bench_{uuid.uuid4().hex[:8]}"))
 
 
 def clustered(rng: random.Random, count: int, dim: int, seed: int = 7) -> list[list[float]]:

@@ -5,7 +5,8 @@
   left out of the query, words held by a tenth or more of a large memory rank nothing while
   rarer ones are present, and the score is the rank relative to the best hit times the
   share of the query's words the record holds: the same rules as adapters/memory_queries.py.
-- jaccard: Koog's word sets as a `text[]` with a GIN index; PostgreSQL computes the overlap.
+- jaccard: Koog's word sets in an inverted table (namespace, word) -> record with each
+  record's word count; one grouped query computes the overlap.
 - keyword: Koog's substring rule over the lower-cased content, in insertion order.
 - embeddings: vectors are `real[]` rows. With the pgvector extension each (model, dimension)
   gets an HNSW index over the arrays cast to `vector(d)`, searched by cosine distance; a
@@ -80,6 +81,24 @@ def _register_binary_arrays(conn: Any) -> None:
             return bytes(obj)
 
     conn.adapters.register_dumper(_Real4Array, Real4ArrayDumper)
+
+
+def _store_tokens(cur: Any, records: Sequence[MemoryRecord], seqs: Mapping[str, int]) -> None:
+    """Koog's word set of each record, inverted: (namespace, word) -> record, with the
+    record's word count, so jaccard is one grouped query over the query's words."""
+    rows = [
+        (r.namespace, word, seqs[r.id], len(words))
+        for r in records
+        for words in [tokenize(r.content)]
+        for word in sorted(words)
+    ]
+    if rows:
+        spaces, words, records_, counts = (list(column) for column in zip(*rows, strict=True))
+        cur.execute(
+            "INSERT INTO memory_tokens SELECT * FROM "
+            "unnest(%s::text[], %s::text[], %s::bigint[], %s::int[])",
+            [spaces, words, records_, counts],
+        )
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
@@ -175,8 +194,8 @@ class PgMemoryStore:
             for r in records:
                 cur.execute(
                     "INSERT INTO memory_records (id, namespace, content, content_lower, "
-                    "metadata, created_at, source, tokens, search) VALUES "
-                    "(%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
+                    "metadata, created_at, source, search) VALUES "
+                    "(%s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
                     "ON CONFLICT DO NOTHING RETURNING seq",  # a known id or source
                     [
                         r.id,
@@ -186,7 +205,6 @@ class PgMemoryStore:
                         json.dumps(r.metadata),
                         r.created_at,
                         r.source,
-                        sorted(tokenize(r.content)),
                         self.language,
                         fold(r.content),
                     ],
@@ -194,6 +212,7 @@ class PgMemoryStore:
                 row = cur.fetchone()
                 if row is not None:
                     added[r.id] = int(row[0])
+            _store_tokens(cur, [r for r in records if r.id in added], added)
             if vectors is not None and added:
                 cur.executemany(
                     "INSERT INTO memory_vectors VALUES (%s, %s, %b) ON CONFLICT DO NOTHING",
@@ -326,14 +345,27 @@ class PgMemoryStore:
         words = sorted(tokenize(query))
         if not words:
             return []
-        condition, args = _scope(namespace, where)
+        spaces = _spaces(namespace)
+        join, condition, args = "", "", list[object]()
+        if where:  # records are joined only for metadata filters
+            condition, args = _scope(None, where)
+            join = " JOIN memory_records r ON r.seq = t.record"
         found = self._rows(
-            "SELECT seq, score FROM (SELECT r.seq, "
-            "shared::float8 / (%s + cardinality(r.tokens) - shared) AS score FROM "
-            "(SELECT r.*, (SELECT count(*) FROM unnest(r.tokens) t WHERE t = ANY(%s)) AS shared "
-            f"FROM memory_records r WHERE r.tokens && %s::text[]{condition}) r) scored "
-            "WHERE score > 0 AND score >= %s ORDER BY score DESC, seq LIMIT %s",
-            [len(words), words, words, *args, threshold, limit],
+            "SELECT t.record, count(*)::float8 / (%s + t.ntokens - count(*)) AS score "
+            f"FROM memory_tokens t{join} WHERE t.token = ANY(%s)"
+            f"{' AND t.namespace = ANY(%s)' if spaces is not None else ''}{condition} "
+            "GROUP BY t.record, t.ntokens "
+            "HAVING count(*)::float8 / (%s + t.ntokens - count(*)) >= %s "
+            "ORDER BY score DESC, t.record LIMIT %s",
+            [
+                len(words),
+                words,
+                *([spaces] if spaces is not None else []),
+                *args,
+                len(words),
+                threshold,
+                limit,
+            ],
         )
         return self._hits([(int(s), float(v)) for s, v in found], "jaccard")
 

@@ -71,7 +71,7 @@ CREATE TABLE pending_ingestion (
 );
 """
 
-# Long-term memory. `tokens` (Koog's word set) answers jaccard through a GIN index,
+# Long-term memory. `memory_tokens` (Koog's word sets, inverted) answers jaccard,
 # `content_lower` keyword search, `search` full-text search (words without diacritics, in
 # the configured text search language). Vectors are plain arrays, so the table is the same
 # with or without the pgvector extension; with it, each model gets an HNSW index over the
@@ -86,13 +86,19 @@ CREATE TABLE memory_records (
     metadata text NOT NULL,
     created_at text NOT NULL,
     source text,
-    tokens text[] NOT NULL,
     search tsvector NOT NULL
 );
 CREATE INDEX memory_records_by_namespace ON memory_records (namespace, seq);
 CREATE UNIQUE INDEX memory_records_by_source ON memory_records (namespace, source)
     WHERE source IS NOT NULL;
-CREATE INDEX memory_records_tokens ON memory_records USING gin (tokens);
+CREATE TABLE memory_tokens (
+    namespace text NOT NULL,
+    token text NOT NULL,
+    record bigint NOT NULL REFERENCES memory_records (seq) ON DELETE CASCADE,
+    ntokens integer NOT NULL,
+    PRIMARY KEY (namespace, token, record)
+);
+CREATE INDEX memory_tokens_by_record ON memory_tokens (record);
 CREATE INDEX memory_records_search ON memory_records USING gin (search);
 CREATE TABLE memory_vectors (
     record bigint NOT NULL REFERENCES memory_records (seq) ON DELETE CASCADE,
