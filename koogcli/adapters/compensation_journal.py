@@ -30,7 +30,7 @@ def read(path: Path) -> list[CompensationEntry]:
     latest: dict[tuple[str | None, str | None], CompensationEntry] = {}
     for line in data.splitlines():
         try:
-            entry = _entry(json.loads(line))
+            entry = parse_entry(json.loads(line))
         except (ValueError, KeyError, TypeError, RecursionError):
             continue  # torn by a crash mid-append
         latest[(entry.call.id, entry.rollback_point)] = entry
@@ -40,13 +40,16 @@ def read(path: Path) -> list[CompensationEntry]:
 def append(path: Path, entries: Sequence[CompensationEntry], durable: bool = True) -> None:
     """Without `durable` the lines are visible to other processes at once but not synced
     to disk: for the "running" mark, where speed before the call is what counts."""
-    lines = "".join(
-        json.dumps({"format": FORMAT, **e.to_dict()}, ensure_ascii=False) + "\n" for e in entries
-    )
+    lines = "".join(dump_entry(e) + "\n" for e in entries)
     atomic.append_text(path, lines, sync=durable)
 
 
-def _entry(item: object) -> CompensationEntry:
+def dump_entry(entry: CompensationEntry) -> str:
+    """One journal entry as JSON (a line here, a row's body on PostgreSQL)."""
+    return json.dumps({"format": FORMAT, **entry.to_dict()}, ensure_ascii=False)
+
+
+def parse_entry(item: object) -> CompensationEntry:
     if not isinstance(item, dict) or item.get("format") != FORMAT:
         raise ValueError("not a journal entry")
     call, status = item["call"], item["status"]

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from tests.conftest import API_KEY
 from tests.pg_server import PgServer
+from tests.turn_workers import expected, run_workers, user_turns
 from tests.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
@@ -147,47 +147,18 @@ def test_a_schema_at_version_1_asks_to_migrate_and_migrates_with_its_data(
     assert run_koog("memory", "add", "now with memory", env=pg_env).returncode == 0
 
 
-# 25 turns through koog's services in one process (one start-up per process); the turns
-# are what `koog chat` runs.
-TURNS = """
-import sys
-from koogcli.core.names import SessionName
-from koogcli.services import context
-from koogcli.services.turn import TurnRequest, run_turn
-
-ctx = context.build()
-for t in range(25):
-    run_turn(ctx, TurnRequest(SessionName("shared"), f"w{sys.argv[1]}-t{t}"))
-"""
-
-
 @pytest.mark.parametrize("machines", [1, 2])
 def test_four_processes_of_25_turns_lose_and_duplicate_nothing(
     koog_env: dict[str, str], pg_env: dict[str, str], tmp_path: Path, machines: int
 ) -> None:
     """With two machines each pair of processes has its own data dir: only the database
     is shared, as between two computers."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", TURNS, str(w)],
-            env={**koog_env, **pg_env, "KOOG_DATA_DIR": str(tmp_path / f"m{w % machines}")},
-            stdin=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(4)
-    ]
-    errors = [p.communicate(timeout=150)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0] * 4, errors
-    done = subprocess.run(
-        [Path(sys.executable).parent / "koog", "history", "show", "-s", "shared", "--json"],
-        env={**koog_env, **pg_env, "OPENAI_API_KEY": API_KEY},
-        capture_output=True,
-        text=True,
-        check=True,
+    env = {**koog_env, **pg_env}
+    run_workers(
+        [{**env, "KOOG_DATA_DIR": str(tmp_path / f"m{w % machines}")} for w in range(4)], 25
     )
-    users = Counter(m["content"] for m in json.loads(done.stdout) if m["role"] == "user")
-    assert sorted(users) == sorted(f"w{w}-t{t}" for w in range(4) for t in range(25))
+    users = user_turns({**env, "OPENAI_API_KEY": API_KEY})
+    assert sorted(users) == expected(4, 25)
     assert set(users.values()) == {1}
 
 

@@ -16,17 +16,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from koogcli.adapters.compensation_journal import dump_entry, parse_entry
 from koogcli.adapters.postgres import rows
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.sessions import drop_unreferenced, rename_everywhere
-from koogcli.core.checkpoints import (
-    CHECKPOINT_FORMAT_VERSION,
-    STATUSES,
-    Checkpoint,
-    CompensationEntry,
-)
+from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, CompensationEntry
 from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
-from koogcli.core.messages import ToolCall
 from koogcli.core.names import SessionName
 
 _COLUMNS = "seq, id, kind, manual, created_at, format_version, header, cardinality(items)"
@@ -185,7 +180,15 @@ class PgCheckpointStore:
             "SELECT body FROM compensations WHERE session = %s ORDER BY position",
             [session.value],
         )
-        return [_entry(json.loads(text)) for (text,) in found]
+        entries = []
+        for (text,) in found:
+            try:
+                entries.append(parse_entry(json.loads(text)))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptDocumentError(
+                    f"a compensation journal entry of {session.value} is unreadable: {exc}"
+                ) from None
+        return entries
 
     def record_compensations(
         self, session: SessionName, entries: Sequence[CompensationEntry], durable: bool = True
@@ -201,7 +204,7 @@ class PgCheckpointStore:
                         session.value,
                         e.call.id or "",
                         e.rollback_point or "",
-                        json.dumps(e.to_dict(), ensure_ascii=False),
+                        dump_entry(e),
                     )
                     for e in entries
                 ],
@@ -232,22 +235,4 @@ def _header(session: str, row: Sequence[Any]) -> Checkpoint:
         details=dict(details) if isinstance(details, dict) else {},
         format_version=int(version),
         message_count=int(count or 0),
-    )
-
-
-def _entry(item: dict[str, Any]) -> CompensationEntry:
-    call = item["call"]
-    function = call["function"]
-    status = item["status"]
-    if status not in STATUSES:
-        raise CorruptDocumentError(f"a compensation journal entry has status {status!r}")
-    point = item.get("rollback_point")
-    call_id = call.get("id")
-    return CompensationEntry(
-        ToolCall(
-            call_id if isinstance(call_id, str) else None, function["name"], function["arguments"]
-        ),
-        status,
-        point if isinstance(point, str) else None,
-        str(item.get("at", "")),
     )

@@ -467,16 +467,17 @@ class PgMemoryStore:
         self._ensure_index(model, len(vector))
         kind = f"{self._vector_type}({len(vector)})"
         condition, args = _scope(namespace, where)
-        text = _binary(vector)
-        distance = f"(v.vector::{kind}) <=> %b::{kind}"
-        select = (
-            f"SELECT r.seq, 1 - ({distance}) FROM memory_vectors v "
-            f"JOIN memory_records r ON r.seq = v.record WHERE v.model = %s{condition}"
-        )
         from psycopg import sql
 
-        literal_model = sql.Literal(model).as_string(self.db.conn)
-        select = select.replace("v.model = %s", f"v.model = {literal_model}", 1)
+        text = _binary(vector)
+        distance = f"(v.vector::{kind}) <=> %b::{kind}"
+        # The model as a literal, not a parameter: only then can the planner match the
+        # model's partial HNSW index.
+        model_literal = sql.Literal(model).as_string(self.db.conn)
+        select = (
+            f"SELECT r.seq, 1 - ({distance}) FROM memory_vectors v "
+            f"JOIN memory_records r ON r.seq = v.record WHERE v.model = {model_literal}{condition}"
+        )
         with self.db.transaction() as cur:
             # The candidate list HNSW keeps while it walks the graph: 400 gives recall@5 of
             # about 0.99 on clustered 1,536-dimension data (bench/storage_backends.py).

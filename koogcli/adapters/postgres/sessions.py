@@ -65,6 +65,11 @@ def drop_unreferenced(cur: Any, session: str, batch: int | None = None) -> int:
     return int(cur.rowcount)
 
 
+def _preview(messages: Sequence[Message]) -> str:
+    """What `history list` shows of a session: its first user message."""
+    return next((m.text for m in messages if m.role == "user"), "")[:PREVIEW_CHARS]
+
+
 class PgHistoryStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -105,7 +110,7 @@ class PgHistoryStore:
         self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
     ) -> int:
         name = session.value
-        first = next((m.text for m in messages if m.role == "user"), "")[:PREVIEW_CHARS]
+        first = _preview(messages)
         with self.db.transaction() as cur:
             items = rows.store(cur, name, messages)
             values = {
@@ -150,7 +155,7 @@ class PgHistoryStore:
         self, session: SessionName, messages: Sequence[Message], revision: int, updated_at: str
     ) -> None:
         name = session.value
-        first = next((m.text for m in messages if m.role == "user"), "")[:PREVIEW_CHARS]
+        first = _preview(messages)
         with self.db.transaction() as cur:
             items = rows.store(cur, name, messages)
             cur.execute(
