@@ -25,6 +25,7 @@ from koogcli.adapters.memory_queries import Scored, fuse, query_terms, relative_
 from koogcli.adapters.postgres import text_search
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.text_search import fold
+from koogcli.adapters.postgres.vectors import binary, register_binary_arrays
 from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
 from koogcli.core.ports import Namespaces
 
@@ -48,39 +49,6 @@ def _scope(namespace: Namespaces, where: Mapping[str, str] | None) -> tuple[str,
         sql += " AND (r.metadata::jsonb ->> %s) = %s"
         args += [key, value]
     return sql, args
-
-
-class _Real4Array(bytes):
-    """A vector already in PostgreSQL's binary `real[]` form (see `_binary`)."""
-
-
-def _binary(vector: Sequence[float]) -> _Real4Array:
-    """`real[]` in the binary wire format, built by numpy: sending 1,536 floats this way
-    costs microseconds where adapting a Python list element by element costs milliseconds."""
-    import struct
-
-    import numpy as np
-
-    values = np.asarray(vector, dtype=">f4")
-    header = struct.pack(">iiIii", 1, 0, 700, len(values), 1)  # 1 dim, no nulls, float4
-    body = np.empty(len(values), dtype=[("size", ">i4"), ("value", ">f4")])
-    body["size"], body["value"] = 4, values
-    return _Real4Array(header + body.tobytes())
-
-
-def _register_binary_arrays(conn: Any) -> None:
-    from psycopg import postgres
-    from psycopg.adapt import Dumper
-    from psycopg.pq import Format
-
-    class Real4ArrayDumper(Dumper):
-        format = Format.BINARY
-        oid = postgres.types["real"].array_oid
-
-        def dump(self, obj: Any) -> bytes:
-            return bytes(obj)
-
-    conn.adapters.register_dumper(_Real4Array, Real4ArrayDumper)
 
 
 def _store_tokens(cur: Any, records: Sequence[MemoryRecord], seqs: Mapping[str, int]) -> None:
@@ -129,7 +97,7 @@ class PgMemoryStore:
                 self._vector_type = f"{found[0]}.vector" if found else None
                 text_search.use_language(conn, self.language)
                 self._stemmer = text_search.stem_dictionary(conn, self.language)
-            _register_binary_arrays(conn)
+            register_binary_arrays(conn)
             self._checked = True
         return conn
 
@@ -217,7 +185,7 @@ class PgMemoryStore:
                 cur.executemany(
                     "INSERT INTO memory_vectors VALUES (%s, %s, %b) ON CONFLICT DO NOTHING",
                     [
-                        (added[r.id], model, _binary(v))
+                        (added[r.id], model, binary(v))
                         for r, v in zip(records, vectors, strict=True)
                         if r.id in added
                     ],
@@ -232,7 +200,7 @@ class PgMemoryStore:
             cur.executemany(
                 "INSERT INTO memory_vectors SELECT seq, %s, %b FROM memory_records "
                 "WHERE id = %s ON CONFLICT DO NOTHING",
-                [(model, _binary(vector), record_id) for record_id, vector in pairs],
+                [(model, binary(vector), record_id) for record_id, vector in pairs],
             )
 
     def delete(self, record_id: str) -> bool:
@@ -469,7 +437,7 @@ class PgMemoryStore:
         condition, args = _scope(namespace, where)
         from psycopg import sql
 
-        text = _binary(vector)
+        text = binary(vector)
         distance = f"(v.vector::{kind}) <=> %b::{kind}"
         # The model as a literal, not a parameter: only then can the planner match the
         # model's partial HNSW index.
