@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import statistics
 import subprocess
@@ -11,6 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# An installed koog has its bytecode written by pip; an editable one in a shell with
+# PYTHONDONTWRITEBYTECODE would compile every changed module at every start.
+compileall.compile_dir(str(ROOT / "koogcli"), quiet=1)
 
 PYTHON = sys.executable
 KOOG = str(Path(PYTHON).parent / "koog")

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Literal, NotRequired
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
+from typing import Any, BinaryIO
 
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import Message
@@ -28,45 +26,22 @@ EXPORT_VERSION = 1  # a complete document, as every koog reads it
 READABLE_VERSIONS = (1, 2)
 
 
-# TypedDicts rather than models: pydantic validates 10,000 messages of these in a few
-# milliseconds and hands back plain dicts, where model instances cost ten times more.
-class FunctionDict(TypedDict):
-    name: Annotated[str, Field(min_length=1)]
-    arguments: str
-
-
-class ToolCallDict(TypedDict):
-    id: str | None
-    type: NotRequired[Literal["function"]]
-    function: FunctionDict
-
-
-class MessageDict(TypedDict):
-    id: Annotated[str, Field(min_length=1)]
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | None
-    created_at: Annotated[str, Field(min_length=1)]
-    tool_calls: NotRequired[list[ToolCallDict]]
-    tool_call_id: NotRequired[str | None]
-    name: NotRequired[str | None]
-    meta: NotRequired[dict[str, Any]]
-
-
-_MESSAGES = TypeAdapter(list[MessageDict])
-
-
-class HistoryHeader(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    format: str
-    version: int
-    revision: int = Field(ge=0)
-    updated_at: str | None = None
+# Importing pydantic costs about 0.15 s. A command that reads a few messages (`history
+# show --last 5`) checks them by hand; the check accepts only what the schema accepts, and
+# anything it does not accept goes to pydantic, which says what is wrong.
+BY_HAND = 64
 
 
 def parse_messages(raw: object, source: str) -> list[Message]:
     """Validate untrusted message dicts; errors name the source and the bad field."""
+    if isinstance(raw, list) and len(raw) <= BY_HAND and all(map(_plainly_valid, raw)):
+        return [Message.from_dict(m) for m in raw]
+    from pydantic import ValidationError
+
+    from koogcli.adapters.document_schema import MESSAGES
+
     try:
-        models = _MESSAGES.validate_python(raw)
+        models = MESSAGES.validate_python(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -76,16 +51,93 @@ def parse_messages(raw: object, source: str) -> list[Message]:
     return [Message.from_dict(dict(m)) for m in models]
 
 
+_ROLES = frozenset(("system", "user", "assistant", "tool"))
+
+
+def _text(value: object, empty: bool = True) -> bool:
+    return type(value) is str and (empty or value != "")
+
+
+def _optional_text(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+def _plainly_valid(message: object) -> bool:
+    """True only for a message the schema in document_schema.py accepts as it is."""
+    if type(message) is not dict:
+        return False
+    get = message.get
+    role = get("role")
+    if not (
+        _text(get("id"), empty=False)
+        and type(role) is str
+        and role in _ROLES
+        and "content" in message
+        and _optional_text(message["content"])
+        and _text(get("created_at"), empty=False)
+        and _optional_text(get("tool_call_id"))
+        and _optional_text(get("name"))
+    ):
+        return False
+    meta = get("meta", {})
+    if type(meta) is not dict or not all(type(key) is str for key in meta):
+        return False
+    calls = get("tool_calls", [])
+    return type(calls) is list and all(map(_plain_call, calls))
+
+
+def _plain_call(call: object) -> bool:
+    if type(call) is not dict or "id" not in call or not _optional_text(call["id"]):
+        return False
+    if call.get("type", "function") != "function":
+        return False
+    function = call.get("function")
+    return (
+        type(function) is dict
+        and _text(function.get("name"), empty=False)
+        and _text(function.get("arguments"))
+    )
+
+
+@dataclass(frozen=True)
+class HistoryHeader:
+    format: str
+    version: int
+    revision: int
+    updated_at: str | None
+
+
+@dataclass(frozen=True)
+class HistorySummary(HistoryHeader):
+    message_count: int
+    preview: str
+
+
+def _header_problem(raw: dict[str, object]) -> str | None:
+    """What is wrong with a document's header fields, for the error message."""
+    revision = raw.get("revision")
+    if type(raw.get("format")) is not str:
+        return "format: a string is needed"
+    if type(raw.get("version")) is not int:
+        return "version: a whole number is needed"
+    if type(revision) is not int or revision < 0:
+        return "revision: a whole number, 0 or more, is needed"
+    if not _optional_text(raw.get("updated_at")):
+        return "updated_at: a string or null is needed"
+    return None
+
+
+def _header(raw: dict[str, Any]) -> HistoryHeader:
+    return HistoryHeader(raw["format"], raw["version"], raw["revision"], raw.get("updated_at"))
+
+
 def parse_history(raw: object, path: Path) -> tuple[HistoryHeader, list[Message]]:
     if not isinstance(raw, dict):
         raise CorruptDocumentError(f"{path} is not a koog history document (not a JSON object)")
-    try:
-        header = HistoryHeader.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise CorruptDocumentError(
-            f"{path} is not a koog history document ({'.'.join(map(str, err['loc']))}: {err['msg']})"
-        ) from exc
+    problem = _header_problem(raw)
+    if problem is not None:
+        raise CorruptDocumentError(f"{path} is not a koog history document ({problem})")
+    header = _header(raw)
     if header.format != HISTORY_FORMAT or header.version not in READABLE_VERSIONS:
         raise UnknownFormatError(
             f"{path} has format {header.format!r} version {header.version}, "
@@ -129,11 +181,6 @@ def dump_history(
     return head[:-1] + ', "messages": [\n' + body + "\n]}\n"
 
 
-class HistorySummary(HistoryHeader):
-    message_count: int = Field(ge=0)
-    preview: str
-
-
 def read_summary(head: bytes) -> HistorySummary | None:
     """The header of a document from its first bytes; None when they do not hold one koog
     wrote with a summary (an older or hand-made document: read it whole). The messages key
@@ -143,12 +190,17 @@ def read_summary(head: bytes) -> HistorySummary | None:
     if end < 0:
         return None
     try:
-        summary = HistorySummary.model_validate_json(head[:end] + b"}")
-    except ValidationError:
+        raw = json.loads(head[:end] + b"}")
+    except (ValueError, RecursionError):
         return None
-    if summary.format != HISTORY_FORMAT or summary.version not in READABLE_VERSIONS:
+    if not isinstance(raw, dict) or _header_problem(raw) is not None:
         return None
-    return summary
+    header, count, preview = _header(raw), raw.get("message_count"), raw.get("preview")
+    if header.format != HISTORY_FORMAT or header.version not in READABLE_VERSIONS:
+        return None
+    if type(count) is not int or count < 0 or type(preview) is not str:
+        return None
+    return HistorySummary(**vars(header), message_count=count, preview=preview)
 
 
 def read_tail(handle: BinaryIO, count: int, source: str) -> list[Message] | None:

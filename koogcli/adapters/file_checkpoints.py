@@ -26,10 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, NotRequired
-
-from pydantic import Field, TypeAdapter, ValidationError
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING
 
 from koogcli.adapters import atomic
 from koogcli.adapters import compensation_journal as journal
@@ -41,6 +38,9 @@ from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, Comp
 from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
+
+if TYPE_CHECKING:
+    from koogcli.adapters.document_schema import CheckpointDoc
 
 FORMAT = "koog.checkpoint"
 
@@ -250,13 +250,17 @@ class FileCheckpointStore:
     def _document(self, path: Path) -> CheckpointDoc | None:
         """The validated document; None when it is unreadable, wrongly typed or of another
         format version (listed, never used)."""
+        from pydantic import ValidationError
+
+        from koogcli.adapters.document_schema import CHECKPOINT_DOC
+
         try:
             raw = json.loads(atomic.read_bytes(path))
             if not isinstance(raw, dict) or raw.get("format") != FORMAT:
                 return None
             if raw.get("version") != CHECKPOINT_FORMAT_VERSION:
                 return None
-            return _DOC.validate_python(raw)
+            return CHECKPOINT_DOC.validate_python(raw)
         except (StorageError, OSError, ValueError, RecursionError, ValidationError):
             return None
 
@@ -292,24 +296,6 @@ class FileCheckpointStore:
 
     def _objects_file(self, session: SessionName) -> Path:
         return self.folder(session) / "objects.jsonl"
-
-
-class CheckpointDoc(TypedDict):
-    kind: Literal["restore", "step", "tombstone"]
-    created_at: str
-    reason: str
-    label: str | None
-    manual: bool
-    turn_id: str | None
-    step: str | None
-    output: str | None
-    details: dict[str, Any]
-    message_count: Annotated[int, Field(ge=0)]
-    messages: list[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]]
-    digest: NotRequired[str]
-
-
-_DOC = TypeAdapter(CheckpointDoc)
 
 
 def _unusable(path: Path, cid: str, session: SessionName, seq: int) -> Checkpoint:

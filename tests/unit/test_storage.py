@@ -181,3 +181,49 @@ def test_a_document_of_another_shape_gives_no_digests(store: FileHistoryStore) -
     lines = store.data.session_file(S).read_bytes().split(b"\n")
     lines[1], lines[2] = lines[2], lines[1]  # right shape, wrong order
     assert not message_digests.remember_lines(b"\n".join(lines), loaded)
+
+
+def _damaged(message: dict[str, object]) -> list[dict[str, object]]:
+    """The message with one field dropped, emptied or of another type, at each level."""
+    swaps: list[object] = [None, "", 0, 1.5, True, [], {}, "x", {"a": 1}, [{"id": None}], {1: 2}]
+    out: list[dict[str, object]] = []
+    for key in [*message, "tool_call_id", "name", "meta", "tool_calls"]:
+        out.append({k: v for k, v in message.items() if k != key})
+        out += [{**message, key: value} for value in swaps]
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    for key in [*call, "function.name", "function.arguments"]:
+        outer, _, inner = key.partition(".")
+        for value in [*swaps, "<drop>"]:
+            broken: dict[str, object] = json.loads(json.dumps(call))
+            target = broken[outer] if inner else broken
+            assert isinstance(target, dict)
+            field = inner or outer
+            if value == "<drop>":
+                target.pop(field, None)
+            else:
+                target[field] = value
+            out.append({**message, "tool_calls": [broken]})
+    return out
+
+
+def test_the_check_by_hand_accepts_only_what_the_schema_accepts() -> None:
+    """Short reads (`history show --last 5`) skip pydantic; they must not let through a
+    message the full validation refuses, nor read one differently."""
+    from pydantic import ValidationError
+
+    from koogcli.adapters.document_schema import MESSAGES
+    from koogcli.adapters.documents import parse_messages
+
+    good = {"id": "m1", "role": "assistant", "content": "hi", "created_at": "2026-01-01"}
+    cases = [good, *_damaged(good), *_damaged({**good, "meta": {"kind": "note"}})]
+    accepted = 0
+    for case in cases:
+        try:
+            expected = [m.to_dict() for m in parse_messages(MESSAGES.validate_python([case]), "x")]
+        except (ValidationError, CorruptDocumentError):
+            with pytest.raises(CorruptDocumentError, match="invalid message at messages.0"):
+                parse_messages([case], "x")
+            continue
+        accepted += 1
+        assert [m.to_dict() for m in parse_messages([case], "x")] == expected, case
+    assert 20 < accepted < len(cases) - 100  # both kinds were tried
