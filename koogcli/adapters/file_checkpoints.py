@@ -6,14 +6,20 @@ Layout and invariants:
   so storing a checkpoint costs a few bytes plus the messages never seen before: disk use
   stays a small multiple of the transcript however many checkpoints a session takes.
   Pruning compacts the objects file to what live checkpoints refer to.
-- Each checkpoint is its own document `<seq>-<id>.json`, written atomically after the
-  objects it refers to are appended and synced; a crash leaves no checkpoint pointing at a
-  missing object and no torn document. The seq in the name orders them without parsing.
-  Step checkpoints skip the fsyncs (the turn's next step, its store and its tombstone are
-  synced and supersede them): a killed process loses nothing the kernel already has.
+- The checkpoint documents are lines of `checkpoints.jsonl` (adapters/checkpoint_pack.py),
+  each appended after the objects it refers to are appended and synced; a crash leaves no
+  checkpoint pointing at a missing object. Step checkpoints skip the fsyncs (the turn's
+  next step, its store and its tombstone are synced and supersede them): a killed process
+  loses nothing the kernel already has. Reading every checkpoint of a session (is a turn
+  interrupted?) is one read of one file.
+- Earlier versions wrote a document per checkpoint, `<seq>-<id>-<tag>.json`. The first write
+  to such a folder moves them into checkpoints.jsonl. `00000000-0-m.json` (PACKED_MARKER) is
+  a document of format version 2 that tells an older koog, which only reads the separate
+  documents, that the folder holds checkpoints it cannot read: it lists it, refuses to
+  restore it and never compacts the objects file under it. Documents an older koog writes
+  there later are moved in by the next write, numbered after the others.
 - A document with an unknown format version is listed (so the user sees it) but `get`
-  refuses it; an unparsable or wrongly typed one is listed as unreadable. Neither is ever
-  rewritten.
+  refuses it; a wrongly typed one is listed as unreadable. Neither is ever rewritten.
 - `compensations.jsonl` journals every compensation a rollback planned, with its status
   (adapters/compensation_journal.py).
 """
@@ -24,13 +30,14 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from koogcli.adapters import atomic
 from koogcli.adapters import compensation_journal as journal
 from koogcli.adapters.checkpoint_objects import ObjectFile, decode_runs, encode_runs
+from koogcli.adapters.checkpoint_pack import CheckpointPack
 from koogcli.adapters.documents import parse_messages
 from koogcli.adapters.message_digests import digest
 from koogcli.adapters.paths import DataDir
@@ -48,6 +55,9 @@ FORMAT = "koog.checkpoint"
 # t: tombstone) lets pruning decide from the folder listing without parsing documents.
 _NAME = re.compile(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$")
 UNREADABLE = -1
+PACK = "checkpoints.jsonl"
+PACKED_MARKER = "00000000-0-m.json"
+MARKER_VERSION = 2
 
 
 def _tag(checkpoint: Checkpoint) -> str:
@@ -61,6 +71,7 @@ class FileCheckpointStore:
         self.data = data
         self.lock_timeout = lock_timeout
         self._objects: dict[str, ObjectFile] = {}
+        self._packs: dict[str, CheckpointPack] = {}
 
     def _object_file(self, session: SessionName) -> ObjectFile:
         objects = self._objects.get(session.value)
@@ -68,23 +79,32 @@ class FileCheckpointStore:
             objects = self._objects[session.value] = ObjectFile(self._objects_file(session))
         return objects
 
+    def _pack(self, session: SessionName) -> CheckpointPack:
+        pack = self._packs.get(session.value)
+        if pack is None:
+            pack = self._packs[session.value] = CheckpointPack(self.folder(session) / PACK)
+        pack.refresh()
+        return pack
+
     def folder(self, session: SessionName) -> Path:
         return self.data.checkpoint_dir(session)
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         session = SessionName(checkpoint.session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            seq = self._max_seq(self.folder(session)) + 1
-            self._write(checkpoint, seq)
+            pack = self._packed(session)
+            seq = pack.max_seq() + 1
+            self._write(pack, checkpoint, seq)
         return replace(checkpoint, seq=seq, message_count=len(checkpoint.messages))
 
     def put(self, checkpoint: Checkpoint) -> None:
         session = SessionName(checkpoint.session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            if not any(self._id_of(p) == checkpoint.id for p in self._files(session)):
-                self._write(checkpoint, checkpoint.seq)
+            pack = self._packed(session)
+            if checkpoint.id not in pack.docs:
+                self._write(pack, checkpoint, checkpoint.seq)
 
-    def _write(self, checkpoint: Checkpoint, seq: int) -> None:
+    def _write(self, pack: CheckpointPack, checkpoint: Checkpoint, seq: int) -> None:
         """The objects it refers to first (synced), then its document; under the lock."""
         session = SessionName(checkpoint.session)
         # A step checkpoint is superseded by the turn's next step, its tombstone or the
@@ -110,8 +130,50 @@ class FileCheckpointStore:
             "messages": encode_runs(seqs),
             "digest": combined,
         }
-        path = self.folder(session) / f"{seq:08d}-{checkpoint.id}-{_tag(checkpoint)}.json"
-        atomic.write_text(path, json.dumps(doc, ensure_ascii=False) + "\n", sync=durable)
+        pack.append([doc], sync=durable)
+
+    def _packed(self, session: SessionName) -> CheckpointPack:
+        """The session's pack with every separate document of this version moved into it
+        (see the module docstring); under the lock."""
+        pack = self._pack(session)
+        loose = self._files(session)
+        if pack.exists and not loose:
+            return pack
+        moved: list[Path] = []
+        docs: list[dict[str, Any]] = []
+        next_seq = pack.max_seq() + 1
+        for path in loose:
+            cid = self._id_of(path)
+            doc = self._document(path)
+            if doc is None or cid is None:
+                continue  # unreadable or of another version: listed, never rewritten
+            moved.append(path)
+            if cid in pack.docs:
+                continue  # moved already by a process that stopped before removing it
+            seq = int(path.name[:8])
+            if pack.exists:  # written by an older koog after the pack: newer than all in it
+                seq, next_seq = next_seq, next_seq + 1
+            docs.append(
+                {
+                    "format": FORMAT,
+                    "version": CHECKPOINT_FORMAT_VERSION,
+                    **doc,
+                    "id": cid,
+                    "session": session.value,
+                    "seq": seq,
+                }
+            )
+        lines = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
+        if not pack.exists:
+            pack.rewrite(lines)
+        elif lines:
+            pack.append(docs, sync=True)
+        marker = self.folder(session) / PACKED_MARKER
+        if not marker.exists():
+            atomic.write_text(marker, json.dumps(_marker(session)) + "\n")
+        for path in moved:
+            atomic.remove(path)
+        return pack
 
     @staticmethod
     def _id_of(path: Path) -> str | None:
@@ -119,32 +181,35 @@ class FileCheckpointStore:
         return match.group(2) if match else None
 
     def headers(self, session: SessionName) -> list[Checkpoint]:
-        return [self._read(session, path, with_messages=False) for path in self._files(session)]
+        return [self._checkpoint(session, e, with_messages=False) for e in self._entries(session)]
 
     def get(self, session: SessionName, checkpoint_id: str) -> Checkpoint:
-        for path in self._files(session):
-            match = _NAME.match(path.name)
-            if match and match.group(2) == checkpoint_id:
-                checkpoint = self._read(session, path, with_messages=True)
-                if checkpoint.format_version == UNREADABLE:
-                    raise CorruptDocumentError(
-                        f"checkpoint {path} is not readable", hint=atomic.CORRUPT_HINT
-                    )
-                if not checkpoint.readable:
-                    raise UnknownFormatError(
-                        f"checkpoint {path} has format version {checkpoint.format_version}; "
-                        f"this koog reads version {CHECKPOINT_FORMAT_VERSION}",
-                        hint="use a newer koog; it is listed but never used or rewritten",
-                    )
-                return checkpoint
+        for entry in self._entries(session):
+            if entry.cid != checkpoint_id:
+                continue
+            checkpoint = self._checkpoint(session, entry, with_messages=True)
+            if checkpoint.format_version == UNREADABLE:
+                raise CorruptDocumentError(
+                    f"checkpoint {entry.where} is not readable", hint=atomic.CORRUPT_HINT
+                )
+            if not checkpoint.readable:
+                raise UnknownFormatError(
+                    f"checkpoint {entry.where} has format version {checkpoint.format_version}; "
+                    f"this koog reads version {CHECKPOINT_FORMAT_VERSION}",
+                    hint="use a newer koog; it is listed but never used or rewritten",
+                )
+            return checkpoint
         raise StorageError(f"no checkpoint {checkpoint_id} in session {session.value}")
 
     def delete(self, session: SessionName, checkpoint_id: str) -> bool:
-        for path in self._files(session):
-            match = _NAME.match(path.name)
-            if match and match.group(2) == checkpoint_id:
-                return atomic.remove(path)
-        return False
+        with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
+            pack = self._pack(session)
+            if checkpoint_id in pack.docs:
+                pack.delete([checkpoint_id])
+                return True
+            return any(
+                atomic.remove(p) for p in self._files(session) if self._id_of(p) == checkpoint_id
+            )
 
     def sessions(self) -> list[str]:
         root = self.data.root / "checkpoints"
@@ -155,54 +220,60 @@ class FileCheckpointStore:
     def prune(self, session: SessionName, keep_last: int) -> int:
         """Keep the newest `keep_last` turn checkpoints (steps and tombstones) and the newest
         `keep_last` automatic restore points; manual ones always stay."""
-        files = self._files(session)
-        tags = [m.group(3) if (m := _NAME.match(p.name)) else "" for p in files]
-        steps = [p for p, t in zip(files, tags, strict=True) if t in ("s", "t")]
-        automatic = [p for p, t in zip(files, tags, strict=True) if t == "r"]
-        doomed = steps[: max(0, len(steps) - keep_last)]
-        doomed += automatic[: max(0, len(automatic) - keep_last)]
-        for path in doomed:
-            atomic.remove(path)
-        objects = self._object_file(session)
-        if doomed and objects.due_for_compaction(self._compaction_marker(session)):
-            self.compact(session)
+        with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
+            pack = self._packed(session)
+            docs = [(cid, d) for cid, d in pack.docs.items() if _valid(d) is not None]
+            steps = [cid for cid, d in docs if d["kind"] != "restore"]
+            automatic = [cid for cid, d in docs if d["kind"] == "restore" and not d["manual"]]
+            doomed = steps[: max(0, len(steps) - keep_last)]
+            doomed += automatic[: max(0, len(automatic) - keep_last)]
+            pack.delete(doomed)
+            objects = self._object_file(session)
+            if doomed and objects.due_for_compaction(self._compaction_marker(session)):
+                self._compact(session)
         return len(doomed)
 
     def prune_steps(self, session: SessionName, before: str, batch: int = 1000) -> int:
-        """Oldest first (a turn's steps before its tombstone), then the objects file is
-        compacted to what the remaining checkpoints refer to."""
+        """Steps and tombstones older than `before`, then the objects file is compacted to
+        what the remaining checkpoints refer to."""
         from datetime import datetime
 
         cutoff = datetime.fromisoformat(before)
-        removed = 0
-        for path in self._files(session):
-            match = _NAME.match(path.name)
-            if not match or match.group(3) not in ("s", "t"):
-                continue
-            doc = self._document(path)
-            if doc is None or datetime.fromisoformat(doc["created_at"]) >= cutoff:
-                continue
-            removed += atomic.remove(path)
-        if removed:
-            self.compact(session)
-        return removed
+        with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
+            pack = self._packed(session)
+            doomed = [
+                cid
+                for cid, raw in pack.docs.items()
+                if (doc := _valid(raw)) is not None
+                and doc["kind"] != "restore"
+                and datetime.fromisoformat(doc["created_at"]) < cutoff
+            ]
+            pack.delete(doomed)
+            if doomed:
+                self._compact(session)
+        return len(doomed)
 
     def compact(self, session: SessionName) -> int:
         """Drop the objects no checkpoint refers to any more; returns how many."""
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
-            referenced: set[int] = set()
-            for path in self._files(session):
-                doc = self._document(path)
-                if doc is None:  # unreadable or newer: keep everything, lose nothing
-                    return 0
-                referenced.update(decode_runs(doc["messages"]))
-            return self._object_file(session).compact(referenced, self._compaction_marker(session))
+            return self._compact(session)
+
+    def _compact(self, session: SessionName) -> int:
+        referenced: set[int] = set()
+        for entry in self._entries(session):
+            doc = _valid(entry.raw)
+            if doc is None:  # unreadable or newer: keep everything, lose nothing
+                return 0
+            referenced.update(decode_runs(doc["messages"]))
+        return self._object_file(session).compact(referenced, self._compaction_marker(session))
 
     def drop(self, session: SessionName) -> None:
         folder = self.folder(session)
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
             paths = [
                 *self._files(session),
+                self.folder(session) / PACK,
+                self.folder(session) / PACKED_MARKER,
                 self._objects_file(session),
                 self._journal(session),
                 self._compaction_marker(session),
@@ -210,6 +281,7 @@ class FileCheckpointStore:
             for path in paths:
                 atomic.remove(path)
             self._objects.pop(session.value, None)
+            self._packs.pop(session.value, None)
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
 
@@ -218,6 +290,7 @@ class FileCheckpointStore:
         with atomic.file_lock(self.data.lock_file(old, "checkpoints"), self.lock_timeout):
             atomic.rename(self.folder(old), self.folder(new))
             self._objects.pop(old.value, None)
+            self._packs.pop(old.value, None)
 
     def compensations(self, session: SessionName) -> list[CompensationEntry]:
         return journal.read(self._journal(session))
@@ -236,51 +309,58 @@ class FileCheckpointStore:
         return self.folder(session) / "objects.compacted"
 
     def _files(self, session: SessionName) -> list[Path]:
+        """Documents written one per file (by an earlier koog), the marker left out."""
         folder = self.folder(session)
         if not folder.is_dir():
             return []
-        return [folder / n for n in sorted(os.listdir(folder)) if _NAME.match(n)]
+        names = sorted(os.listdir(folder))
+        return [folder / n for n in names if _NAME.match(n) and n != PACKED_MARKER]
 
-    def _max_seq(self, folder: Path) -> int:
-        if not folder.is_dir():
-            return -1
-        seqs = [int(m.group(1)) for n in os.listdir(folder) if (m := _NAME.match(n))]
-        return max(seqs, default=-1)
+    def _entries(self, session: SessionName) -> list[_Entry]:
+        """Every checkpoint of the session, oldest first: the pack's, then any separate
+        documents not moved into it yet (numbered after the pack's when it exists)."""
+        pack = self._pack(session)
+        where = pack.path
+        entries = [
+            _Entry(cid, s if type(s := doc.get("seq")) is int else -1, doc, f"{where} ({cid})")
+            for cid, doc in pack.docs.items()
+        ]
+        entries.sort(key=lambda e: e.seq)
+        next_seq = pack.max_seq() + 1
+        for path in self._files(session):
+            cid = self._id_of(path)
+            if cid is None or cid in pack.docs:
+                continue
+            try:
+                raw: object = json.loads(atomic.read_bytes(path))
+            except (StorageError, OSError, ValueError, RecursionError):
+                raw = None
+            seq = int(path.name[:8])
+            if pack.exists:
+                seq, next_seq = next_seq, next_seq + 1
+            entries.append(_Entry(cid, seq, raw, str(path)))
+        return entries
 
     def _document(self, path: Path) -> CheckpointDoc | None:
-        """The validated document; None when it is unreadable, wrongly typed or of another
-        format version (listed, never used)."""
-        from pydantic import ValidationError
-
-        from koogcli.adapters.document_schema import CHECKPOINT_DOC
-
         try:
-            raw = json.loads(atomic.read_bytes(path))
-            if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-                return None
-            if raw.get("version") != CHECKPOINT_FORMAT_VERSION:
-                return None
-            return CHECKPOINT_DOC.validate_python(raw)
-        except (StorageError, OSError, ValueError, RecursionError, ValidationError):
+            return _valid(json.loads(atomic.read_bytes(path)))
+        except (StorageError, OSError, ValueError, RecursionError):
             return None
 
-    def _read(self, session: SessionName, path: Path, with_messages: bool) -> Checkpoint:
-        match = _NAME.match(path.name)
-        assert match is not None
-        seq, cid = int(match.group(1)), match.group(2)
-        doc = self._document(path)
+    def _checkpoint(self, session: SessionName, entry: _Entry, with_messages: bool) -> Checkpoint:
+        doc = _valid(entry.raw)
         if doc is None:
-            return _unusable(path, cid, session, seq)
+            return _unusable(entry.raw, entry.cid, session, entry.seq)
         messages: tuple[Message, ...] = ()
         if with_messages:
             raw = self._object_file(session).resolve(
-                doc["messages"], doc["message_count"], doc.get("digest"), path
+                doc["messages"], doc["message_count"], doc.get("digest"), Path(entry.where)
             )
-            messages = tuple(parse_messages(raw, str(path)))
+            messages = tuple(parse_messages(raw, entry.where))
         return Checkpoint(
-            id=cid,
+            id=entry.cid,
             session=session.value,
-            seq=seq,
+            seq=entry.seq,
             kind=doc["kind"],
             created_at=doc["created_at"],
             messages=messages,
@@ -298,13 +378,48 @@ class FileCheckpointStore:
         return self.folder(session) / "objects.jsonl"
 
 
-def _unusable(path: Path, cid: str, session: SessionName, seq: int) -> Checkpoint:
+@dataclass(frozen=True)
+class _Entry:
+    cid: str
+    seq: int
+    raw: object  # the parsed document; None when it does not parse
+    where: str  # for messages: the file, and the id inside the pack
+
+
+def _valid(raw: object) -> CheckpointDoc | None:
+    """The validated document; None when it is wrongly typed or of another format version
+    (listed, never used)."""
+    from pydantic import ValidationError
+
+    from koogcli.adapters.document_schema import CHECKPOINT_DOC
+
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        return None
+    if raw.get("version") != CHECKPOINT_FORMAT_VERSION:
+        return None
+    try:
+        return CHECKPOINT_DOC.validate_python(raw)
+    except ValidationError:
+        return None
+
+
+def _marker(session: SessionName) -> dict[str, object]:
+    return {
+        "format": FORMAT,
+        "version": MARKER_VERSION,
+        "id": "0",
+        "session": session.value,
+        "seq": 0,
+        "kind": "restore",
+        "manual": True,
+        "created_at": "",
+        "reason": "this session's checkpoints are in checkpoints.jsonl, kept by a newer koog",
+    }
+
+
+def _unusable(raw: object, cid: str, session: SessionName, seq: int) -> Checkpoint:
     """The header of a document koog will list but never use: another format version (its
     plain fields shown as far as they are readable) or unreadable."""
-    try:
-        raw = json.loads(atomic.read_bytes(path))
-    except (StorageError, OSError, ValueError, RecursionError):
-        raw = None
     version = raw.get("version") if isinstance(raw, dict) else None
     if (
         not isinstance(raw, dict)

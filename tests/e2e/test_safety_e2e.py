@@ -21,6 +21,7 @@ from tests.e2e.test_persistence_e2e import TOOLS as PERSISTENCE_TOOLS
 from tests.e2e.test_persistence_e2e import call
 from tests.e2e.test_persistence_e2e import tool_log as log_of
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.stored import edit_checkpoint
 from tests.zygote import ForkedKoog, Zygote
 
 pytestmark = pytest.mark.e2e
@@ -319,13 +320,14 @@ def test_other_malformed_inputs(run_koog: Run, data_dir: Path, configure_env: An
     (data_dir / "sessions" / "bad name.json").write_text("{}")
     assert "good" in run_koog("history", "list").stdout
     # Wrongly typed checkpoint fields: listed as unreadable, refused by name, turns go on.
-    restore = next((data_dir / "checkpoints" / "good").glob("*-r.json"))
-    doc = json.loads(restore.read_text())
-    doc["message_count"] = {"not": "a number"}
-    restore.write_text(json.dumps(doc))
-    cid = restore.name.split("-")[1]
+    listed = json.loads(run_koog("checkpoint", "list", "-s", "good", "--json").stdout)
+    cid = next(c["id"] for c in listed if c["kind"] == "restore")
+    wrong = {"message_count": {"not": "a number"}}
+    pack = edit_checkpoint(
+        data_dir / "checkpoints" / "good", cid, lambda d: json.dumps({**d, **wrong})
+    )
     refused = run_koog("rollback", "-s", "good", cid, "--yes")
-    assert refused.returncode == 3 and str(restore) in refused.stderr
+    assert refused.returncode == 3 and f"{pack} ({cid})" in refused.stderr
     assert run_koog("chat", "-s", "good", "still fine").returncode == 0
     # Non-UTF-8 standard input, an infinite timeout, a dropped memory table.
     binary = subprocess.run(

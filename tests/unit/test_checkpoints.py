@@ -15,6 +15,7 @@ from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import ToolCall, assistant, system, tool_result, user
 from koogcli.core.names import SessionName
+from tests.stored import checkpoint_doc, edit_checkpoint
 
 S = SessionName("cp")
 
@@ -61,7 +62,7 @@ def test_case45_save_two_list_latest_round_trip(store: FileCheckpointStore) -> N
         "t1",
         {"temperature": 0.42},
     )
-    assert (store.folder(S) / f"00000000-{first.id}-r.json").is_file()
+    assert checkpoint_doc(store.folder(S), first.id)["seq"] == 0
 
 
 def test_messages_are_stored_once(store: FileCheckpointStore) -> None:
@@ -70,8 +71,8 @@ def test_messages_are_stored_once(store: FileCheckpointStore) -> None:
         store.save(make(messages=tuple(history[:n])))
     objects = (store.folder(S) / "objects.jsonl").read_text().splitlines()
     assert len(objects) == 50
-    doc = json.loads(next(store.folder(S).glob("00000004-*.json")).read_text())
-    assert doc["messages"] == [[0, 49]]
+    last = store.headers(S)[-1]
+    assert checkpoint_doc(store.folder(S), last.id)["messages"] == [[0, 49]]
 
 
 def test_runs_round_trip() -> None:
@@ -82,25 +83,35 @@ def test_runs_round_trip() -> None:
 
 def test_unknown_version_is_listed_but_refused(store: FileCheckpointStore) -> None:
     saved = store.save(make(messages=(user("x"),)))
-    path = next(store.folder(S).glob(f"*-{saved.id}-*.json"))
-    doc = json.loads(path.read_text())
-    doc["version"] = 99
-    path.write_text(json.dumps(doc))
+    path = edit_checkpoint(store.folder(S), saved.id, lambda d: json.dumps({**d, "version": 99}))
     listed = store.headers(S)
     assert len(listed) == 1 and not listed[0].readable and listed[0].format_version == 99
     with pytest.raises(UnknownFormatError, match="format version 99") as info:
         store.get(S, saved.id)
     assert info.value.exit_code == 3
-    assert json.loads(path.read_text())["version"] == 99
+    line = next(t for t in path.read_text().splitlines() if saved.id in t)
+    store.save(make(messages=(user("y"),)))
+    store.prune(S, keep_last=0)  # never pruned, never rewritten
+    assert line in path.read_text().splitlines()
+    assert [c.id for c in store.headers(S)] == [saved.id]
 
 
-def test_garbage_checkpoint_is_listed_as_unreadable(store: FileCheckpointStore) -> None:
+def test_wrongly_typed_checkpoint_is_listed_as_unreadable(store: FileCheckpointStore) -> None:
     saved = store.save(make())
-    path = next(store.folder(S).glob(f"*-{saved.id}-*.json"))
-    path.write_text("{torn")
+    edit_checkpoint(store.folder(S), saved.id, lambda d: json.dumps({**d, "seq": 0, "kind": 7}))
     assert store.headers(S)[0].reason == "unreadable"
-    with pytest.raises(CorruptDocumentError):
+    with pytest.raises(CorruptDocumentError, match=r"checkpoints\.jsonl"):
         store.get(S, saved.id)
+
+
+def test_a_torn_line_is_skipped_and_later_checkpoints_are_read(store: FileCheckpointStore) -> None:
+    first = store.save(make(messages=(user("one"),)))
+    pack = store.folder(S) / "checkpoints.jsonl"
+    with pack.open("a") as handle:
+        handle.write('{"format": "koog.checkpoint", "id": "dead')  # a kill mid-append
+    second = fresh(store).save(make(messages=(user("two"),)))
+    assert [c.id for c in fresh(store).headers(S)] == [first.id, second.id]
+    assert fresh(store).get(S, second.id).messages[0].text == "two"
 
 
 def test_torn_object_line_is_closed_off_before_the_next_append(store: FileCheckpointStore) -> None:
@@ -237,11 +248,8 @@ def test_hostile_runs_are_refused_without_expanding_them(store: FileCheckpointSt
     import time
 
     saved = store.save(make(messages=(user("a"), assistant("b"))))
-    path = next(store.folder(S).glob(f"*-{saved.id}-*.json"))
-    doc = json.loads(path.read_text())
-    doc["messages"] = [[0, 3_000_000_000]]
-    doc["message_count"] = 3_000_000_001
-    path.write_text(json.dumps(doc))
+    hostile = {"messages": [[0, 3_000_000_000]], "message_count": 3_000_000_001}
+    edit_checkpoint(store.folder(S), saved.id, lambda d: json.dumps({**d, **hostile}))
     started = time.monotonic()
     with pytest.raises(CorruptDocumentError, match="refers to 3000000001 messages"):
         store.get(S, saved.id)
@@ -344,8 +352,79 @@ def test_saves_that_extend_the_last_one_refer_to_the_same_objects_as_fresh_saves
         else:
             history = history[rng.randint(0, len(history)) :]
         saved = store.save(make(messages=tuple(history)))
-        doc = json.loads(next(store.folder(S).glob(f"*-{saved.id}-*.json")).read_text())
+        doc = checkpoint_doc(store.folder(S), saved.id)
         again = fresh(store).save(make(messages=tuple(history)))
-        other = json.loads(next(store.folder(S).glob(f"*-{again.id}-*.json")).read_text())
+        other = checkpoint_doc(store.folder(S), again.id)
         assert (doc["messages"], doc["digest"]) == (other["messages"], other["digest"]), step
         assert fresh(store).get(S, saved.id).messages == tuple(history)
+
+
+def _as_separate_documents(store: FileCheckpointStore) -> list[Path]:
+    """Turn the session's folder into what an earlier koog wrote: a document per file."""
+    folder = store.folder(S)
+    paths = []
+    for line in (folder / "checkpoints.jsonl").read_text().splitlines():
+        doc = json.loads(line)
+        if "id" not in doc:
+            continue  # the file's first line
+        tag = "s" if doc["kind"] == "step" else "m" if doc["manual"] else "r"
+        path = folder / f"{doc['seq']:08d}-{doc['id']}-{tag}.json"
+        path.write_text(json.dumps(doc) + "\n")
+        paths.append(path)
+    (folder / "checkpoints.jsonl").unlink()
+    (folder / "00000000-0-m.json").unlink()
+    return paths
+
+
+def test_separate_documents_of_an_earlier_koog_move_into_the_pack(
+    store: FileCheckpointStore,
+) -> None:
+    old = [store.save(make(messages=(user(f"m{i}"),), manual=i == 1)) for i in range(3)]
+    paths = _as_separate_documents(store)
+    assert [c.id for c in fresh(store).headers(S)] == [c.id for c in old]  # read as they are
+    new = fresh(store).save(make(messages=(user("new"),)))
+    assert not any(p.exists() for p in paths)
+    listed = fresh(store).headers(S)
+    assert [(c.id, c.seq) for c in listed] == [*((c.id, c.seq) for c in old), (new.id, 3)]
+    assert fresh(store).get(S, old[1].id).messages[0].text == "m1" and listed[1].manual
+
+
+def test_the_marker_makes_an_earlier_koog_refuse_the_folder(store: FileCheckpointStore) -> None:
+    """An earlier koog reads only `<seq>-<id>-<tag>.json` documents: it must see one it
+    cannot use (never restoring, never compacting the objects under the pack) and must
+    never prune it; documents it writes there are moved in after the others."""
+    import re
+
+    first = store.save(make(messages=(user("a"),)))
+    folder = store.folder(S)
+    names = [n for n in os.listdir(folder) if re.match(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$", n)]
+    assert names == ["00000000-0-m.json"]  # tag m: manual, which no koog prunes
+    marker = json.loads((folder / names[0]).read_text())
+    assert (marker["format"], marker["version"], marker["kind"]) == (
+        "koog.checkpoint",
+        2,
+        "restore",
+    )
+    assert [c.id for c in store.headers(S)] == [first.id]  # not listed here
+    doc = {**checkpoint_doc(folder, first.id), "id": "abc123", "seq": 1}
+    (folder / "00000001-abc123-r.json").write_text(json.dumps(doc))  # by an earlier koog
+    second = fresh(store).save(make(messages=(user("b"),)))
+    assert [(c.id, c.seq) for c in fresh(store).headers(S)] == [
+        (first.id, 0),
+        ("abc123", 1),
+        (second.id, 2),
+    ]
+    assert not (folder / "00000001-abc123-r.json").exists()
+
+
+def test_pruning_keeps_the_pack_small(store: FileCheckpointStore) -> None:
+    history: list = []
+    for i in range(400):
+        history.append(user(f"question {i} " + "x" * 200))
+        store.save(make(messages=tuple(history)))
+        store.prune(S, keep_last=10)
+    pack = store.folder(S) / "checkpoints.jsonl"
+    live = sum(len(line) + 1 for line in pack.read_bytes().splitlines() if b'"ids"' not in line)
+    assert len(fresh(store).headers(S)) == 10
+    assert pack.stat().st_size < 64 * 1024 + 2 * live
+    assert fresh(store).get(S, fresh(store).headers(S)[0].id).messages == tuple(history[:391])
