@@ -91,7 +91,10 @@ def test_completion_offers_existing_session_names(run_koog: Run, koog_env: dict[
     }
     result = subprocess.run([KOOG_BIN], env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0 and result.stdout.split() == ["alpha", "alpine"]
-    shown = subprocess.run(
-        [KOOG_BIN, "--show-completion", "bash"], env=koog_env, capture_output=True, text=True
+    shown = subprocess.run(  # the shell is found from the process tree, as a user's would be
+        ["bash", "-c", f"{KOOG_BIN} --show-completion"],
+        env=koog_env,
+        capture_output=True,
+        text=True,
     )
     assert "_KOOG_COMPLETE=complete_bash" in shown.stdout
