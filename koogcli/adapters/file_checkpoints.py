@@ -163,14 +163,12 @@ class FileCheckpointStore:
                     "seq": seq,
                 }
             )
-        lines = [json.dumps(d, ensure_ascii=False).encode() for d in docs]
-        if not pack.exists:
-            pack.rewrite(lines)
-        elif lines:
-            pack.append(docs, sync=True)
-        marker = self.folder(session) / PACKED_MARKER
-        if not marker.exists():
+        if not pack.exists:  # the marker first: no pack is ever there without it
+            marker = self.folder(session) / PACKED_MARKER
             atomic.write_text(marker, json.dumps(_marker(session)) + "\n")
+            pack.rewrite([json.dumps(d, ensure_ascii=False).encode() for d in docs])
+        elif docs:
+            pack.append(docs, sync=True)
         for path in moved:
             atomic.remove(path)
         return pack
@@ -275,6 +273,7 @@ class FileCheckpointStore:
                 self.folder(session) / PACK,
                 self.folder(session) / PACKED_MARKER,
                 self._objects_file(session),
+                self._object_file(session).index_path,
                 self._journal(session),
                 self._compaction_marker(session),
             ]

@@ -87,6 +87,7 @@ def test_delete_removes_history_and_transcript(koog: Callable[..., Any], data_di
     assert koog("history", "delete", "-s", "d", "--yes").exit_code == 0
     assert not (data_dir / "sessions" / "d.json").exists()
     assert not (data_dir / "transcripts" / "d.jsonl").exists()
+    assert not (data_dir / "checkpoints" / "d").exists()  # its objects and their index too
     assert koog("history", "show", "-s", "d").exit_code == 2
 
 
