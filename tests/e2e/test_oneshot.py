@@ -257,6 +257,7 @@ def test_startup_paths_do_not_import_heavy_modules(koog_env: dict[str, str], run
         ["history", "show", "-s", "imp"],
         ["history", "list"],
         ["history", "show", "-s", "imp", "--last", "1"],
+        ["checkpoint", "list", "-s", "imp"],
     ):
         result = subprocess.run(
             [

@@ -15,6 +15,7 @@ from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import ToolCall, assistant, system, tool_result, user
 from koogcli.core.names import SessionName
+from tests.damage import damaged
 from tests.stored import checkpoint_doc, edit_checkpoint
 
 S = SessionName("cp")
@@ -430,3 +431,30 @@ def test_pruning_keeps_the_pack_small(store: FileCheckpointStore) -> None:
     assert len(kept) == 10
     assert pack.stat().st_size < 64 * 1024 + 2 * live
     assert fresh(store).get(S, fresh(store).headers(S)[0].id).messages == tuple(history[:241])
+
+
+def test_the_check_by_hand_accepts_only_what_the_schema_accepts(
+    store: FileCheckpointStore,
+) -> None:
+    """`checkpoint list` checks documents by hand, without pydantic: it must never use a
+    document the schema refuses, nor read one differently."""
+    from pydantic import ValidationError
+
+    from koogcli.adapters.document_schema import CHECKPOINT_DOC
+    from koogcli.adapters.file_checkpoints import _valid
+
+    saved = store.save(make(kind="step", messages=(user("a"),), turn_id="t", step="load"))
+    good = checkpoint_doc(store.folder(S), saved.id)
+    fields = [k for k in good if k not in ("format", "version", "id", "session", "seq")]
+    cases = [good, *damaged(good, [*fields, "messages.0", "messages.0.1", "details.x"])]
+    accepted = 0
+    for case in cases:
+        try:
+            expected = json.loads(json.dumps(CHECKPOINT_DOC.validate_python(case)))
+        except ValidationError:
+            assert _valid(case) is None, case
+            continue
+        accepted += 1
+        read = json.loads(json.dumps(_valid(case)))
+        assert {k: read[k] for k in expected} == expected, case  # pydantic drops the rest
+    assert 10 < accepted < len(cases) - 100  # both kinds were tried

@@ -15,6 +15,7 @@ from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import ToolCall, assistant, tool_result, user
 from koogcli.core.names import SessionName
+from tests.damage import damaged
 
 S = SessionName("work")
 
@@ -183,29 +184,6 @@ def test_a_document_of_another_shape_gives_no_digests(store: FileHistoryStore) -
     assert not message_digests.remember_lines(b"\n".join(lines), loaded)
 
 
-def _damaged(message: dict[str, object]) -> list[dict[str, object]]:
-    """The message with one field dropped, emptied or of another type, at each level."""
-    swaps: list[object] = [None, "", 0, 1.5, True, [], {}, "x", {"a": 1}, [{"id": None}], {1: 2}]
-    out: list[dict[str, object]] = []
-    for key in [*message, "tool_call_id", "name", "meta", "tool_calls"]:
-        out.append({k: v for k, v in message.items() if k != key})
-        out += [{**message, key: value} for value in swaps]
-    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    for key in [*call, "function.name", "function.arguments"]:
-        outer, _, inner = key.partition(".")
-        for value in [*swaps, "<drop>"]:
-            broken: dict[str, object] = json.loads(json.dumps(call))
-            target = broken[outer] if inner else broken
-            assert isinstance(target, dict)
-            field = inner or outer
-            if value == "<drop>":
-                target.pop(field, None)
-            else:
-                target[field] = value
-            out.append({**message, "tool_calls": [broken]})
-    return out
-
-
 def test_the_check_by_hand_accepts_only_what_the_schema_accepts() -> None:
     """Short reads (`history show --last 5`) skip pydantic; they must not let through a
     message the full validation refuses, nor read one differently."""
@@ -215,7 +193,15 @@ def test_the_check_by_hand_accepts_only_what_the_schema_accepts() -> None:
     from koogcli.adapters.documents import parse_messages
 
     good = {"id": "m1", "role": "assistant", "content": "hi", "created_at": "2026-01-01"}
-    cases = [good, *_damaged(good), *_damaged({**good, "meta": {"kind": "note"}})]
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    fields = [*good, "tool_call_id", "name", "meta", "tool_calls"]
+    inner = ["id", "type", "function", "function.name", "function.arguments"]
+    cases = [
+        good,
+        *damaged(good, fields),
+        *damaged({**good, "meta": {"kind": "note"}}, fields),
+        *damaged({**good, "tool_calls": [call]}, [f"tool_calls.0.{f}" for f in inner]),
+    ]
     accepted = 0
     for case in cases:
         try:
