@@ -3,6 +3,8 @@
 Goal (issue 12): koog's median wall time ≤ 0.8x llm's. Both store the exchange (koog its
 session files and checkpoints, llm its SQLite log); both are asked "hi" and get an instant
 reply from tests/fakes/openai_server.py. Runs alternate koog / llm; medians are reported.
+Beside them, the floor of any tool built on the openai SDK: a Python script that imports it
+and makes the same streamed request, storing nothing.
 
     python bench/versus_llm.py [--runs 15] [--llm-venv DIR]
 
@@ -20,6 +22,14 @@ import time
 from pathlib import Path
 
 from common import KOOG, clean_env
+
+SDK_ALONE = """
+import openai
+stream = openai.OpenAI().chat.completions.create(
+    model="fake", stream=True, messages=[{"role": "user", "content": "hi"}]
+)
+print("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
+"""
 
 
 def install_llm(folder: Path) -> Path:
@@ -61,18 +71,23 @@ def main() -> None:
             )
             koog_argv = [KOOG, "chat", "hi"]  # a new session per call, as llm starts one
             llm_argv = [str(llm), "-m", "fake", "hi"]
+            sdk_argv = [sys.executable, "-c", SDK_ALONE]
             timed(koog_argv, koog_env), timed(llm_argv, llm_env)  # warm the caches
-            koog_times, llm_times = [], []
+            koog_times, llm_times, sdk_times = [], [], []
             for _ in range(args.runs):
                 koog_times.append(timed(koog_argv, koog_env))
                 llm_times.append(timed(llm_argv, llm_env))
+                sdk_times.append(timed(sdk_argv, koog_env))
             koog_median = statistics.median(koog_times)
             llm_median = statistics.median(llm_times)
+            sdk_median = statistics.median(sdk_times)
             version = subprocess.run([str(llm), "--version"], capture_output=True, text=True)
             print(f"{version.stdout.strip()}; {args.runs} alternating pairs")
             print(f"koog chat hi:    {koog_median * 1000:6.0f} ms median")
             print(f"llm -m fake hi:  {llm_median * 1000:6.0f} ms median")
+            print(f"openai SDK alone: {sdk_median * 1000:6.0f} ms median (import, one request)")
             print(f"ratio koog / llm: {koog_median / llm_median:.2f}")
+            print(f"ratio SDK alone / llm: {sdk_median / llm_median:.2f}")
     finally:
         server.stop()
 
