@@ -59,3 +59,26 @@ def test_status_names_the_backend(make_ctx: Callable[..., Any], backend: str) ->
     info = storage.status(ctx)
     assert info["backend"] == {"files": "files", "postgresql": "postgresql"}[backend]
     assert info["counts"]["sessions"] == 1  # type: ignore[index]
+
+
+@pytest.mark.postgresql_only  # files keep messages in the document, not as shared rows
+def test_a_row_another_process_pruned_is_stored_again_not_referred_to(
+    make_ctx: Callable[..., Any],
+) -> None:
+    """A turn remembers the row of its new message from its step checkpoint; another
+    process prunes that checkpoint and the row with it while the turn waits to store. The
+    stored history must hold the message, not a reference to the deleted row."""
+    from koogcli.adapters.postgres import rows
+    from koogcli.core.checkpoints import Checkpoint
+    from koogcli.core.messages import user
+
+    ctx = make_ctx()
+    message = user("hello")
+    ctx.checkpoints.save(Checkpoint("c1", S.value, 0, "step", "2026-01-01", (message,)))
+    db = ctx.checkpoints.db
+    with db.transaction() as cur:  # as another koog's prune: by SQL, so this one's cache stays
+        cur.execute("DELETE FROM checkpoints WHERE session = %s", [S.value])
+        cur.execute("DELETE FROM messages WHERE session = %s", [S.value])
+    ctx.history.write(S, [message], expected_revision=None)
+    rows.forget(S.value)  # read as a new process would
+    assert ctx.history.load(S) == [message]

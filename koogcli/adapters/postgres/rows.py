@@ -70,17 +70,32 @@ def guard(cur: psycopg.Cursor[Any], session: str, exclusive: bool) -> None:
 
 def store(cur: psycopg.Cursor[Any], session: str, messages: Sequence[Message]) -> list[int]:
     """Row ids of `messages` in order, inserting the rows the session does not have yet.
-    The caller calls `remember` once its transaction has committed."""
+    The caller calls `remember` once its transaction has committed.
+
+    Remembered ids are checked first: another process may have deleted a row since (its
+    prune found nothing referring to it then, say a step checkpoint pruned while this turn
+    waited to store). Under the shared guard none can go until this transaction ends."""
     guard(cur, session, exclusive=False)
     ids: list[int] = []
     todo: list[int] = []
+    remembered: set[int] = set()
     for index, message in enumerate(messages):
         known = _KNOWN.get(id(message))
         if known is not None and known[0] is message and known[1] == session:
             ids.append(known[2])
+            remembered.add(known[2])
         else:
             ids.append(0)
             todo.append(index)
+    if remembered:
+        cur.execute(
+            "SELECT count(*) FROM messages WHERE session = %s AND id = ANY(%s)",
+            [session, list(remembered)],
+        )
+        found_rows = cur.fetchone()
+        if found_rows is None or found_rows[0] != len(remembered):
+            forget(session)
+            return store(cur, session, messages)  # every row looked up or stored again
     if todo:
         bodies = [body(messages[i]) for i in todo]
         digests = [hashlib.sha256(b.encode()).hexdigest()[:32] for b in bodies]
