@@ -89,8 +89,9 @@ def store(cur: psycopg.Cursor[Any], session: str, messages: Sequence[Message]) -
             todo.append(index)
     if remembered:
         cur.execute(
-            "SELECT count(*) FROM messages WHERE session = %s AND id = ANY(%s)",
-            [session, list(remembered)],
+            "SELECT count(*) FROM messages m JOIN unnest(%s::bigint[]) r (id) USING (id) "
+            "WHERE m.session = %s",
+            [list(remembered), session],
         )
         found_rows = cur.fetchone()
         if found_rows is None or found_rows[0] != len(remembered):
