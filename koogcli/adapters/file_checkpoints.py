@@ -32,10 +32,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from koogcli.adapters import atomic
 from koogcli.adapters import compensation_journal as journal
+from koogcli.adapters.checkpoint_docs import FORMAT, UNREADABLE, seq_of, unusable, valid
 from koogcli.adapters.checkpoint_objects import ObjectFile, decode_runs, encode_runs
 from koogcli.adapters.checkpoint_pack import CheckpointPack
 from koogcli.adapters.documents import parse_messages
@@ -49,21 +50,13 @@ from koogcli.core.names import SessionName
 if TYPE_CHECKING:
     from koogcli.adapters.document_schema import CheckpointDoc
 
-FORMAT = "koog.checkpoint"
 
-# <seq>-<id>-<tag>.json; the tag (r: automatic restore point, m: manual, s: step,
-# t: tombstone) lets pruning decide from the folder listing without parsing documents.
+# <seq>-<id>-<tag>.json, a document per file as earlier versions wrote them (the tag: r
+# automatic restore point, m manual, s step, t tombstone).
 _NAME = re.compile(r"^(\d{8})-([0-9a-f]+)-([rmst])\.json$")
-UNREADABLE = -1
 PACK = "checkpoints.jsonl"
 PACKED_MARKER = "00000000-0-m.json"
 MARKER_VERSION = 2
-
-
-def _tag(checkpoint: Checkpoint) -> str:
-    if checkpoint.kind == "restore":
-        return "m" if checkpoint.manual else "r"
-    return "s" if checkpoint.kind == "step" else "t"
 
 
 class FileCheckpointStore:
@@ -220,7 +213,8 @@ class FileCheckpointStore:
         `keep_last` automatic restore points; manual ones always stay."""
         with atomic.file_lock(self.data.lock_file(session, "checkpoints"), self.lock_timeout):
             pack = self._packed(session)
-            docs = [(cid, d) for cid, d in pack.docs.items() if _valid(d) is not None]
+            docs = [(cid, d) for cid, d in pack.docs.items() if valid(d) is not None]
+            docs.sort(key=lambda item: seq_of(item[1]))  # copies may arrive out of order
             steps = [cid for cid, d in docs if d["kind"] != "restore"]
             automatic = [cid for cid, d in docs if d["kind"] == "restore" and not d["manual"]]
             doomed = steps[: max(0, len(steps) - keep_last)]
@@ -242,7 +236,7 @@ class FileCheckpointStore:
             doomed = [
                 cid
                 for cid, raw in pack.docs.items()
-                if (doc := _valid(raw)) is not None
+                if (doc := valid(raw)) is not None
                 and doc["kind"] != "restore"
                 and datetime.fromisoformat(doc["created_at"]) < cutoff
             ]
@@ -259,7 +253,7 @@ class FileCheckpointStore:
     def _compact(self, session: SessionName) -> int:
         referenced: set[int] = set()
         for entry in self._entries(session):
-            doc = _valid(entry.raw)
+            doc = valid(entry.raw)
             if doc is None:  # unreadable or newer: keep everything, lose nothing
                 return 0
             referenced.update(decode_runs(doc["messages"]))
@@ -321,8 +315,7 @@ class FileCheckpointStore:
         pack = self._pack(session)
         where = pack.path
         entries = [
-            _Entry(cid, s if type(s := doc.get("seq")) is int else -1, doc, f"{where} ({cid})")
-            for cid, doc in pack.docs.items()
+            _Entry(cid, seq_of(doc), doc, f"{where} ({cid})") for cid, doc in pack.docs.items()
         ]
         entries.sort(key=lambda e: e.seq)
         next_seq = pack.max_seq() + 1
@@ -342,14 +335,14 @@ class FileCheckpointStore:
 
     def _document(self, path: Path) -> CheckpointDoc | None:
         try:
-            return _valid(json.loads(atomic.read_bytes(path)))
+            return valid(json.loads(atomic.read_bytes(path)))
         except (StorageError, OSError, ValueError, RecursionError):
             return None
 
     def _checkpoint(self, session: SessionName, entry: _Entry, with_messages: bool) -> Checkpoint:
-        doc = _valid(entry.raw)
+        doc = valid(entry.raw)
         if doc is None:
-            return _unusable(entry.raw, entry.cid, session, entry.seq)
+            return unusable(entry.raw, entry.cid, session, entry.seq)
         messages: tuple[Message, ...] = ()
         if with_messages:
             raw = self._object_file(session).resolve(
@@ -385,56 +378,6 @@ class _Entry:
     where: str  # for messages: the file, and the id inside the pack
 
 
-def _valid(raw: object) -> CheckpointDoc | None:
-    """The validated document; None when it is wrongly typed or of another format version
-    (listed, never used)."""
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        return None
-    if raw.get("version") != CHECKPOINT_FORMAT_VERSION:
-        return None
-    if _plainly_valid(raw):  # `checkpoint list` then starts without pydantic (0.15 s)
-        return cast("CheckpointDoc", raw)
-    from pydantic import ValidationError
-
-    from koogcli.adapters.document_schema import CHECKPOINT_DOC
-
-    try:
-        return CHECKPOINT_DOC.validate_python(raw)
-    except ValidationError:
-        return None
-
-
-_KINDS = frozenset(("restore", "step", "tombstone"))
-_OPTIONAL_TEXT = ("label", "turn_id", "step", "output")
-
-
-def _plainly_valid(doc: dict[str, Any]) -> bool:
-    """True only for a document CheckpointDoc (adapters/document_schema.py) accepts as it
-    is; anything else goes to pydantic."""
-    kind, count, runs, details = (
-        doc.get(k) for k in ("kind", "message_count", "messages", "details")
-    )
-    return (
-        type(kind) is str
-        and kind in _KINDS
-        and type(doc.get("created_at")) is str
-        and type(doc.get("reason")) is str
-        and all(k in doc and (doc[k] is None or type(doc[k]) is str) for k in _OPTIONAL_TEXT)
-        and type(doc.get("manual")) is bool
-        and type(details) is dict
-        and all(type(key) is str for key in details)
-        and type(count) is int
-        and count >= 0
-        and type(runs) is list
-        and all(type(r) is list and len(r) == 2 and all(_seq(x) for x in r) for r in runs)
-        and type(doc.get("digest", "")) is str
-    )
-
-
-def _seq(value: object) -> bool:
-    return type(value) is int and value >= 0
-
-
 def _marker(session: SessionName) -> dict[str, object]:
     return {
         "format": FORMAT,
@@ -447,42 +390,3 @@ def _marker(session: SessionName) -> dict[str, object]:
         "created_at": "",
         "reason": "this session's checkpoints are in checkpoints.jsonl, kept by a newer koog",
     }
-
-
-def _unusable(raw: object, cid: str, session: SessionName, seq: int) -> Checkpoint:
-    """The header of a document koog will list but never use: another format version (its
-    plain fields shown as far as they are readable) or unreadable."""
-    version = raw.get("version") if isinstance(raw, dict) else None
-    if (
-        not isinstance(raw, dict)
-        or raw.get("format") != FORMAT
-        or not _is_int(version)
-        or version == CHECKPOINT_FORMAT_VERSION  # this version, but wrongly typed
-    ):
-        return Checkpoint(
-            cid, session.value, seq, "restore", "", reason="unreadable", format_version=UNREADABLE
-        )
-    assert isinstance(version, int)
-
-    def text(key: str) -> str | None:
-        value = raw.get(key)
-        return value if isinstance(value, str) else None
-
-    kind = raw.get("kind")
-    return Checkpoint(
-        cid,
-        session.value,
-        seq,
-        kind if kind in ("restore", "step", "tombstone") else "restore",
-        text("created_at") or "",
-        reason=text("reason") or "unreadable",
-        label=text("label"),
-        manual=raw.get("manual") is True,
-        turn_id=text("turn_id"),
-        step=text("step"),
-        format_version=version,
-    )
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -440,8 +440,8 @@ def test_the_check_by_hand_accepts_only_what_the_schema_accepts(
     document the schema refuses, nor read one differently."""
     from pydantic import ValidationError
 
+    from koogcli.adapters.checkpoint_docs import valid as _valid
     from koogcli.adapters.document_schema import CHECKPOINT_DOC
-    from koogcli.adapters.file_checkpoints import _valid
 
     saved = store.save(make(kind="step", messages=(user("a"),), turn_id="t", step="load"))
     good = checkpoint_doc(store.folder(S), saved.id)
