@@ -82,3 +82,24 @@ def test_a_row_another_process_pruned_is_stored_again_not_referred_to(
     ctx.history.write(S, [message], expected_revision=None)
     rows.forget(S.value)  # read as a new process would
     assert ctx.history.load(S) == [message]
+
+
+@pytest.mark.postgresql_only
+def test_rows_of_a_history_that_changed_since_it_was_read_are_looked_at_again(
+    make_ctx: Callable[..., Any],
+) -> None:
+    """The rows of the history this process read need no look while the session is still
+    that version; once another process rewrote it and pruned a row, they do."""
+    from koogcli.adapters.postgres import rows
+    from koogcli.core.checkpoints import Checkpoint
+    from koogcli.core.messages import user
+
+    ctx = make_ctx()
+    ctx.history.write(S, [user("one"), user("two")], expected_revision=None)
+    loaded = tuple(ctx.history.load(S))
+    with ctx.checkpoints.db.transaction() as cur:  # another koog: clear, then prune
+        cur.execute("UPDATE sessions SET revision = 2, items = '{}' WHERE name = %s", [S.value])
+        cur.execute("DELETE FROM messages WHERE session = %s", [S.value])
+    ctx.checkpoints.save(Checkpoint("c1", S.value, 0, "restore", "2026-01-01", loaded))
+    rows.forget(S.value)  # read as a new process would
+    assert ctx.checkpoints.get(S, "c1").messages == loaded

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 # id(message) -> (message, session, row id)
 _KNOWN: dict[int, tuple[Message, str, int]] = {}
 _LIMIT = 500_000
+# session -> (revision, updated_at, row ids) of the history this process last read or
+# wrote: while the session's row is still that version, those rows are referred to by it
+# and cannot have been deleted, so only the other remembered rows need looking at.
+_HELD: dict[str, tuple[int, str, frozenset[int]]] = {}
 
 _INSERT = """
 WITH new (digest, body) AS (SELECT * FROM unnest(%(digests)s::text[], %(bodies)s::text[])),
@@ -55,6 +59,12 @@ def forget(session: str) -> None:
     """After rows of the session were deleted: none of their ids may be reused."""
     for key in [k for k, v in _KNOWN.items() if v[1] == session]:
         del _KNOWN[key]
+    _HELD.pop(session, None)
+
+
+def hold(session: str, revision: int, updated_at: str, items: Sequence[int]) -> None:
+    """The history version this process read or committed, with its rows (see _HELD)."""
+    _HELD[session] = (revision, updated_at, frozenset(items))
 
 
 def guard(cur: psycopg.Cursor[Any], session: str, exclusive: bool) -> None:
@@ -74,7 +84,9 @@ def store(cur: psycopg.Cursor[Any], session: str, messages: Sequence[Message]) -
 
     Remembered ids are checked first: another process may have deleted a row since (its
     prune found nothing referring to it then, say a step checkpoint pruned while this turn
-    waited to store). Under the shared guard none can go until this transaction ends."""
+    waited to store). Under the shared guard none can go until this transaction ends. Rows
+    of the history version this process holds need no look while the session is still at
+    that version: a turn checks only the rows of its new messages."""
     guard(cur, session, exclusive=False)
     ids: list[int] = []
     todo: list[int] = []
@@ -87,6 +99,11 @@ def store(cur: psycopg.Cursor[Any], session: str, messages: Sequence[Message]) -
         else:
             ids.append(0)
             todo.append(index)
+    held = _HELD.get(session)
+    if remembered and held is not None:
+        cur.execute("SELECT revision, updated_at FROM sessions WHERE name = %s", [session])
+        if cur.fetchone() == (held[0], held[1]):
+            remembered -= held[2]
     if remembered:
         cur.execute(
             "SELECT count(*) FROM messages m JOIN unnest(%s::bigint[]) r (id) USING (id) "

@@ -92,6 +92,7 @@ class PgHistoryStore:
         revision, updated_at, items = row
         with self.db.errors():
             messages = rows.load(self.db.conn, session.value, items, self._source(session))
+        rows.hold(session.value, revision, updated_at, items)
         return StoredHistory(messages, int(revision), updated_at)
 
     def tail(self, session: SessionName, count: int) -> list[Message]:
@@ -110,12 +111,12 @@ class PgHistoryStore:
         self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
     ) -> int:
         name = session.value
-        first = _preview(messages)
+        first, at = _preview(messages), utc_now()
         with self.db.transaction() as cur:
             items = rows.store(cur, name, messages)
             values = {
                 "name": name,
-                "at": utc_now(),
+                "at": at,
                 "items": items,
                 "count": len(items),
                 "preview": first,
@@ -149,6 +150,7 @@ class PgHistoryStore:
             if row is None:
                 raise ConflictError(f"session {name} changed since revision {expected_revision}")
         rows.remember(name, messages, items)
+        rows.hold(name, row[0], at, items)
         return int(row[0])
 
     def put(
