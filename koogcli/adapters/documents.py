@@ -48,7 +48,7 @@ def parse_messages(raw: object, source: str) -> list[Message]:
         raise CorruptDocumentError(
             f"{source}: invalid message at messages.{where}: {err['msg']}"
         ) from exc
-    return [Message.from_dict(dict(m)) for m in models]
+    return [Message.from_dict(m) for m in models]
 
 
 _ROLES = frozenset(("system", "user", "assistant", "tool"))

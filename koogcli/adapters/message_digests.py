@@ -40,15 +40,17 @@ def remember_lines(data: bytes, messages: Sequence[Message]) -> bool:
     lines = data.split(b"\n", len(messages) + 1)
     if len(lines) < len(messages) + 2 or not lines[-1].startswith(b"]}"):
         return False
-    found = []
+    sha256 = hashlib.sha256
+    keys = []
     for message, line in zip(messages, lines[1:], strict=False):
-        if line.endswith(b","):
+        if line[-1:] == b",":
             line = line[:-1]
         if not line.startswith(_id_prefix(message.id)):
             return False
-        found.append((message, _key(line)))
-    for message, key in found:
-        _remember(message, key)
+        keys.append(sha256(line).hexdigest()[:24])
+    if len(_KNOWN) + len(keys) >= _LIMIT:
+        _KNOWN.clear()
+    _KNOWN.update((id(m), (m, k)) for m, k in zip(messages, keys, strict=False))
     return True
 
 
