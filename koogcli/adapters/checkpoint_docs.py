@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from koogcli.adapters.documents import optional_text
 from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint
 from koogcli.core.names import SessionName
 
@@ -54,7 +55,7 @@ def _plainly_valid(doc: dict[str, Any]) -> bool:
         and kind in _KINDS
         and type(doc.get("created_at")) is str
         and type(doc.get("reason")) is str
-        and all(k in doc and (doc[k] is None or type(doc[k]) is str) for k in _OPTIONAL_TEXT)
+        and all(k in doc and optional_text(doc[k]) for k in _OPTIONAL_TEXT)
         and type(doc.get("manual")) is bool
         and type(details) is dict
         and all(type(key) is str for key in details)

@@ -58,7 +58,7 @@ def _text(value: object, empty: bool = True) -> bool:
     return type(value) is str and (empty or value != "")
 
 
-def _optional_text(value: object) -> bool:
+def optional_text(value: object) -> bool:
     return value is None or type(value) is str
 
 
@@ -73,10 +73,10 @@ def _plainly_valid(message: object) -> bool:
         and type(role) is str
         and role in _ROLES
         and "content" in message
-        and _optional_text(message["content"])
+        and optional_text(message["content"])
         and _text(get("created_at"), empty=False)
-        and _optional_text(get("tool_call_id"))
-        and _optional_text(get("name"))
+        and optional_text(get("tool_call_id"))
+        and optional_text(get("name"))
     ):
         return False
     meta = get("meta", {})
@@ -87,7 +87,7 @@ def _plainly_valid(message: object) -> bool:
 
 
 def _plain_call(call: object) -> bool:
-    if type(call) is not dict or "id" not in call or not _optional_text(call["id"]):
+    if type(call) is not dict or "id" not in call or not optional_text(call["id"]):
         return False
     if call.get("type", "function") != "function":
         return False
@@ -122,7 +122,7 @@ def _header_problem(raw: dict[str, object]) -> str | None:
         return "version: a whole number is needed"
     if type(revision) is not int or revision < 0:
         return "revision: a whole number, 0 or more, is needed"
-    if not _optional_text(raw.get("updated_at")):
+    if not optional_text(raw.get("updated_at")):
         return "updated_at: a string or null is needed"
     return None
 

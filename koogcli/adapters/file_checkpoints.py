@@ -32,7 +32,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from koogcli.adapters import atomic
 from koogcli.adapters import compensation_journal as journal
@@ -46,10 +45,6 @@ from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, Comp
 from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-
-if TYPE_CHECKING:
-    from koogcli.adapters.document_schema import CheckpointDoc
-
 
 # <seq>-<id>-<tag>.json, a document per file as earlier versions wrote them (the tag: r
 # automatic restore point, m manual, s step, t tombstone).
@@ -132,38 +127,27 @@ class FileCheckpointStore:
         loose = self._files(session)
         if pack.exists and not loose:
             return pack
-        moved: list[Path] = []
-        docs: list[dict[str, Any]] = []
-        next_seq = pack.max_seq() + 1
-        for path in loose:
-            cid = self._id_of(path)
-            doc = self._document(path)
-            if doc is None or cid is None:
-                continue  # unreadable or of another version: listed, never rewritten
-            moved.append(path)
-            if cid in pack.docs:
-                continue  # moved already by a process that stopped before removing it
-            seq = int(path.name[:8])
-            if pack.exists:  # written by an older koog after the pack: newer than all in it
-                seq, next_seq = next_seq, next_seq + 1
-            docs.append(
-                {
-                    "format": FORMAT,
-                    "version": CHECKPOINT_FORMAT_VERSION,
-                    **doc,
-                    "id": cid,
-                    "session": session.value,
-                    "seq": seq,
-                }
-            )
+        docs = [
+            {
+                "format": FORMAT,
+                "version": CHECKPOINT_FORMAT_VERSION,
+                **doc,
+                "id": entry.cid,
+                "session": session.value,
+                "seq": entry.seq,
+            }
+            for entry in self._loose(session, pack)
+            if (doc := valid(entry.raw)) is not None  # others: listed, never rewritten
+        ]
         if not pack.exists:  # the marker first: no pack is ever there without it
             marker = self.folder(session) / PACKED_MARKER
             atomic.write_text(marker, json.dumps(_marker(session)) + "\n")
             pack.rewrite([json.dumps(d, ensure_ascii=False).encode() for d in docs])
         elif docs:
             pack.append(docs, sync=True)
-        for path in moved:
-            atomic.remove(path)
+        for path in loose:  # moved now, or by a process that stopped before removing them
+            if self._id_of(path) in pack.docs:
+                atomic.remove(path)
         return pack
 
     @staticmethod
@@ -311,13 +295,18 @@ class FileCheckpointStore:
 
     def _entries(self, session: SessionName) -> list[_Entry]:
         """Every checkpoint of the session, oldest first: the pack's, then any separate
-        documents not moved into it yet (numbered after the pack's when it exists)."""
+        documents not moved into it yet."""
         pack = self._pack(session)
-        where = pack.path
         entries = [
-            _Entry(cid, seq_of(doc), doc, f"{where} ({cid})") for cid, doc in pack.docs.items()
+            _Entry(cid, seq_of(doc), doc, f"{pack.path} ({cid})") for cid, doc in pack.docs.items()
         ]
         entries.sort(key=lambda e: e.seq)
+        return [*entries, *self._loose(session, pack)]
+
+    def _loose(self, session: SessionName, pack: CheckpointPack) -> list[_Entry]:
+        """Separate documents not in the pack, in file order; numbered after the pack's
+        when it exists (an older koog wrote them after it)."""
+        entries: list[_Entry] = []
         next_seq = pack.max_seq() + 1
         for path in self._files(session):
             cid = self._id_of(path)
@@ -332,12 +321,6 @@ class FileCheckpointStore:
                 seq, next_seq = next_seq, next_seq + 1
             entries.append(_Entry(cid, seq, raw, str(path)))
         return entries
-
-    def _document(self, path: Path) -> CheckpointDoc | None:
-        try:
-            return valid(json.loads(atomic.read_bytes(path)))
-        except (StorageError, OSError, ValueError, RecursionError):
-            return None
 
     def _checkpoint(self, session: SessionName, entry: _Entry, with_messages: bool) -> Checkpoint:
         doc = valid(entry.raw)
