@@ -19,6 +19,13 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pg_server import PgServer
 from tests.zygote import Zygote
 
+# Where PYTHONDONTWRITEBYTECODE is set (this project's development machine sets it), every
+# run would rewrite every test module's asserts again and every koog process would compile
+# every changed module again: about two seconds per worker and a tenth of a second per koog
+# started. The caches go where pip and pytest put them anyway (ignored by git).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 KOOG_BIN = str(Path(sys.executable).parent / "koog")
 

@@ -91,8 +91,11 @@ def test_completion_offers_existing_session_names(run_koog: Run, koog_env: dict[
     }
     result = subprocess.run([KOOG_BIN], env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0 and result.stdout.split() == ["alpha", "alpine"]
-    shown = subprocess.run(  # the shell is found from the process tree, as a user's would be
-        ["bash", "-c", f"{KOOG_BIN} --show-completion"],
+    # The shell is found from the process tree, as a user's would be. In a pipeline, bash
+    # stays koog's parent (a lone command is exec'd in its place, and then the nearest shell
+    # is whatever started the tests, which need not be one).
+    shown = subprocess.run(
+        ["bash", "-c", f"{KOOG_BIN} --show-completion | cat"],
         env=koog_env,
         capture_output=True,
         text=True,
