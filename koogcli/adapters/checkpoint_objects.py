@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from koogcli.adapters import atomic
 from koogcli.core.errors import CorruptDocumentError, StorageError
@@ -52,12 +52,18 @@ def combined(keys: Iterable[str]) -> str:
 
 
 def encode_runs(seqs: Iterable[int]) -> list[list[int]]:
-    runs: list[list[int]] = []
+    return extend_runs([], seqs)
+
+
+def extend_runs(runs: list[list[int]], seqs: Iterable[int]) -> list[list[int]]:
+    """`runs` (changed in place) followed by `seqs`, merged into runs of consecutive seqs."""
+    last = runs[-1] if runs else None
     for s in seqs:
-        if runs and runs[-1][1] == s - 1:
-            runs[-1][1] = s
+        if last is not None and last[1] == s - 1:
+            last[1] = s
         else:
-            runs.append([s, s])
+            last = [s, s]
+            runs.append(last)
     return runs
 
 
@@ -75,7 +81,7 @@ INDEX_HEADER = "koog-objects-index 1"
 @dataclass(frozen=True)
 class _LastSave:
     messages: tuple[Message, ...]
-    seqs: list[int]
+    runs: list[list[int]]
     state: Any  # the sha256 of `combined` after these messages' keys
     inode: int
 
@@ -147,30 +153,10 @@ class ObjectFile:
             text = atomic.read_bytes(self.index_path).decode("ascii")
         except (FileNotFoundError, UnicodeDecodeError, StorageError):
             return
-        lines = text.split("\n")
-        if not lines or lines[0] != f"{INDEX_HEADER} {self.inode}":
+        header, _, body = text.partition("\n")
+        if header != f"{INDEX_HEADER} {self.inode}":
             return
-        by_digest: dict[str, int] = {}
-        next_seq = 0
-        trusted: tuple[dict[str, int], int, int] | None = None
-        for line in lines[1:-1]:  # the last piece is torn or empty
-            first, _, second = line.partition(" ")
-            try:
-                if first == "@":
-                    covered = int(second)
-                    if covered > size:
-                        return  # the objects file lost its tail: the index is stale
-                    trusted = (dict(by_digest), next_seq, covered)
-                elif first == "n":
-                    next_seq = max(next_seq, int(second))
-                else:
-                    seq = int(first)
-                    if not second:
-                        break
-                    by_digest[second] = seq
-                    next_seq = max(next_seq, seq + 1)
-            except ValueError:
-                break
+        trusted = _read_index(body, size)
         if trusted is not None:
             self.by_digest, self.next_seq, self.offset = trusted
             self.index_valid = True
@@ -208,42 +194,50 @@ class ObjectFile:
         return self.by_seq
 
     def store(
-        self, messages: Sequence[Message], key_of: Callable[[Message], str], sync: bool = True
-    ) -> tuple[list[int], str]:
-        """Seqs for the messages (appending the new ones) and their combined digest. With
-        `sync`, the file is made durable even when nothing new is appended: the objects an
-        unsynced step checkpoint appended may be what this checkpoint refers to.
+        self,
+        messages: Sequence[Message],
+        keys_of: Callable[[Sequence[Message]], list[str]],
+        sync: bool = True,
+    ) -> tuple[list[list[int]], str]:
+        """Runs of seqs for the messages (appending the new ones) and their combined digest.
+        With `sync`, the file is made durable even when nothing new is appended: the objects
+        an unsynced step checkpoint appended may be what this checkpoint refers to.
 
         A turn saves the same history step after step, each time with a few messages more:
         when the messages begin with the very objects of this process's last save (and the
-        file was not replaced since), its seqs and digest state are reused, and only the
-        messages after them are hashed and looked up."""
+        file was not replaced since), its runs and digest state are reused, and only the
+        messages after them are hashed and looked up. The rest is done a list at a time, not
+        a message at a time: the first save of a 50,000-message history is one pass."""
         self.refresh(write_index=True)
         last = self._last if self._last is not None and self._last.inode == self.inode else None
         if last is not None and _extends(last.messages, messages):
-            seqs, state = list(last.seqs), last.state.copy()
+            runs, state = [list(run) for run in last.runs], last.state.copy()
             start = len(last.messages)
         else:
-            seqs, state, start = [], hashlib.sha256(), 0
+            runs, state, start = [], hashlib.sha256(), 0
+        keys = keys_of(messages[start:])
+        if keys:
+            state.update(("\n".join(keys) + "\n").encode())
+        seqs = list(map(self.by_digest.get, keys))
         lines: list[str] = []
-        for message in messages[start:]:
-            key = key_of(message)
-            state.update(key.encode() + b"\n")
-            seq = self.by_digest.get(key)
+        for i in [i for i, seq in enumerate(seqs) if seq is None] if None in seqs else []:
+            seq = self.by_digest.get(keys[i])  # the same new message twice: one object
             if seq is None:
-                seq = self.next_seq
+                seq = self.by_digest[keys[i]] = self.next_seq
                 self.next_seq += 1
-                self.by_digest[key] = seq
-                data = message.to_dict()
-                lines.append(json.dumps({"s": seq, "h": key, "m": data}, ensure_ascii=False))
-            seqs.append(seq)
+                data = messages[start + i].to_dict()
+                lines.append(json.dumps({"s": seq, "h": keys[i], "m": data}, ensure_ascii=False))
+            seqs[i] = seq
+        extend_runs(runs, cast(list[int], seqs))
         if lines:
             atomic.append_text(self.path, "\n".join(lines) + "\n", sync=sync)
             self.refresh(write_index=True)
         elif sync and messages:
             atomic.sync_file(self.path)
-        self._last = _LastSave(tuple(messages), seqs, state.copy(), self.inode)
-        return seqs, state.hexdigest()[:32]
+        self._last = _LastSave(
+            tuple(messages), [list(run) for run in runs], state.copy(), self.inode
+        )
+        return runs, state.hexdigest()[:32]
 
     def resolve(
         self, runs: Sequence[Sequence[int]], count: int, expected: str | None, where: Path
@@ -304,6 +298,38 @@ class ObjectFile:
         except (StorageError, KeyError, TypeError, ValueError):
             base = 0
         return size > COMPACT_GROWTH * max(base, COMPACT_MIN_BYTES // COMPACT_GROWTH)
+
+
+def _read_index(body: str, size: int) -> tuple[dict[str, int], int, int] | None:
+    """(digest -> seq, next seq, bytes covered) from the index lines before its last `@`
+    line; None when there is none, or when one says more than `size` bytes are covered
+    (the objects file lost its tail). A malformed line ends what is read. Each turn appends
+    `@` lines: the entries are counted at each, never copied (a copy of 50,000 entries per
+    `@` line made a turn's cost grow with the turns since the index was last written)."""
+    entries: list[tuple[str, int]] = []
+    next_seq = 0
+    trusted: tuple[int, int, int] | None = None  # entries, next seq, bytes covered
+    for line in body.split("\n")[:-1]:  # the last piece is torn or empty
+        first, _, second = line.partition(" ")
+        try:
+            if first == "@":
+                covered = int(second)
+                if covered > size:
+                    return None
+                trusted = (len(entries), next_seq, covered)
+            elif first == "n":
+                next_seq = max(next_seq, int(second))
+            else:
+                seq = int(first)
+                if not second:
+                    break
+                entries.append((second, seq))
+                next_seq = max(next_seq, seq + 1)
+        except ValueError:
+            break
+    if trusted is None:
+        return None
+    return dict(entries[: trusted[0]]), trusted[1], trusted[2]
 
 
 def _records(complete: bytes) -> Iterable[tuple[str | None, int, dict[str, object] | None]]:

@@ -36,10 +36,10 @@ from pathlib import Path
 from koogcli.adapters import atomic
 from koogcli.adapters import compensation_journal as journal
 from koogcli.adapters.checkpoint_docs import FORMAT, UNREADABLE, seq_of, unusable, valid
-from koogcli.adapters.checkpoint_objects import ObjectFile, decode_runs, encode_runs
+from koogcli.adapters.checkpoint_objects import ObjectFile, decode_runs
 from koogcli.adapters.checkpoint_pack import CheckpointPack
 from koogcli.adapters.documents import parse_messages
-from koogcli.adapters.message_digests import digest
+from koogcli.adapters.message_digests import digests
 from koogcli.adapters.paths import DataDir
 from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, CompensationEntry
 from koogcli.core.errors import CorruptDocumentError, StorageError, UnknownFormatError
@@ -98,7 +98,7 @@ class FileCheckpointStore:
         # A step checkpoint is superseded by the turn's next step, its tombstone or the
         # store, which are synced: it needs no fsync of its own (issue 12).
         durable = checkpoint.kind != "step"
-        seqs, combined = self._object_file(session).store(checkpoint.messages, digest, durable)
+        runs, combined = self._object_file(session).store(checkpoint.messages, digests, durable)
         doc = {
             "format": FORMAT,
             "version": CHECKPOINT_FORMAT_VERSION,
@@ -115,7 +115,7 @@ class FileCheckpointStore:
             "output": checkpoint.output,
             "details": checkpoint.details,
             "message_count": len(checkpoint.messages),
-            "messages": encode_runs(seqs),
+            "messages": runs,
             "digest": combined,
         }
         pack.append([doc], sync=durable)

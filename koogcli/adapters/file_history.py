@@ -52,6 +52,10 @@ class FileHistoryStore:
         path = self.data.session_file(session)
         return path.with_name(path.name[: -len(".json")] + ".log")
 
+    def _digests(self, session: SessionName) -> Path:
+        path = self.data.session_file(session)
+        return path.with_name(path.name[: -len(".json")] + ".digests")
+
     def load(self, session: SessionName) -> list[Message]:
         return self.read(session).messages
 
@@ -68,7 +72,8 @@ class FileHistoryStore:
             except FileNotFoundError:
                 return StoredHistory([], 0)
             header, messages = parse_history(atomic.parse_json(data, path), path)
-            message_digests.remember_lines(data, messages)  # checkpoints need not hash
+            # Checkpoints take these digests instead of hashing every message again.
+            message_digests.remember_document(data, messages, self._digests(session))
             try:
                 entries = history_log.read(self._log(session), header.revision)
                 messages, revision, at = history_log.apply(
@@ -126,8 +131,10 @@ class FileHistoryStore:
                 entry = history_log.Entry(revision, current, drop, added, len(messages), first, now)
                 history_log.append(log, entry)
             else:  # fold: the whole history as a new document, then no log
-                atomic.write_text(path, dump_history(session.value, revision, now, messages))
+                document = dump_history(session.value, revision, now, messages)
+                atomic.write_text(path, document)
                 atomic.remove(log)
+                message_digests.write_cache(self._digests(session), document, messages)
             self._known[session.value] = (revision, list(messages))
             return revision
 
@@ -137,8 +144,10 @@ class FileHistoryStore:
         """One document with this revision and time, no log (`storage copy`)."""
         path = self.data.session_file(session)
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
-            atomic.write_text(path, dump_history(session.value, revision, updated_at, messages))
+            document = dump_history(session.value, revision, updated_at, messages)
+            atomic.write_text(path, document)
             atomic.remove(self._log(session))
+            message_digests.write_cache(self._digests(session), document, messages)
             self._known[session.value] = (revision, list(messages))
 
     def _log_full(self, path: Path, log: Path) -> bool:
@@ -253,14 +262,17 @@ class FileHistoryStore:
             text = dump_history(new.value, stored.revision + 1, utc_now(), stored.messages)
             atomic.write_text(path, text)
             atomic.remove(self._log(new))
+            message_digests.write_cache(self._digests(new), text, stored.messages)
             atomic.remove(self.data.session_file(old))
             atomic.remove(self._log(old))
+            atomic.remove(self._digests(old))
         self._known.pop(old.value, None)
 
     def delete(self, session: SessionName) -> bool:
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
             removed = atomic.remove(self.data.session_file(session))
             atomic.remove(self._log(session))
+            atomic.remove(self._digests(session))
         self._known.pop(session.value, None)
         return removed
 

@@ -6,19 +6,40 @@ store can hand over the digests of everything it read by hashing the document's 
 (`remember_lines`) instead of serialising 50,000 messages again. A line is used only when
 it starts with its message's id, so a document of another shape gives no digests (they
 are computed when needed) and never the digest of a neighbour.
+
+Hashing 50,000 lines one by one costs a quarter of a second per turn, so a fold of the
+history (the only time its document is written) also writes the digests of its messages to
+`sessions/NAME.digests`: `koog-message-digests 1 DOC COUNT CHECK`, then one digest per line,
+where DOC is the sha256 of the document's bytes and CHECK of the digest lines. A reader
+takes them only for the very document it read (one sha256 over its bytes, about 11 ms for
+17 MB), and otherwise hashes the lines. The file is a cache, never the truth: written
+without fsync, replaced whole, ignored when anything in it does not match.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Sequence
+from pathlib import Path
 
+from koogcli.adapters import atomic
+from koogcli.core.errors import StorageError
 from koogcli.core.messages import Message
 
 # id(message) -> (message, digest); the message is kept so its id() is not reused.
 _KNOWN: dict[int, tuple[Message, str]] = {}
 _LIMIT = 500_000
+# Documents read by this process with their messages' digests, newest last; spread into
+# _KNOWN only when a digest is asked for one message at a time (50,000 dict entries cost
+# more than the lookups a turn makes). The flag says whether that was done.
+_DOCUMENTS: list[tuple[tuple[Message, ...], list[str], list[bool]]] = []
+_DOCUMENTS_KEPT = 4
+_FEW = 64
+CACHE_HEADER = "koog-message-digests 1"
+# Below this many messages hashing the lines costs less than a file.
+CACHE_MIN_MESSAGES = 1000
 
 
 def _key(line: bytes) -> str:
@@ -27,11 +48,36 @@ def _key(line: bytes) -> str:
 
 def digest(message: Message) -> str:
     known = _KNOWN.get(id(message))
+    if known is None and _spread():
+        known = _KNOWN.get(id(message))
+    return known[1] if known is not None and known[0] is message else _computed(message)
+
+
+def _computed(message: Message) -> str:
+    known = _KNOWN.get(id(message))
     if known is not None and known[0] is message:
         return known[1]
     key = _key(json.dumps(message.to_dict(), ensure_ascii=False).encode())
     _remember(message, key)
     return key
+
+
+def digests(messages: Sequence[Message]) -> list[str]:
+    """The digests of `messages` in order. A history that begins with the very messages of
+    a document this process read (a turn's history: the document, then what the log and the
+    turn added) takes that document's digests as one list."""
+    for known, keys, _spread_done in reversed(_DOCUMENTS):
+        if len(known) <= len(messages) and all(map(operator.is_, known, messages)):
+            # What follows was added since the document: looked up, not spread for.
+            return [*keys, *map(_computed, messages[len(known) :])]
+    # A few messages (what a turn's step adds) cost less to hash than spreading a document.
+    return list(map(digest if len(messages) > _FEW else _computed, messages))
+
+
+def forget() -> None:
+    """Drop every digest this process knows, as a new process starts (tests)."""
+    _KNOWN.clear()
+    _DOCUMENTS.clear()
 
 
 def remember_lines(data: bytes, messages: Sequence[Message]) -> bool:
@@ -48,10 +94,67 @@ def remember_lines(data: bytes, messages: Sequence[Message]) -> bool:
         if not line.startswith(_id_prefix(message.id)):
             return False
         keys.append(sha256(line).hexdigest()[:24])
-    if len(_KNOWN) + len(keys) >= _LIMIT:
-        _KNOWN.clear()
-    _KNOWN.update((id(m), (m, k)) for m, k in zip(messages, keys, strict=False))
+    _remember_all(messages, keys)
     return True
+
+
+def remember_document(data: bytes, messages: Sequence[Message], cache: Path) -> None:
+    """The digests of the messages parsed from the document `data`: from its digests file
+    when that was written for this very document, else from its lines."""
+    keys = _cached(data, len(messages), cache)
+    if keys is None:
+        remember_lines(data, messages)
+    else:
+        _remember_all(messages, keys)
+
+
+def write_cache(cache: Path, document: str, messages: Sequence[Message]) -> None:
+    """Digests of the messages of the document just written (a fold), or no file for a
+    short history. A failure only costs the next reader the hashing: it is ignored."""
+    try:
+        if len(messages) < CACHE_MIN_MESSAGES:
+            atomic.remove(cache)
+            return
+        lines = "\n".join(map(digest, messages))
+        source = hashlib.sha256(document.encode()).hexdigest()
+        check = hashlib.sha256(lines.encode()).hexdigest()[:16]
+        header = f"{CACHE_HEADER} {source} {len(messages)} {check}"
+        atomic.write_text(cache, header + "\n" + lines, sync=False)
+    except StorageError:
+        return
+
+
+def _cached(data: bytes, count: int, cache: Path) -> list[str] | None:
+    if count < CACHE_MIN_MESSAGES:
+        return None
+    try:
+        header, _, lines = atomic.read_bytes(cache).partition(b"\n")
+    except (FileNotFoundError, StorageError):
+        return None
+    expected = f"{CACHE_HEADER} {hashlib.sha256(data).hexdigest()} {count} "
+    if header[:-16].decode("ascii", "replace") != expected:
+        return None
+    if hashlib.sha256(lines).hexdigest()[:16].encode() != header[-16:]:
+        return None
+    keys = lines.decode("ascii").split("\n")
+    return keys if len(keys) == count else None
+
+
+def _remember_all(messages: Sequence[Message], keys: list[str]) -> None:
+    del _DOCUMENTS[: max(0, len(_DOCUMENTS) - _DOCUMENTS_KEPT + 1)]
+    _DOCUMENTS.append((tuple(messages), keys, [False]))
+
+
+def _spread() -> bool:
+    """Whether any document's digests were newly put into _KNOWN."""
+    spread = False
+    for messages, keys, done in _DOCUMENTS:
+        if not done[0]:
+            done[0] = spread = True
+            if len(_KNOWN) + len(keys) >= _LIMIT:
+                _KNOWN.clear()
+            _KNOWN.update((id(m), (m, k)) for m, k in zip(messages, keys, strict=False))
+    return spread
 
 
 def _id_prefix(message_id: str) -> bytes:

@@ -446,7 +446,7 @@ def test_each_turn_adds_only_its_own_messages_to_the_checkpoint_objects(
     session = SessionName("grow")
     lines = []
     for text in ("one", "two", "three", "four"):
-        message_digests._KNOWN.clear()  # as in a new process
+        message_digests.forget()  # as in a new process
         ctx = make_ctx()
         run_turn(ctx, TurnRequest(session, text))
         objects = ctx.checkpoints.folder(session) / "objects.jsonl"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from koogcli.adapters.file_checkpoints import FileCheckpointStore, decode_runs, encode_runs
+from koogcli.adapters.checkpoint_objects import decode_runs, encode_runs
+from koogcli.adapters.file_checkpoints import FileCheckpointStore
 from koogcli.adapters.paths import DataDir
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
@@ -458,3 +459,59 @@ def test_the_check_by_hand_accepts_only_what_the_schema_accepts(
         read = json.loads(json.dumps(_valid(case)))
         assert {k: read[k] for k in expected} == expected, case  # pydantic drops the rest
     assert 10 < accepted < len(cases) - 100  # both kinds were tried
+
+
+def _index_as_first_read(body: str, size: int) -> tuple[dict[str, int], int, int] | None:
+    """The index reader as first written (a copy of the map at every `@` line)."""
+    by_digest: dict[str, int] = {}
+    next_seq, trusted = 0, None
+    for line in body.split("\n")[:-1]:
+        first, _, second = line.partition(" ")
+        try:
+            if first == "@":
+                if int(second) > size:
+                    return None
+                trusted = (dict(by_digest), next_seq, int(second))
+            elif first == "n":
+                next_seq = max(next_seq, int(second))
+            else:
+                seq = int(first)
+                if not second:
+                    break
+                by_digest[second] = seq
+                next_seq = max(next_seq, seq + 1)
+        except ValueError:
+            break
+    return trusted
+
+
+def test_an_index_of_many_turns_reads_as_the_first_reader_read_it() -> None:
+    """Every store appends an `@` line; reading them must not copy the map at each (that
+    made a turn's cost grow with the turns since the index was written), nor change what
+    is read from damaged or stale indexes."""
+    import random
+
+    from koogcli.adapters.checkpoint_objects import _read_index
+
+    rng = random.Random(12)
+    kinds = ["entry"] * 6 + ["mark", "next", "garbage", "empty second", "big mark"]
+    for _case in range(400):
+        lines, seq, offset = [], 0, 0
+        for _ in range(rng.randint(0, 40)):
+            kind = rng.choice(kinds)
+            if kind == "entry":
+                seq += rng.choice([1, 1, 1, 3])
+                lines.append(f"{seq} {rng.getrandbits(48):012x}")
+            elif kind == "mark":
+                offset += rng.randint(0, 500)
+                lines.append(f"@ {offset}")
+            elif kind == "next":
+                lines.append(f"n {seq + rng.randint(0, 9)}")
+            elif kind == "garbage":
+                lines.append(rng.choice(["zzz", "@", "@ x", " 5 ab", "5", "n"]))
+            elif kind == "empty second":
+                lines.append(f"{seq} ")
+            else:
+                lines.append("@ 99999999")
+        body = "\n".join(lines) + rng.choice(["\n", "", "\n7 ab"])
+        assert _read_index(body, 5000) == _index_as_first_read(body, 5000), body

@@ -161,10 +161,10 @@ def test_digests_from_the_documents_lines_equal_the_computed_ones(
     store.store(S, TRICKY)
     data = store.data.session_file(S).read_bytes()
     loaded = FileHistoryStore(store.data).load(S)
-    message_digests._KNOWN.clear()
+    message_digests.forget()
     assert message_digests.remember_lines(data, loaded)
     from_lines = [message_digests.digest(m) for m in loaded]
-    message_digests._KNOWN.clear()
+    message_digests.forget()
     computed = [message_digests.digest(m) for m in loaded]
     assert from_lines == computed
     assert len(set(computed)) == len(TRICKY)
@@ -213,3 +213,69 @@ def test_the_check_by_hand_accepts_only_what_the_schema_accepts() -> None:
         accepted += 1
         assert [m.to_dict() for m in parse_messages([case], "x")] == expected, case
     assert 20 < accepted < len(cases) - 100  # both kinds were tried
+
+
+def _long_history(count: int) -> list:
+    return [user(f"q{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(count)]
+
+
+def test_a_new_process_takes_the_digests_a_fold_wrote_instead_of_hashing_lines(
+    store: FileHistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from koogcli.adapters import message_digests
+
+    store.store(S, _long_history(message_digests.CACHE_MIN_MESSAGES))
+    cache = store.data.sessions_dir / "work.digests"
+    assert cache.exists()
+    message_digests.forget()  # as in a new process
+
+    def hashing_lines(*_args: object) -> bool:
+        raise AssertionError("the document's lines were hashed")
+
+    monkeypatch.setattr(message_digests, "remember_lines", hashing_lines)
+    loaded = FileHistoryStore(store.data).load(S)
+    extended = [*loaded, user("new")]
+    taken = message_digests.digests(extended)
+    message_digests.forget()
+    assert taken == [message_digests.digest(m) for m in extended]  # as computed from JSON
+
+
+@pytest.mark.parametrize("damage", ["another document", "a digest changed", "torn", "count"])
+def test_digests_of_another_document_or_damaged_are_not_taken(
+    store: FileHistoryStore, damage: str
+) -> None:
+    from koogcli.adapters import message_digests
+
+    count = message_digests.CACHE_MIN_MESSAGES
+    cache = store.data.sessions_dir / "work.digests"
+    store.store(S, _long_history(count))
+    data = cache.read_bytes()
+    if damage == "another document":  # whole and checked, but written for the history before
+        store.store(S, [user("other"), *_long_history(count)[1:]])
+    elif damage == "a digest changed":
+        data = data.replace(data[-24:], b"0" * 24)
+    elif damage == "torn":
+        data = data[: len(data) // 2]
+    else:
+        header, rest = data.split(b"\n", 1)
+        data = header.replace(f" {count} ".encode(), f" {count - 1} ".encode()) + b"\n" + rest
+    cache.write_bytes(data)
+    message_digests.forget()
+    loaded = FileHistoryStore(store.data).load(S)
+    taken = message_digests.digests(loaded)
+    message_digests.forget()
+    assert taken == [message_digests.digest(m) for m in loaded]
+
+
+def test_digests_go_with_their_session(store: FileHistoryStore) -> None:
+    from koogcli.adapters import message_digests
+
+    store.store(S, _long_history(message_digests.CACHE_MIN_MESSAGES))
+    folder = store.data.sessions_dir
+    store.rename(S, SessionName("moved"))
+    assert sorted(p.name for p in folder.iterdir()) == ["moved.digests", "moved.json"]
+    store.store(SessionName("moved"), [user("short now")])
+    assert sorted(p.name for p in folder.iterdir()) == ["moved.json"]
+    store.store(SessionName("moved"), _long_history(message_digests.CACHE_MIN_MESSAGES))
+    store.delete(SessionName("moved"))
+    assert list(folder.iterdir()) == []
