@@ -18,12 +18,21 @@ import argparse
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import KOOG, clean_env, seed_session
+from common import KOOG, ROOT, clean_env
+
+SEED = f"""
+import sys
+sys.path[:0] = [{str(ROOT / "bench")!r}, {str(ROOT)!r}]
+from pathlib import Path
+from common import seed_session
+seed_session(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
+"""
 
 
 @dataclass
@@ -71,7 +80,11 @@ def main() -> None:
             env = clean_env(data, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench")
             runs: dict[int, list[Run]] = {size: [] for size in sizes}
             for size in sizes:
-                seed_session(data, f"s{size}", size)
+                # Seeded by a child: this process stays small, so the turns' peak RSS is
+                # theirs, not this process's memory inherited through fork.
+                subprocess.run(
+                    [sys.executable, "-c", SEED, str(data), f"s{size}", str(size)], check=True
+                )
                 one_turn([KOOG, "chat", "-s", f"s{size}", "warm up"], env)
             for _ in range(args.runs):
                 for size in sizes:

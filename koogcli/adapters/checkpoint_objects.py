@@ -324,7 +324,8 @@ def _read_index(body: str, size: int) -> tuple[dict[str, int], int, int] | None:
                 if not second:
                     break
                 entries.append((second, seq))
-                next_seq = max(next_seq, seq + 1)
+                if seq >= next_seq:
+                    next_seq = seq + 1
         except ValueError:
             break
     if trusted is None:
