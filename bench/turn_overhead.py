@@ -66,18 +66,24 @@ def one_turn(argv: list[str], env: dict[str, str]) -> Run:
 
 
 def main() -> None:
-    from tests.fakes.openai_server import FakeOpenAIServer
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--sizes", default="10,1000,10000,50000")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    server = FakeOpenAIServer().start()
+    # The server runs in a process of its own: it keeps every request it answered, and
+    # this process's memory would otherwise show in the children's peak RSS (fork).
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.openai_server", "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
+        base_url = server.stdout.readline().split()[-1]  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
             data = Path(tmp) / "data"
-            env = clean_env(data, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench")
+            env = clean_env(data, OPENAI_BASE_URL=base_url, OPENAI_API_KEY="bench")
             runs: dict[int, list[Run]] = {size: [] for size in sizes}
             for size in sizes:
                 # Seeded by a child: this process stays small, so the turns' peak RSS is
@@ -106,7 +112,8 @@ def main() -> None:
             top = statistics.median(r.cpu for r in runs[sizes[-1]])
             print(f"CPU at {sizes[-1]:,} messages / at {sizes[0]:,}: {top / base:.2f}x")
     finally:
-        server.stop()
+        server.terminate()
+        server.wait()
 
 
 if __name__ == "__main__":

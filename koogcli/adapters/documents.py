@@ -131,7 +131,11 @@ def _header(raw: dict[str, Any]) -> HistoryHeader:
     return HistoryHeader(raw["format"], raw["version"], raw["revision"], raw.get("updated_at"))
 
 
-def parse_history(raw: object, path: Path) -> tuple[HistoryHeader, list[Message]]:
+def parse_history(
+    raw: object, path: Path, as_written: bool = False
+) -> tuple[HistoryHeader, list[Message]]:
+    """`as_written`: the caller knows the document is exactly what koog wrote (by its
+    sha256), so its messages are valid by construction and are not checked again."""
     if not isinstance(raw, dict):
         raise CorruptDocumentError(f"{path} is not a koog history document (not a JSON object)")
     problem = _header_problem(raw)
@@ -146,6 +150,11 @@ def parse_history(raw: object, path: Path) -> tuple[HistoryHeader, list[Message]
         )
     if "messages" not in raw:
         raise CorruptDocumentError(f"{path} is not a koog history document (it has no messages)")
+    if as_written and type(raw["messages"]) is list:
+        try:
+            return header, [Message.from_dict(m) for m in raw["messages"]]
+        except (KeyError, TypeError, AttributeError, ValueError):
+            pass  # not as koog writes after all: checked below, and the fault named
     return header, parse_messages(raw["messages"], str(path))
 
 

@@ -12,8 +12,9 @@ history (the only time its document is written) also writes the digests of its m
 `sessions/NAME.digests`: `koog-message-digests 1 DOC COUNT CHECK`, then one digest per line,
 where DOC is the sha256 of the document's bytes and CHECK of the digest lines. A reader
 takes them only for the very document it read (one sha256 over its bytes, about 11 ms for
-17 MB), and otherwise hashes the lines. The file is a cache, never the truth: written
-without fsync, replaced whole, ignored when anything in it does not match.
+17 MB), and otherwise hashes the lines; such a document is also not validated again (its
+bytes are exactly what koog wrote). The file is a cache, never the truth: written without
+fsync, replaced whole, ignored when anything in it does not match.
 """
 
 from __future__ import annotations
@@ -98,14 +99,33 @@ def remember_lines(data: bytes, messages: Sequence[Message]) -> bool:
     return True
 
 
-def remember_document(data: bytes, messages: Sequence[Message], cache: Path) -> None:
-    """The digests of the messages parsed from the document `data`: from its digests file
-    when that was written for this very document, else from its lines."""
-    keys = _cached(data, len(messages), cache)
-    if keys is None:
-        remember_lines(data, messages)
-    else:
+def cached(data: bytes, cache: Path) -> list[str] | None:
+    """The digests in the digests file when it was written for this very document (its
+    bytes are then exactly what a fold of koog's wrote); None otherwise."""
+    try:
+        header, _, lines = atomic.read_bytes(cache).partition(b"\n")
+    except (FileNotFoundError, StorageError):
+        return None
+    words = header.decode("ascii", "replace").split(" ")
+    if len(words) != 5 or " ".join(words[:2]) != CACHE_HEADER or not words[3].isdigit():
+        return None
+    if words[2] != hashlib.sha256(data).hexdigest():
+        return None
+    if hashlib.sha256(lines).hexdigest()[:16] != words[4]:
+        return None
+    keys = lines.decode("ascii").split("\n")
+    return keys if len(keys) == int(words[3]) else None
+
+
+def remember_document(
+    data: bytes, messages: Sequence[Message], keys: list[str] | None = None
+) -> None:
+    """The digests of the messages parsed from the document `data`: `keys` (what `cached`
+    found) when they are as many, else from the document's lines."""
+    if keys is not None and len(keys) == len(messages):
         _remember_all(messages, keys)
+    else:
+        remember_lines(data, messages)
 
 
 def write_cache(cache: Path, document: str, messages: Sequence[Message]) -> None:
@@ -122,22 +142,6 @@ def write_cache(cache: Path, document: str, messages: Sequence[Message]) -> None
         atomic.write_text(cache, header + "\n" + lines, sync=False)
     except StorageError:
         return
-
-
-def _cached(data: bytes, count: int, cache: Path) -> list[str] | None:
-    if count < CACHE_MIN_MESSAGES:
-        return None
-    try:
-        header, _, lines = atomic.read_bytes(cache).partition(b"\n")
-    except (FileNotFoundError, StorageError):
-        return None
-    expected = f"{CACHE_HEADER} {hashlib.sha256(data).hexdigest()} {count} "
-    if header[:-16].decode("ascii", "replace") != expected:
-        return None
-    if hashlib.sha256(lines).hexdigest()[:16].encode() != header[-16:]:
-        return None
-    keys = lines.decode("ascii").split("\n")
-    return keys if len(keys) == count else None
 
 
 def _remember_all(messages: Sequence[Message], keys: list[str]) -> None:

@@ -279,3 +279,18 @@ def test_digests_go_with_their_session(store: FileHistoryStore) -> None:
     store.store(SessionName("moved"), _long_history(message_digests.CACHE_MIN_MESSAGES))
     store.delete(SessionName("moved"))
     assert list(folder.iterdir()) == []
+
+
+def test_a_document_edited_after_its_digests_were_written_is_checked(
+    store: FileHistoryStore,
+) -> None:
+    """Only the very bytes koog wrote skip validation: an edit is found and named."""
+    from koogcli.adapters import message_digests
+
+    history = _long_history(message_digests.CACHE_MIN_MESSAGES)
+    store.store(S, history)
+    path = store.data.session_file(S)
+    assert FileHistoryStore(store.data).load(S) == history
+    path.write_bytes(path.read_bytes().replace(b'"role": "assistant"', b'"role": "robot"', 1))
+    with pytest.raises(CorruptDocumentError, match=r"messages\.1\.role"):
+        FileHistoryStore(store.data).load(S)
