@@ -7,6 +7,7 @@ command is reported and the loop goes on.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ def run(
     save: bool = True,
     rebuild: Callable[[dict[str, object]], AppContext] | None = None,
 ) -> None:
+    gc.enable()  # off for one-shot commands (cli/app.py); a session lives for hours
     state = ReplState(
         ctx,
         session,

@@ -356,3 +356,19 @@ def test_banner_names_session_count_and_model_and_no_save_writes_nothing(
         "/checkpoint changes the session",
     ]
     assert snapshot(data_dir) == before
+
+
+def test_the_repl_collects_cycles_though_one_shot_commands_do_not(
+    repl: Callable[..., Any],
+) -> None:
+    """koog's main() turns the cyclic collector off (a command lives a second or two); a
+    REPL session lives for hours and must not keep every cycle it ever made."""
+    import gc
+
+    gc.disable()  # as main() leaves it
+    try:
+        ui, _ctx = repl("hello" + ENTER + CTRL_D)
+        assert gc.isenabled()
+        assert ui.replies == ["echo: hello"]
+    finally:
+        gc.enable()
