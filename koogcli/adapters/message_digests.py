@@ -145,7 +145,9 @@ def write_cache(cache: Path, document: str, messages: Sequence[Message]) -> None
 
 
 def _remember_all(messages: Sequence[Message], keys: list[str]) -> None:
-    del _DOCUMENTS[: max(0, len(_DOCUMENTS) - _DOCUMENTS_KEPT + 1)]
+    # The same document read again (a REPL reads its session every turn) replaces its
+    # earlier reading, whose messages would otherwise be kept alive here.
+    _DOCUMENTS[:] = [d for d in _DOCUMENTS if d[1] != keys][-(_DOCUMENTS_KEPT - 1) :]
     _DOCUMENTS.append((tuple(messages), keys, [False]))
 
 

@@ -294,3 +294,32 @@ def test_a_document_edited_after_its_digests_were_written_is_checked(
     path.write_bytes(path.read_bytes().replace(b'"role": "assistant"', b'"role": "robot"', 1))
     with pytest.raises(CorruptDocumentError, match=r"messages\.1\.role"):
         FileHistoryStore(store.data).load(S)
+
+
+def test_reading_a_session_again_and_again_keeps_one_copy_of_it(store: FileHistoryStore) -> None:
+    """A REPL reads its session every turn; what one reading knew (the digests of its
+    messages) must not keep every earlier reading's messages alive."""
+    import gc
+    import tracemalloc
+
+    from koogcli.adapters import message_digests
+
+    store.store(S, _long_history(5000))
+    message_digests.forget()
+    reader = FileHistoryStore(store.data)
+    reader.load(S)  # the first reading, and what stays of it
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        reader.load(S)
+        gc.collect()
+        one = tracemalloc.get_traced_memory()[0] - base
+        for _ in range(6):
+            reader.load(S)
+        gc.collect()
+        many = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+        message_digests.forget()
+    assert many < 2 * max(one, 1 << 20), (one, many)
