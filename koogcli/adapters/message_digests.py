@@ -31,7 +31,7 @@ from koogcli.core.messages import Message
 
 # id(message) -> (message, digest); the message is kept so its id() is not reused.
 _KNOWN: dict[int, tuple[Message, str]] = {}
-_LIMIT = 500_000
+_LIMIT = 200_000  # about four readings of a 50,000-message session
 # Documents read by this process with their messages' digests, newest last; spread into
 # _KNOWN only when a digest is asked for one message at a time (50,000 dict entries cost
 # more than the lookups a turn makes). The flag says whether that was done.
