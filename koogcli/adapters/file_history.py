@@ -266,16 +266,16 @@ class FileHistoryStore:
             atomic.write_text(path, text)
             atomic.remove(self._log(new))
             message_digests.write_cache(self._digests(new), text, stored.messages)
+            atomic.remove(self._digests(old))  # first: if it cannot go, nothing else went
             atomic.remove(self.data.session_file(old))
             atomic.remove(self._log(old))
-            atomic.remove(self._digests(old))
         self._known.pop(old.value, None)
 
     def delete(self, session: SessionName) -> bool:
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
+            atomic.remove(self._digests(session))  # first: if it cannot go, nothing else went
             removed = atomic.remove(self.data.session_file(session))
             atomic.remove(self._log(session))
-            atomic.remove(self._digests(session))
         self._known.pop(session.value, None)
         return removed
 
