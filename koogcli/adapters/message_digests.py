@@ -113,6 +113,8 @@ def cached(data: bytes, cache: Path) -> list[str] | None:
         return None
     if hashlib.sha256(lines).hexdigest()[:16] != words[4]:
         return None
+    if lines.translate(None, b"0123456789abcdef\n"):
+        return None  # digests are lower-case hex
     keys = lines.decode("ascii").split("\n")
     return keys if len(keys) == int(words[3]) else None
 
@@ -135,7 +137,7 @@ def write_cache(cache: Path, document: str, messages: Sequence[Message]) -> None
         if len(messages) < CACHE_MIN_MESSAGES:
             atomic.remove(cache)
             return
-        lines = "\n".join(map(digest, messages))
+        lines = "\n".join(digests(messages))
         source = hashlib.sha256(document.encode()).hexdigest()
         check = hashlib.sha256(lines.encode()).hexdigest()[:16]
         header = f"{CACHE_HEADER} {source} {len(messages)} {check}"
