@@ -240,7 +240,9 @@ def test_a_new_process_takes_the_digests_a_fold_wrote_instead_of_hashing_lines(
     assert taken == [message_digests.digest(m) for m in extended]  # as computed from JSON
 
 
-@pytest.mark.parametrize("damage", ["another document", "a digest changed", "torn", "count"])
+@pytest.mark.parametrize(
+    "damage", ["another document", "a digest changed", "torn", "count", "not hex, checked"]
+)
 def test_digests_of_another_document_or_damaged_are_not_taken(
     store: FileHistoryStore, damage: str
 ) -> None:
@@ -256,6 +258,13 @@ def test_digests_of_another_document_or_damaged_are_not_taken(
         data = data.replace(data[-24:], b"0" * 24)
     elif damage == "torn":
         data = data[: len(data) // 2]
+    elif damage == "not hex, checked":  # a right checksum over bytes koog never writes
+        import hashlib
+
+        header, rest = data.split(b"\n", 1)
+        rest = rest[:-24] + "é".encode() * 12
+        check = hashlib.sha256(rest).hexdigest()[:16].encode()
+        data = header[:-16] + check + b"\n" + rest
     else:
         header, rest = data.split(b"\n", 1)
         data = header.replace(f" {count} ".encode(), f" {count - 1} ".encode()) + b"\n" + rest
