@@ -372,3 +372,40 @@ def test_the_repl_collects_cycles_though_one_shot_commands_do_not(
         assert ui.replies == ["echo: hello"]
     finally:
         gc.enable()
+
+
+def test_no_collection_pauses_a_turn(make_ctx: Callable[..., Any]) -> None:
+    """A turn over a long history allocates a lot; the collector must not run in the
+    middle of it (the reply would wait for it), and is on again once the turn is done."""
+    import gc
+
+    collections_in_turn: list[int] = []
+    in_turn = [False]
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and in_turn[0]:
+            collections_in_turn.append(info["generation"])
+
+    class Allocating(FakeChatModel):
+        def complete(self, *args: Any, **kwargs: Any) -> Any:
+            in_turn[0] = True
+            try:
+                loaded = [[i] for i in range(50_000)]  # as reading a long history does
+                assert len(loaded) == 50_000
+                return super().complete(*args, **kwargs)
+            finally:
+                in_turn[0] = False
+
+    gc.callbacks.append(watch)
+    try:
+        ui = Recorder()
+        with create_pipe_input() as inp:
+            inp.send_text("hello" + ENTER + CTRL_D)
+            loop.run(
+                make_ctx(Allocating()), SessionName("g"), input=inp, output=DummyOutput(), ui=ui
+            )
+    finally:
+        gc.callbacks.remove(watch)
+    assert ui.replies == ["echo: hello"]
+    assert collections_in_turn == []
+    assert gc.isenabled()
