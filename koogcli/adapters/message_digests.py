@@ -23,6 +23,7 @@ import hashlib
 import json
 import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from koogcli.adapters import atomic
@@ -32,10 +33,20 @@ from koogcli.core.messages import Message
 # id(message) -> (message, digest); the message is kept so its id() is not reused.
 _KNOWN: dict[int, tuple[Message, str]] = {}
 _LIMIT = 200_000  # about four readings of a 50,000-message session
-# Documents read by this process with their messages' digests, newest last; spread into
-# _KNOWN only when a digest is asked for one message at a time (50,000 dict entries cost
-# more than the lookups a turn makes). The flag says whether that was done.
-_DOCUMENTS: list[tuple[tuple[Message, ...], list[str], list[bool]]] = []
+
+
+@dataclass
+class _Reading:
+    """A document read by this process: its messages and their digests. Spread into
+    _KNOWN only when a digest is asked for one message at a time (50,000 dict entries
+    cost more than the lookups a turn makes)."""
+
+    messages: tuple[Message, ...]
+    keys: list[str]
+    spread: bool = False
+
+
+_DOCUMENTS: list[_Reading] = []  # newest last
 _DOCUMENTS_KEPT = 4
 _FEW = 64
 CACHE_HEADER = "koog-message-digests 1"
@@ -67,10 +78,11 @@ def digests(messages: Sequence[Message]) -> list[str]:
     """The digests of `messages` in order. A history that begins with the very messages of
     a document this process read (a turn's history: the document, then what the log and the
     turn added) takes that document's digests as one list."""
-    for known, keys, _spread_done in reversed(_DOCUMENTS):
+    for reading in reversed(_DOCUMENTS):
+        known = reading.messages
         if len(known) <= len(messages) and all(map(operator.is_, known, messages)):
             # What follows was added since the document: looked up, not spread for.
-            return [*keys, *map(_computed, messages[len(known) :])]
+            return [*reading.keys, *map(_computed, messages[len(known) :])]
     # A few messages (what a turn's step adds) cost less to hash than spreading a document.
     return list(map(digest if len(messages) > _FEW else _computed, messages))
 
@@ -149,20 +161,19 @@ def write_cache(cache: Path, document: str, messages: Sequence[Message]) -> None
 def _remember_all(messages: Sequence[Message], keys: list[str]) -> None:
     # The same document read again (a REPL reads its session every turn) replaces its
     # earlier reading, whose messages would otherwise be kept alive here.
-    _DOCUMENTS[:] = [d for d in _DOCUMENTS if d[1] != keys][-(_DOCUMENTS_KEPT - 1) :]
-    _DOCUMENTS.append((tuple(messages), keys, [False]))
+    _DOCUMENTS[:] = [d for d in _DOCUMENTS if d.keys != keys][-(_DOCUMENTS_KEPT - 1) :]
+    _DOCUMENTS.append(_Reading(tuple(messages), keys))
 
 
 def _spread() -> bool:
     """Whether any document's digests were newly put into _KNOWN."""
-    spread = False
-    for messages, keys, done in _DOCUMENTS:
-        if not done[0]:
-            done[0] = spread = True
-            if len(_KNOWN) + len(keys) >= _LIMIT:
-                _KNOWN.clear()
-            _KNOWN.update((id(m), (m, k)) for m, k in zip(messages, keys, strict=False))
-    return spread
+    pending = [reading for reading in _DOCUMENTS if not reading.spread]
+    for reading in pending:
+        reading.spread = True
+        if len(_KNOWN) + len(reading.keys) >= _LIMIT:
+            _KNOWN.clear()
+        _KNOWN.update((id(m), (m, k)) for m, k in zip(reading.messages, reading.keys, strict=False))
+    return bool(pending)
 
 
 def _id_prefix(message_id: str) -> bytes:
