@@ -48,13 +48,16 @@ class FileHistoryStore:
         # write at that revision is compared with it to find what was appended.
         self._known: dict[str, tuple[int, list[Message]]] = {}
 
-    def _log(self, session: SessionName) -> Path:
+    def _beside(self, session: SessionName, suffix: str) -> Path:
+        """A file beside the session document: `sessions/NAME` + suffix."""
         path = self.data.session_file(session)
-        return path.with_name(path.name[: -len(".json")] + ".log")
+        return path.with_name(path.name[: -len(".json")] + suffix)
+
+    def _log(self, session: SessionName) -> Path:
+        return self._beside(session, ".log")
 
     def _digests(self, session: SessionName) -> Path:
-        path = self.data.session_file(session)
-        return path.with_name(path.name[: -len(".json")] + ".digests")
+        return self._beside(session, ".digests")
 
     def load(self, session: SessionName) -> list[Message]:
         return self.read(session).messages

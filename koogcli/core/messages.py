@@ -113,18 +113,14 @@ _new_message = object.__new__
 # The slot descriptors' setters: they bypass the frozen __setattr__, as the generated
 # __init__ of a frozen dataclass does.
 _slot: dict[str, Any] = {name: vars(Message)[name].__set__ for name in Message.__slots__}
-_set_role, _set_content, _set_id, _set_created_at = (
-    _slot["role"],
-    _slot["content"],
-    _slot["id"],
-    _slot["created_at"],
-)
-_set_tool_calls, _set_tool_call_id, _set_name, _set_meta = (
-    _slot["tool_calls"],
-    _slot["tool_call_id"],
-    _slot["name"],
-    _slot["meta"],
-)
+_set_role = _slot["role"]
+_set_content = _slot["content"]
+_set_id = _slot["id"]
+_set_created_at = _slot["created_at"]
+_set_tool_calls = _slot["tool_calls"]
+_set_tool_call_id = _slot["tool_call_id"]
+_set_name = _slot["name"]
+_set_meta = _slot["meta"]
 
 
 def system(text: str) -> Message:
