@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -150,6 +151,43 @@ def make_ctx(fake_model: FakeChatModel) -> Callable[..., Any]:
         return context.build(env=environment, flags=flags, model_factory=lambda ctx: chosen)
 
     return make
+
+
+SERVICE_TOOLS = '''
+import json, os
+LOG = {log!r}
+def _log(entry):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(entry) + "\\n")
+def create_user(name: str) -> str:
+    """Create a user."""
+    _log(["create_user", name])
+    return f"created {{name}}"
+def remove_user(name: str) -> str:
+    _log(["remove_user", name])
+    if name == "Broken":
+        raise RuntimeError("cannot remove Broken")
+    return f"removed {{name}}"
+def lookup(city: str) -> str:
+    """Look a city up."""
+    _log(["lookup", city])
+    return "Ferdinand Magellan sailed from " + city
+'''
+
+
+@pytest.fixture
+def tools(write_config: Callable[[str], Path], tmp_path: Path) -> Callable[[], list[list[str]]]:
+    """Tools for in-process turns (create_user with remove_user, lookup); returns their log."""
+    module = f"ktools_{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "tool-log.jsonl"
+    (tmp_path / f"{module}.py").write_text(SERVICE_TOOLS.format(log=str(log)))
+    write_config(
+        f'[[tools]]\ncallable = "{module}:create_user"\nrollback = "{module}:remove_user"\n'
+        f'[[tools]]\ncallable = "{module}:lookup"\n'
+    )
+    return lambda: (
+        [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    )
 
 
 @pytest.fixture

@@ -48,3 +48,19 @@ def edit_checkpoint(folder: Path, cid: str, line: Callable[[dict[str, Any]], str
     edited.write_text("".join(f"{text}\n" for text in lines))
     edited.replace(pack)
     return pack
+
+
+def roll(
+    ctx: Any,
+    session: SessionName,
+    target: Any,
+    compensate: bool = True,
+    *,
+    force: bool = False,
+    compensate_imported: bool = False,
+) -> Any:
+    """A rollback to `target` through the one rollback service, as the CLI runs it."""
+    from koogcli.services import rollback
+
+    options = rollback.Options(compensate, force, compensate_imported)
+    return rollback.execute(ctx, rollback.plan(ctx, session, target, options))

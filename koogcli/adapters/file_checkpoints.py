@@ -277,6 +277,20 @@ class FileCheckpointStore:
     ) -> None:
         journal.append(self._journal(session), entries, durable)
 
+    def used_ids(self, session: SessionName, candidates: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for path in (self._objects_file(session), self._journal(session)):
+            if len(found) == len(candidates):
+                break
+            try:
+                data = atomic.read_bytes(path)
+            except FileNotFoundError:
+                continue
+            found.update(
+                c for c in candidates if json.dumps(c, ensure_ascii=False).encode() in data
+            )
+        return found
+
     # -- internals -------------------------------------------------------------------
 
     def _journal(self, session: SessionName) -> Path:

@@ -66,6 +66,15 @@ class FileTranscriptStore:
         self._skipped[session.value] = sorted(skipped)
         return [(m, str(record.get("turn_id") or "")) for m, record in kept]
 
+    def used_ids(self, session: SessionName, candidates: Sequence[str]) -> set[str]:
+        if not candidates:
+            return set()
+        try:
+            data = atomic.read_bytes(self.data.transcript_file(session))
+        except FileNotFoundError:
+            return set()
+        return {c for c in candidates if json.dumps(c, ensure_ascii=False).encode() in data}
+
     def unreadable(self, session: SessionName) -> list[int]:
         """Line numbers the last `read` of this session skipped."""
         return list(self._skipped.get(session.value, []))

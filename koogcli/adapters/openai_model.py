@@ -186,7 +186,7 @@ class OpenAIChatModel:
                             on_delta(delta.content)
                     for frag in delta.tool_calls or []:
                         slot = calls.setdefault(
-                            frag.index, {"id": None, "name": "", "arguments": ""}
+                            _slot_of(frag, calls), {"id": None, "name": "", "arguments": ""}
                         )
                         if frag.id:
                             slot["id"] = frag.id
@@ -278,6 +278,21 @@ def _guarded(stream: Any, endpoint: Endpoint) -> Any:
                 hint="retry; nothing of this turn was stored",
             ) from exc
         yield chunk
+
+
+def _slot_of(frag: Any, calls: Mapping[int, Mapping[str, str | None]]) -> int:
+    """Which call a streamed fragment belongs to: its `index`; without one (Gemini sends
+    each parallel call whole in a chunk of its own), a fragment naming a function starts a
+    new call once the last one has its name, and anything else continues the last one."""
+    index = getattr(frag, "index", None)
+    if isinstance(index, int):
+        return index
+    last = max(calls, default=-1)
+    function = getattr(frag, "function", None)
+    starts = bool(_text(getattr(function, "name", None)))
+    if last < 0 or (starts and calls[last].get("name")):
+        return last + 1
+    return last
 
 
 def _text(value: object) -> str:

@@ -96,9 +96,12 @@ def rollback(
         None, metavar="[ID]", autocompletion=complete_checkpoints
     ),
     session: str | None = SESSION,
-    latest: bool = typer.Option(False, "--latest", help="The most recent restore point."),
+    latest: bool = typer.Option(False, "--latest", help="Undo the last change."),
     compensate: bool = typer.Option(
-        False, "--compensate", help="With --latest: undo tool calls too."
+        True,
+        "--compensate/--no-compensate",
+        help="Undo the removed tool calls' effects with their compensating tools (default), "
+        "or leave them.",
     ),
     force: bool = typer.Option(
         False, "--force", help="Restore even a history whose tool effects a rollback undid."
@@ -109,58 +112,29 @@ def rollback(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
     as_json: bool = JSON,
 ) -> None:
-    """Restore a session's history to a restore point.
+    """Restore a session's history to a restore point (--latest: undo the last change).
 
-    With an ID, later tool calls are undone by their compensating tools, newest first.
+    Tool calls the rollback takes out are undone by their compensating tools, newest
+    first, unless --no-compensate; each is reported as undone or left in place.
     """
-    from koogcli.services import checkpoints
+    from koogcli.services import rollback as service
 
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
     approve = render.tool_approver(undo=True)
-    finished = checkpoints.finish_compensations(app_ctx, name, approve)
-    for line in views.finished_lines(name.value, finished):
+    options = service.Options(compensate, force, compensate_imported)
+    plan = service.prepare(app_ctx, name, checkpoint_id, latest, options, approve)
+    for line in views.finished_lines(name.value, plan.finished):
         render.note(line)
-    target = checkpoints.choose(app_ctx, name, checkpoint_id, latest)
-    undoing = checkpoints.preview(app_ctx, name, target, force)
-    confirm_destructive(
-        f"roll session {name.value!r} back to checkpoint {target.id}, undoing {undoing}", yes
-    )
-    result = checkpoints.rollback(
-        app_ctx,
-        name,
-        target,
-        compensate=compensate or not latest,
-        force=force,
-        approve=approve,
-        compensate_imported=compensate_imported,
-    )
+    confirm_destructive(plan.question(), yes)
+    result = service.execute(app_ctx, plan, approve)
     if as_json:
-        render.json_out(
-            {
-                "session": result.session,
-                "restored": result.restored.id,
-                "undoes": result.undoes,
-                "note": result.note.text if result.note else None,
-                "undo": result.undo_point,
-                "before": {"message_count": result.messages_before},
-                "after": {"message_count": result.messages_after},
-                "compensations": [
-                    {
-                        "tool": c.call.name,
-                        "arguments": c.call.arguments,
-                        "result": c.outcome.text if c.outcome else None,
-                        "error": c.outcome.error if c.outcome else None,
-                    }
-                    for c in result.compensations
-                ],
-            }
-        )
+        render.json_out(views.rollback_dict(result))
     else:
         for line in views.rollback_lines(result):
             render.note(line)
-    failed = [*result.failed, *(c for c in finished if c.outcome and c.outcome.error)]
-    if failed:
+    if result.failed:
         raise CompensationError(
-            f"{len(failed)} compensating tool call(s) failed; the history was restored"
+            f"{len(result.failed)} compensating tool call(s) failed or were declined; "
+            "the history was restored"
         )

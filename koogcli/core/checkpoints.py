@@ -8,7 +8,9 @@
 - `seq` is a per-session sequence number (Koog's `version`); "latest" is the highest seq.
 - `format_version` is the document schema; unknown versions are listed but never used.
 - Rollback compensation (§5.6): only when the checkpoint's messages are an element-wise
-  prefix of the current history, the tool calls made after it are undone newest first.
+  prefix of the current history are the tool calls made after it undone, newest first
+  (Koog's rule: rollback works backwards in time); every call a rollback removes is
+  reported, undone or not.
 - A turn is interrupted only when the process that ran it is gone (§5.10): step
   checkpoints name their owner, and a live owner's turn is never offered for resume.
 - Every compensation a rollback plans is journalled (§5.11): a history holding a call whose
@@ -122,15 +124,15 @@ def is_prefix(prefix: Sequence[Message], messages: Sequence[Message]) -> bool:
     )
 
 
-def compensation_plan(
-    checkpoint: Sequence[Message], current: Sequence[Message], imported: bool = False
-) -> list[ToolCall]:
-    """Tool calls made after the checkpoint, newest first; none unless it is a prefix.
-    Calls that arrived by `history import` were never run here: left out unless `imported`."""
-    if not is_prefix(checkpoint, current):
-        return []
-    later = [m for m in current[len(checkpoint) :] if imported or not m.meta.get("imported")]
-    return list(reversed([call for m in later for call in m.tool_calls]))
+def removed_calls(
+    checkpoint: Sequence[Message], current: Sequence[Message]
+) -> list[tuple[ToolCall, Message]]:
+    """The tool calls restoring `checkpoint` takes out of `current` (each with the message
+    holding it), newest first. Ids are unique within a session (§5.15), so a call is the
+    same call wherever its id is."""
+    kept = {c.id for m in checkpoint for c in m.tool_calls}
+    gone = [(c, m) for m in current for c in m.tool_calls if c.id not in kept]
+    return list(reversed(gone))
 
 
 def resolve_id(checkpoints: Sequence[Checkpoint], wanted: str) -> list[Checkpoint]:

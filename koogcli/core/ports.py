@@ -81,6 +81,12 @@ class TranscriptStore(Protocol):
 
     def sessions(self) -> list[str]: ...
 
+    def used_ids(self, session: SessionName, candidates: Sequence[str]) -> set[str]:
+        """Which of `candidates` the session's transcript already holds as a tool-call id
+        (§5.15). May name more than it holds (a quoted string in a message's text), never
+        fewer: a wrong "used" only costs a new id."""
+        ...
+
     def unreadable(self, session: SessionName) -> list[int]:
         """Line numbers the last `read` of the session skipped (torn or garbled)."""
         ...
@@ -210,6 +216,11 @@ class CheckpointStore(Protocol):
 
     def compensations(self, session: SessionName) -> list[CompensationEntry]:
         """The journal of compensations rollbacks planned, oldest first."""
+        ...
+
+    def used_ids(self, session: SessionName, candidates: Sequence[str]) -> set[str]:
+        """Which of `candidates` a checkpoint's messages or the journal hold as a tool-call
+        id (§5.15); like TranscriptStore.used_ids, it may name more, never fewer."""
         ...
 
     def record_compensations(

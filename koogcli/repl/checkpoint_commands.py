@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from koogcli.core.errors import UsageError
 from koogcli.repl import completers
 from koogcli.repl.slash import REGISTRY
 from koogcli.ui import views
@@ -33,31 +34,28 @@ def _checkpoints(state: ReplState, args: str) -> None:
 
 @REGISTRY.add(
     "rollback",
-    "/rollback [ID] [--force]",
-    "restore a checkpoint and undo later tool calls (no ID: the last change, no undo)",
+    "/rollback [ID] [--force] [--no-compensate]",
+    "restore a checkpoint (no ID: undo the last change), undoing later tool calls",
     complete=completers.checkpoints,
 )
 def _rollback(state: ReplState, args: str) -> None:
-    from koogcli.services import checkpoints
+    from koogcli.services import rollback
 
     words = args.split()
-    force = "--force" in words
-    wanted = next((w for w in words if w != "--force"), None)
-    target = checkpoints.choose(state.ctx, state.session, wanted, latest=wanted is None)
-    undoing = checkpoints.preview(state.ctx, state.session, target, force)
-    question = f"roll {state.session.value} back to checkpoint {target.id}, undoing {undoing}?"
-    if not state.ask(question):
+    flags = {w for w in words if w.startswith("--")}
+    unknown = flags - {"--force", "--no-compensate"}
+    if unknown:
+        raise UsageError(f"/rollback does not take {', '.join(sorted(unknown))}")
+    wanted = next((w for w in words if not w.startswith("--")), None)
+    options = rollback.Options(compensate="--no-compensate" not in flags, force="--force" in flags)
+    plan = rollback.prepare(
+        state.ctx, state.session, wanted, wanted is None, options, state.approve_undo
+    )
+    for line in views.finished_lines(state.session.value, plan.finished):
+        state.ui.info(line)
+    if not state.ask(plan.question() + "?"):
         state.ui.info("nothing changed")
         return
-    result = checkpoints.rollback(
-        state.ctx,
-        state.session,
-        target,
-        compensate=wanted is not None,
-        force=force,
-        approve=state.approve_undo,
-    )
+    result = rollback.execute(state.ctx, plan, state.approve_undo)
     for line in views.rollback_lines(result, repl=True):
         state.ui.info(line)
-    for failed in result.failed:
-        state.ui.info(f"compensating {failed.call.name} failed")

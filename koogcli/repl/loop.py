@@ -84,6 +84,7 @@ def run(
         gc.disable()
         try:
             if line.startswith("/"):
+                _finish_rollback(state)
                 REGISTRY.dispatch(state, line)
             else:
                 turns.send(state, line)
@@ -94,6 +95,19 @@ def run(
         finally:
             gc.enable()
             gc.collect(1)
+
+
+def _finish_rollback(state: ReplState) -> None:
+    """A rollback killed halfway is finished by the next command on the session (a turn
+    finishes it itself), each compensation at most once."""
+    if not state.save:
+        return
+    from koogcli.services.rollback import finish_compensations
+    from koogcli.ui.views import finished_lines
+
+    done = finish_compensations(state.ctx, state.session, state.approve_undo)
+    for line in finished_lines(state.session.value, done):
+        state.ui.info(line)
 
 
 def banner(state: ReplState) -> str:

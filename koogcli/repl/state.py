@@ -92,5 +92,7 @@ class ReplState:
     models: list[str] | None = None  # the endpoint's models, fetched once for completion
     attachments: list[Attachment] = field(default_factory=list)  # for the next message
     last_text: str | None = None  # the last message sent, as typed (before redaction)
+    # The last message whose turn failed or was cancelled (nothing stored): /retry sends it.
+    failed_text: str | None = None
     last_reply: str | None = None
     usage: Usage | None = None  # tokens used by the turns of this REPL

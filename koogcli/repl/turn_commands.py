@@ -8,20 +8,25 @@ from typing import TYPE_CHECKING
 from koogcli.core.errors import UsageError
 from koogcli.repl import turns
 from koogcli.repl.slash import REGISTRY
-from koogcli.ui import render
+from koogcli.ui import render, views
 
 if TYPE_CHECKING:
     from koogcli.repl.state import ReplState
+    from koogcli.services import retry
 
 
 @REGISTRY.add("retry", "/retry", "undo the last turn and send its message again")
 def _retry(state: ReplState, args: str) -> None:
     from koogcli.services import retry
 
+    failed = state.failed_text
+    if failed is not None:  # the last message never got its turn stored: send it again
+        state.ui.info("sending the last message again")
+        turns.send(state, failed)
+        return
     last = retry.last_turn(state.ctx, state.session)
     text = _as_typed(state, last.text)
-    retry.undo(state.ctx, state.session, last)
-    state.ui.info(f"undid {last.undoes}; sending it again")
+    _undo(state, last, "sending it again")
     turns.send(state, text)
 
 
@@ -35,8 +40,7 @@ def _edit(state: ReplState, args: str) -> None:
     if text is None:  # nothing changes until there is something to send
         state.ui.info("the editor left no message; nothing changed")
         return
-    retry.undo(state.ctx, state.session, last)
-    state.ui.info(f"undid {last.undoes}; sending the edited message")
+    _undo(state, last, "sending the edited message")
     turns.send(state, text)
 
 
@@ -120,6 +124,16 @@ def _usage(state: ReplState, args: str) -> None:
         state.ui.show(
             f"this REPL: {u.prompt_tokens:,} in + {u.completion_tokens:,} out = {u.total_tokens:,}"
         )
+
+
+def _undo(state: ReplState, last: retry.LastTurn, then: str) -> None:
+    """Undo the last turn (its tool calls too) and say what became of each call."""
+    from koogcli.services import retry
+
+    result = retry.undo(state.ctx, state.session, last, state.approve_undo)
+    state.ui.info(f"undid {last.undoes}; {then}")
+    for line in views.compensation_lines(result.compensations):
+        state.ui.info(line)
 
 
 def _as_typed(state: ReplState, stored: str) -> str:

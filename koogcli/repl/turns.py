@@ -20,7 +20,9 @@ def send(state: ReplState, text: str) -> None:
 
     message = compose(text, None, state.attachments)
     request = TurnRequest(state.session, message, model=state.model, save=state.save)
+    state.failed_text = text  # until the turn is stored: /retry sends it again
     result = show_turn(state, lambda events: run_turn(state.ctx, request, events))
+    state.failed_text = None
     state.attachments = []  # sent; a failed turn keeps them for the next try
     state.last_text = message
     if result is not None:

@@ -10,6 +10,8 @@ from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
+from koogcli.core.tool_ids import normalise
+from koogcli.services import tool_identity
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext, history_document, parse_history_document
 
@@ -128,7 +130,9 @@ def import_(
     stored = ctx.history.read(session)
     base = [] if replace else stored.messages
     known = {m.id for m in base}
-    fresh = [m for m in incoming if m.id not in known]
+    # §5.15: ids unique within the session, as a turn's calls get them.
+    taken = tool_identity.taken(ctx, session, stored.messages)
+    fresh = normalise([m for m in incoming if m.id not in known], taken)
     restore_point(ctx, session, "import", messages=stored.messages, revision=stored.revision)
     ctx.history.write(session, [*base, *fresh], expected_revision=stored.revision)
     return ImportResult(

@@ -1,8 +1,9 @@
 """Undoing the last turn to send it again (the REPL's /retry and /edit).
 
-The turn is undone by restoring its restore point, as `rollback --latest` would (a restore
-point of the current history is taken first, so the undo can itself be undone); its tool
-calls' effects are not compensated, which only a rollback to a named checkpoint does.
+The turn is undone by the rollback service, as `rollback --latest` would: a restore point of
+the current history is taken first (the undo can itself be undone), and the turn's tool
+calls are undone by their compensating tools (§5.6), so sending the message again does not
+do their work twice.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
-from koogcli.services import checkpoints
+from koogcli.services import rollback
 from koogcli.services.context import AppContext
 
 
@@ -30,7 +31,7 @@ def last_turn(ctx: AppContext, session: SessionName) -> LastTurn:
         raise UsageError(f"session {session.value} has no turn to send again")
     target = _target(ctx, session)
     current = ctx.history.read(session).messages
-    change = checkpoints.describe(target, current)
+    change = rollback.describe(target, current)
     if target.reason != "turn" or target.manual:
         raise UsageError(
             f"the last change of {session.value} is {change}, not a turn",
@@ -42,13 +43,15 @@ def last_turn(ctx: AppContext, session: SessionName) -> LastTurn:
     return LastTurn(text, change, target)
 
 
-def undo(ctx: AppContext, session: SessionName, turn: LastTurn) -> None:
-    checkpoints.rollback(ctx, session, turn.target, compensate=False)
+def undo(
+    ctx: AppContext, session: SessionName, turn: LastTurn, approve: rollback.Approve | None = None
+) -> rollback.RollbackResult:
+    return rollback.execute(ctx, rollback.plan(ctx, session, turn.target), approve)
 
 
 def _target(ctx: AppContext, session: SessionName) -> Checkpoint:
     try:
-        return checkpoints.choose(ctx, session, None, latest=True)
+        return rollback.choose(ctx, session, None, latest=True)
     except UsageError as err:
         raise UsageError(
             f"cannot undo the last turn of {session.value}: {err.message}",

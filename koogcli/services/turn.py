@@ -21,8 +21,9 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
 from koogcli.services import budget
 from koogcli.services.budget import live_prompt
-from koogcli.services.checkpoints import finish_compensations, restore_point
+from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
+from koogcli.services.rollback import finish_compensations
 from koogcli.services.turn_steps import (
     TurnEvents,
     TurnRequest,
@@ -260,10 +261,8 @@ def _finish_rollback(ctx: AppContext, session: SessionName, events: TurnEvents) 
     """A rollback killed halfway left compensations: the next command on the session runs
     them before anything else (each at most once)."""
     for done in finish_compensations(ctx, session, events.approve):
-        outcome = done.outcome
-        state = "no compensating tool" if outcome is None else outcome.text
-        line = f"finished an interrupted rollback: undo {done.call.name}: {state}"
-        if outcome is not None and outcome.error:
+        line = f"finished an interrupted rollback: {done.describe()}"
+        if done.failed:
             events.warn(line)
         elif events.on_note:
             events.on_note(line)

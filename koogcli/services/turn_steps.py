@@ -24,7 +24,6 @@ from koogcli.core.messages import (
     ToolCall,
     assistant,
     for_api,
-    new_id,
     tool_result,
     utc_now,
 )
@@ -32,7 +31,8 @@ from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
 from koogcli.core.tokens import request_tokens
-from koogcli.services import interrupts
+from koogcli.core.tool_ids import distinct, identify
+from koogcli.services import interrupts, tool_identity
 from koogcli.services.budget import context_limit
 from koogcli.services.context import AppContext
 
@@ -245,7 +245,8 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
 def _model_step(turn: TurnState) -> None:
     ctx = turn.ctx
     offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
-    prompt = for_api([*turn.loaded.messages, *turn.new, *turn.corrections])
+    # Histories stored before ids were koog's may repeat one: never sent twice (§5.15).
+    prompt = for_api(distinct([*turn.loaded.messages, *turn.new, *turn.corrections]))
     retrieval = None if turn.retrieval_failed else _retrieve(turn, prompt)
     if retrieval is not None:  # the retrieve step; its augmentation is for this request only
         prompt = retrieval.messages
@@ -277,7 +278,8 @@ def _model_step(turn: TurnState) -> None:
         raise
     turn.rounds += 1
     turn.usage = turn.usage.plus(completion.usage) if turn.usage else completion.usage
-    calls = tuple(_with_id(c) for c in completion.tool_calls) if offer_tools else ()
+    taken = tool_identity.taken(ctx, turn.session, [*turn.loaded.base, *turn.new], turn.save)
+    calls = identify(completion.tool_calls, taken) if offer_tools else ()
     usable = tuple(c for c in calls if c.name.strip())
     # A call without a name is the model's error: never stored (it could not be loaded
     # again), told to the model in the next request of this turn only.
@@ -361,11 +363,6 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
         )
     index = len(turn.new) - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
     turn.record(message, f"tool:{turn.rounds}.{index}", outcome.text)
-
-
-def _with_id(call: ToolCall) -> ToolCall:
-    # Results are paired to calls by id; a server that sends none gets one made up.
-    return call if call.id else ToolCall(f"call_{new_id()[:12]}", call.name, call.arguments)
 
 
 def tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Checkpoint:

@@ -59,7 +59,8 @@ def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
 
 
 def rollback_lines(result: Any, repl: bool = False) -> list[str]:
-    """`repl`: hints name the REPL's slash commands instead of shell commands."""
+    """What a rollback did, one line per tool call it took out of the history (§5.6).
+    `repl`: hints name the REPL's slash commands instead of shell commands."""
     lines = [
         f"restored {result.session} to checkpoint {result.restored.id} "
         f"({result.messages_before} → {result.messages_after} messages), "
@@ -69,7 +70,7 @@ def rollback_lines(result: Any, repl: bool = False) -> list[str]:
         lines.append(f"  added a note: {one_line(result.note.text, 200)}")
     lines += compensation_lines(result.compensations)
     if result.undo_point:
-        undone = any(c.outcome is not None and not c.outcome.error for c in result.compensations)
+        undone = any(c.status == "undone" for c in result.compensations)
         if repl:
             force, again = "/rollback --force", "/rollback"
         else:
@@ -84,18 +85,35 @@ def rollback_lines(result: Any, repl: bool = False) -> list[str]:
 
 
 def compensation_lines(compensations: Sequence[Any]) -> list[str]:
-    lines = []
-    for comp in compensations:
-        call = comp.call
-        if comp.outcome is None:
-            lines.append(f"  no compensating tool for {call.name}({one_line(call.arguments, 80)})")
-        else:
-            mark = "✗" if comp.outcome.error else "✓"
-            lines.append(
-                f"  {mark} undo {call.name}({one_line(call.arguments, 80)}): "
-                f"{one_line(comp.outcome.text, 100)}"
-            )
-    return lines
+    """`undone: create_user(Alex)`, `left in place: ... (why)`: every removed call."""
+    return [f"  {comp.describe()}" for comp in compensations]
+
+
+def rollback_dict(result: Any) -> dict[str, Any]:
+    """`rollback --json`."""
+    return {
+        "session": result.session,
+        "restored": result.restored.id,
+        "undoes": result.undoes,
+        "note": result.note.text if result.note else None,
+        "undo": result.undo_point,
+        "before": {"message_count": result.messages_before},
+        "after": {"message_count": result.messages_after},
+        "compensations": [compensation_dict(c) for c in result.compensations],
+        "finished": [compensation_dict(c) for c in result.finished],
+    }
+
+
+def compensation_dict(comp: Any) -> dict[str, Any]:
+    return {
+        "id": comp.call.id,
+        "tool": comp.call.name,
+        "arguments": comp.call.arguments,
+        "status": comp.status,
+        "reason": comp.reason or None,
+        "result": comp.outcome.text if comp.outcome else None,
+        "error": comp.outcome.error if comp.outcome else None,
+    }
 
 
 def finished_lines(session: str, compensations: Sequence[Any]) -> list[str]:

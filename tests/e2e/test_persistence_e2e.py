@@ -103,12 +103,13 @@ def test_rollback_compensates_newest_first(
         ["remove_user", "Maria"],
         ["remove_user", "Daniel"],
     ]
-    assert "undo create_user" in done.stderr
+    assert "undone: create_user(Maria)" in done.stderr
+    assert "undone: create_user(Daniel)" in done.stderr
     shown = json.loads(run_koog("checkpoint", "show", checkpoint, "--json").stdout)
     restored = json.loads(run_koog("history", "show", "-s", "u", "--format", "json").stdout)
     assert restored == shown["messages"]
     # The rollback is undoable, but the history before it says Daniel and Maria exist:
-    # only --force restores it, with a note; --latest never compensates.
+    # only --force restores it, with a note.
     refused = run_koog("rollback", "-s", "u", "--latest", "--yes", env=tool_env)
     assert refused.returncode == 2 and "create_user(Daniel), create_user(Maria)" in refused.stderr
     undo = run_koog("rollback", "-s", "u", "--latest", "--yes", "--force", env=tool_env)
@@ -118,7 +119,7 @@ def test_rollback_compensates_newest_first(
     assert len(tool_log(tool_env)) == 5
 
 
-def test_rollback_latest_does_not_compensate(
+def test_rollback_latest_compensates_unless_told_not_to(
     run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
 ) -> None:
     server.enqueue({"tool_calls": [call("create_user", "c1", name="Alex")]}, {"content": "ok"})
@@ -131,10 +132,20 @@ def test_rollback_latest_does_not_compensate(
     )
     run_koog("chat", "-s", "l", "two", env=tool_env)
     result = run_koog("rollback", "-s", "l", "--latest", "--yes", "--json", env=tool_env)
-    assert result.returncode == 0
+    assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["compensations"] == [] and report["after"]["message_count"] == 5
-    assert [e[0] for e in tool_log(tool_env)] == ["create_user"] * 3
+    assert [(c["arguments"], c["status"]) for c in report["compensations"]] == [
+        ('{"name": "Maria"}', "undone"),
+        ('{"name": "Daniel"}', "undone"),
+    ]
+    assert report["after"]["message_count"] == 5
+    assert tool_log(tool_env)[-2:] == [["remove_user", "Maria"], ["remove_user", "Daniel"]]
+    server.enqueue({"tool_calls": [call("create_user", "c4", name="Eve")]}, {"content": "ok"})
+    run_koog("chat", "-s", "l", "three", env=tool_env)
+    kept = run_koog("rollback", "-s", "l", "--latest", "--yes", "--no-compensate", env=tool_env)
+    assert kept.returncode == 0, kept.stderr
+    assert "left in place: create_user(Eve) (--no-compensate)" in kept.stderr
+    assert tool_log(tool_env)[-1] == ["create_user", "Eve"]
 
 
 def test_sigkill_in_a_tool_then_resume(

@@ -168,6 +168,7 @@ def _fill(env: dict[str, str], sessions: int, turns: int) -> None:
     from koogcli.core.names import SessionName
     from koogcli.services import checkpoints, context, memory
     from koogcli.services.turn import TurnRequest, run_turn
+    from tests.stored import roll
 
     ctx = context.build(env=env)
     for n in range(12):
@@ -178,7 +179,7 @@ def _fill(env: dict[str, str], sessions: int, turns: int) -> None:
             run_turn(ctx, TurnRequest(name, f"s{s} turn {t} " + "words " * 40))
         checkpoints.create(ctx, name, f"label-{s}")
         point = checkpoints.list_(ctx, name)[2]
-        checkpoints.rollback(ctx, name, point, compensate=False)
+        roll(ctx, name, point, compensate=False)
 
 
 def _picture(env: dict[str, str]) -> dict[str, object]:

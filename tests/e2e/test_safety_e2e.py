@@ -86,7 +86,7 @@ def test_killed_rollbacks_lose_no_compensation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from koogcli.core.names import SessionName
-    from koogcli.services import checkpoints, context
+    from koogcli.services import context, rollback
 
     run_koog("chat", "-s", "rb", "hello", env=tool_env)
     target = run_koog("checkpoint", "create", "-s", "rb", env=tool_env).stdout.strip()
@@ -117,7 +117,7 @@ def test_killed_rollbacks_lose_no_compensation(
             (lambda n=wanted: len(log_of(tool_env)) >= n) if wanted else journal.exists,
         )
         ctx = context.build(env={**env, "KOOG_DATA_DIR": str(data_dir)})
-        finished = checkpoints.finish_compensations(ctx, SessionName("rb"))  # the one rerun
+        finished = rollback.finish_compensations(ctx, SessionName("rb"))  # the one rerun
         reruns += bool(finished)
         undone = [entry[1] for entry in log_of(tool_env) if entry[0] == "remove_user"]
         if undone:  # the rollback got as far as restoring the history

@@ -6,11 +6,14 @@ queue empty, `answer` decides (by default "echo: <last user text>"). Requests ar
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from koogcli.core.messages import ToolCall
 from koogcli.core.ports import Completion, ModelRequest, Usage
 
 
@@ -58,3 +61,12 @@ def mortal(ctx: Any) -> Any:
     ProcessDeath counts as interrupted (SPEC §5.10) in this same test process."""
     ctx.turn_owner = lambda: {"pid": -1, "start": None}
     return ctx
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> Completion:
+    return Completion(
+        "",
+        tuple(
+            ToolCall(f"call_{uuid.uuid4().hex[:6]}", name, json.dumps(args)) for name, args in pairs
+        ),
+    )

@@ -24,6 +24,22 @@ own `count_tokens`) answers OpenAI's `context_length_exceeded` error above the l
 Usage counts tokens with `count_tokens`, a word-piece rule of the server's own;
 `embedding_faults` holds statuses, or "-inf" / "dim" for a non-finite or short vector.
 
+Quirks of real endpoints (shared/ENDPOINT_QUIRKS.md), switched on by `server.quirks` (a set
+of names) or a whole profile at once (`server.use_profile(name)`, PROFILES below):
+  per_turn_ids   ids numbered within each answer: `call_0_NAME`, again next turn (Kimi K3)
+  constant_id    every call is `call_0` (some Grok endpoints, llama.cpp)
+  name_as_id     the function's name is the id (Gemini through compatibility layers)
+  repeated_id    every call of one answer has the first call's id (`edit:22` twice)
+  empty_id       calls come with an empty id (several local servers)
+  no_index       streamed parallel calls each in their own chunk, without `index` (Gemini)
+  prefilter      a first chunk with `choices: []` and `prompt_filter_results` (Azure)
+  filter_chunks  chunks whose choice has no `delta`, only `content_filter_results` (Azure)
+  usage_chunks   control chunks with no `choices`, carrying only usage (Bedrock)
+  stop_with_tools  `finish_reason: "stop"` although tool calls were sent (local servers)
+  reasoning      `reasoning_content` deltas before the text (DeepSeek, vLLM)
+Like strict servers, every request holding two tool calls with one id is answered 400
+"duplicate tool_call_id" (`strict_ids = False` turns that off).
+
 Run standalone: `python -m tests.fakes.openai_server --port 8080`; POST a JSON list of
 responses to /_control/enqueue, GET /_control/requests for the log.
 """
@@ -40,6 +56,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,6 +75,8 @@ class FakeOpenAIServer:
         self.context_limit: int | None = None
         self.context_counter: Any = None
         self.embedding_size = EMBEDDING_SIZE
+        self.quirks: set[str] = set()
+        self.strict_ids = True
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -93,6 +112,13 @@ class FakeOpenAIServer:
             self.reject_response_formats = set()
             self.context_limit = None
             self.context_counter = None
+            self.quirks = set()
+            self.strict_ids = True
+
+    def use_profile(self, name: str) -> None:
+        """Behave like one kind of real endpoint (PROFILES)."""
+        with self.lock:
+            self.quirks = set(PROFILES[name])
 
     def next_response(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -172,7 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
             message = "Unrecognized request argument supplied: stream_options"
             self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
             return
-        refusal = self._refusal(body)
+        refusal = self._refusal(body) or self._duplicate_ids(body)
         if refusal is not None:
             with self.fake.lock:
                 self.fake.requests.append(body)
@@ -221,6 +247,25 @@ class _Handler(BaseHTTPRequestHandler):
             "code": "context_length_exceeded",
         }
 
+    def _duplicate_ids(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """What strict servers say to a request naming one tool-call id twice."""
+        if not self.fake.strict_ids:
+            return None
+        seen: set[str] = set()
+        for message in body.get("messages", []):
+            for call in message.get("tool_calls") or []:
+                call_id = call.get("id") or ""
+                if not call_id or call_id in seen:
+                    return {
+                        "message": f"Duplicate value for 'tool_call_id' of {call_id!r} in "
+                        "messages: each tool call needs an id of its own.",
+                        "type": "invalid_request_error",
+                        "param": "messages",
+                        "code": None,
+                    }
+                seen.add(call_id)
+        return None
+
     def _embeddings(self, body: dict[str, Any]) -> None:
         body["_path"] = self.path
         with self.fake.lock:
@@ -260,7 +305,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _whole(self, body: dict[str, Any], script: dict[str, Any]) -> None:
         content = script.get("content", "".join(script.get("chunks", [])))
-        calls = _wire_calls(script.get("tool_calls", []))
+        calls = _quirky_ids(_wire_calls(script.get("tool_calls", [])), self.fake.quirks)
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if calls:
             message["tool_calls"] = calls
@@ -275,7 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": "tool_calls" if calls else "stop",
+                        "finish_reason": _finish(calls, self.fake.quirks),
                     }
                 ],
                 "usage": _usage(body, content),
@@ -294,7 +339,8 @@ class _Handler(BaseHTTPRequestHandler):
             "created": int(time.time()),
             "model": body.get("model", "test-model"),
         }
-        events = [] if script.get("empty_stream") else list(_events(script))
+        quirks = self.fake.quirks
+        events = [] if script.get("empty_stream") else list(_events(script, quirks))
         delay = float(script.get("chunk_delay", 0))
         drop_after = script.get("drop_after")
         content = script.get("content", "".join(script.get("chunks", [])))
@@ -305,6 +351,9 @@ class _Handler(BaseHTTPRequestHandler):
                     self.connection.shutdown(2)
                     self.close_connection = True
                     return
+                if delta is None:  # a quirk's own chunk, sent as it is
+                    self._event(json.dumps({**base, **finish}))
+                    continue
                 chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
                 self._event(json.dumps(chunk))
                 if delay and finish is None:
@@ -336,8 +385,14 @@ def embed(text: str, size: int = EMBEDDING_SIZE) -> list[float]:
     return [v / norm for v in vector]
 
 
-def _events(script: dict[str, Any]) -> Any:
+def _events(script: dict[str, Any], quirks: Collection[str] = ()) -> Any:
+    """(delta, finish_reason) pairs; (None, chunk fields) for a quirk's chunk of its own."""
+    if "prefilter" in quirks:
+        yield None, {"choices": [], "prompt_filter_results": [{"prompt_index": 0}]}
     yield {"role": "assistant", "content": ""}, None
+    if "reasoning" in quirks:
+        yield {"reasoning_content": "Let me think about this. "}, None
+        yield {"reasoning_content": "The answer follows."}, None
     chunks = script.get("chunks")
     if chunks is None:
         text = script.get("content", "")
@@ -347,8 +402,13 @@ def _events(script: dict[str, Any]) -> Any:
         )
     for piece in chunks:
         yield {"content": piece}, None
-    calls = script.get("tool_calls", [])
-    for index, call in enumerate(_wire_calls(calls)):
+        if "filter_chunks" in quirks:
+            filtered = {"hate": {"filtered": False, "severity": "safe"}}
+            yield None, {"choices": [{"index": 0, "content_filter_results": filtered}]}
+        if "usage_chunks" in quirks:
+            yield None, {"usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    calls = _quirky_ids(_wire_calls(script.get("tool_calls", [])), quirks)
+    for index, call in enumerate(calls):
         arguments = call["function"]["arguments"]
         if not isinstance(arguments, str):  # {"raw": true}: sent as the server gave it
             yield (
@@ -364,6 +424,9 @@ def _events(script: dict[str, Any]) -> Any:
                 },
                 None,
             )
+            continue
+        if "no_index" in quirks:  # each call whole, in a chunk of its own, with no index
+            yield {"tool_calls": [{"id": call["id"], **call}]}, None
             continue
         half = len(arguments) // 2
         yield (
@@ -381,7 +444,44 @@ def _events(script: dict[str, Any]) -> Any:
         )
         for part in (arguments[:half], arguments[half:]):
             yield {"tool_calls": [{"index": index, "function": {"arguments": part}}]}, None
-    yield {}, "tool_calls" if calls else "stop"
+    yield {}, _finish(calls, quirks)
+
+
+def _finish(calls: list[dict[str, Any]], quirks: Collection[str]) -> str:
+    return "tool_calls" if calls and "stop_with_tools" not in quirks else "stop"
+
+
+def _quirky_ids(calls: list[dict[str, Any]], quirks: Collection[str]) -> list[dict[str, Any]]:
+    """The ids a real endpoint of these quirks would give the calls of one answer."""
+    for index, call in enumerate(calls):
+        name = call["function"]["name"]
+        if "per_turn_ids" in quirks:
+            call["id"] = f"call_{index}_{name}"
+        elif "constant_id" in quirks:
+            call["id"] = "call_0"
+        elif "name_as_id" in quirks:
+            call["id"] = name
+        elif "repeated_id" in quirks:
+            call["id"] = calls[0]["id"]
+        elif "empty_id" in quirks:
+            call["id"] = ""
+    return calls
+
+
+# Kinds of real endpoint, each a set of quirks (ENDPOINT_QUIRKS.md). Tests about tool
+# calls, rollback, resume or streaming run under each profile that could change them.
+PROFILES: dict[str, frozenset[str]] = {
+    "reference": frozenset(),
+    "per-turn-ids": frozenset({"per_turn_ids"}),
+    "constant-id": frozenset({"constant_id", "stop_with_tools"}),
+    "name-as-id": frozenset({"name_as_id", "no_index"}),
+    "repeated-id": frozenset({"repeated_id"}),
+    "no-id": frozenset({"empty_id", "reasoning"}),
+    "azure": frozenset({"prefilter", "filter_chunks"}),
+    "bedrock": frozenset({"usage_chunks"}),
+}
+# The profiles whose tool-call ids differ from the reference's.
+ID_PROFILES = ("reference", "per-turn-ids", "constant-id", "name-as-id", "repeated-id", "no-id")
 
 
 def _wire_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:

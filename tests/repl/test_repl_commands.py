@@ -23,7 +23,7 @@ from koogcli.repl import loop
 from koogcli.repl.prompt import SlashCompleter
 from koogcli.repl.slash import REGISTRY
 from koogcli.repl.state import ReplState
-from tests.fakes.chat_model import FakeChatModel
+from tests.fakes.chat_model import FakeChatModel, calls
 from tests.repl.test_repl import CTRL_D, ENTER, Recorder
 
 S = SessionName("r")
@@ -289,3 +289,56 @@ def test_hints_in_the_repl_name_slash_commands(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert "koog: hint: /checkpoints shows them" in err
     assert "koog: hint: run /compress again" in err
+
+
+def test_rollback_with_no_id_undoes_the_turns_tool_calls_and_says_so(
+    drive: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    """§5.6: /rollback (the last change) compensates as `rollback ID` does; --no-compensate
+    leaves the effects and says so."""
+    fake_model.enqueue(calls(("create_user", {"name": "Alex"})), "made Alex")
+    ui, ctx = drive("make Alex" + ENTER + "/rollback" + ENTER + "y" + ENTER + CTRL_D)
+    assert "  undone: create_user(Alex): removed Alex" in ui.infos, ui.infos
+    assert tools() == [["create_user", "Alex"], ["remove_user", "Alex"]]
+    assert ctx.history.load(S) == []
+    fake_model.enqueue(calls(("create_user", {"name": "Bo"})), "made Bo")
+    ui, _ = drive("make Bo" + ENTER + "/rollback --no-compensate" + ENTER + "y" + ENTER + CTRL_D)
+    assert "  left in place: create_user(Bo) (--no-compensate)" in ui.infos, ui.infos
+    assert tools()[-1] == ["create_user", "Bo"]
+
+
+@pytest.mark.parametrize("failure", ["cancel", "server down"])
+def test_retry_after_a_failed_message_sends_that_message(
+    drive: Callable[..., Any], fake_model: FakeChatModel, failure: str
+) -> None:
+    from koogcli.core.errors import ModelError
+
+    fake_model.enqueue(
+        "first answer", KeyboardInterrupt() if failure == "cancel" else ModelError(failure)
+    )
+    ui, ctx = drive("first" + ENTER + "second" + ENTER + "/retry" + ENTER + CTRL_D)
+    stored = [(m.role, m.text) for m in ctx.history.load(S) if m.role != "system"]
+    assert stored == [
+        ("user", "first"),
+        ("assistant", "first answer"),
+        ("user", "second"),
+        ("assistant", "echo: second"),
+    ]
+    assert "sending the last message again" in ui.infos
+
+
+def test_a_killed_rollback_is_finished_by_the_next_command(
+    drive: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    from koogcli.core.checkpoints import CompensationEntry
+    from koogcli.core.messages import utc_now
+
+    fake_model.enqueue(calls(("create_user", {"name": "Cy"})), "made Cy")
+    _, ctx = drive("make Cy" + ENTER + CTRL_D)
+    call = next(c for m in ctx.history.load(S) for c in m.tool_calls)
+    # What a rollback killed after restoring the history and before compensating leaves.
+    ctx.checkpoints.record_compensations(S, [CompensationEntry(call, "pending", None, utc_now())])
+    ctx.history.write(S, [], expected_revision=ctx.history.read(S).revision)
+    ui, _ = drive("/history" + ENTER + "/history" + ENTER + CTRL_D)
+    assert tools() == [["create_user", "Cy"], ["remove_user", "Cy"]]  # once, not twice
+    assert any(i.startswith("finished the compensations") for i in ui.infos), ui.infos

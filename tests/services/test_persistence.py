@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,56 +17,13 @@ from koogcli.core.errors import ModelError, TurnCancelledError, UnknownFormatErr
 from koogcli.core.messages import ToolCall
 from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion
-from koogcli.services import checkpoints, turn
-from tests.fakes.chat_model import FakeChatModel, ProcessDeath, mortal
-from tests.stored import edit_checkpoint
+from koogcli.services import checkpoints, rollback, turn
+from tests.fakes.chat_model import FakeChatModel, ProcessDeath, calls, mortal
+from tests.stored import edit_checkpoint, roll
 
 pytestmark = pytest.mark.usefixtures("backend")
 
 S = SessionName("p")
-TOOLS = '''
-import json, os
-LOG = {log!r}
-def _log(entry):
-    with open(LOG, "a") as f:
-        f.write(json.dumps(entry) + "\\n")
-def create_user(name: str) -> str:
-    """Create a user."""
-    _log(["create_user", name])
-    return f"created {{name}}"
-def remove_user(name: str) -> str:
-    _log(["remove_user", name])
-    if name == "Broken":
-        raise RuntimeError("cannot remove Broken")
-    return f"removed {{name}}"
-def lookup(city: str) -> str:
-    """Look a city up."""
-    _log(["lookup", city])
-    return "Ferdinand Magellan sailed from " + city
-'''
-
-
-@pytest.fixture
-def tools(write_config: Callable[[str], Path], tmp_path: Path) -> Callable[[], list[list[str]]]:
-    module = f"ktools_{uuid.uuid4().hex[:8]}"
-    log = tmp_path / "tool-log.jsonl"
-    (tmp_path / f"{module}.py").write_text(TOOLS.format(log=str(log)))
-    write_config(
-        f'[[tools]]\ncallable = "{module}:create_user"\nrollback = "{module}:remove_user"\n'
-        f'[[tools]]\ncallable = "{module}:lookup"\n'
-    )
-    return lambda: (
-        [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    )
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> Completion:
-    return Completion(
-        "",
-        tuple(
-            ToolCall(f"call_{uuid.uuid4().hex[:6]}", name, json.dumps(args)) for name, args in pairs
-        ),
-    )
 
 
 def ask(ctx: Any, text: str) -> Any:
@@ -257,17 +213,17 @@ def test_case43_rollback_runs_compensating_tools_newest_first(
     )
     ask(ctx, "two more")
     before = ctx.history.load(S)
-    result = checkpoints.rollback(ctx, S, checkpoints.find(ctx, "ckpt-1", S), True)
+    result = roll(ctx, S, checkpoints.find(ctx, "ckpt-1", S), True)
     assert tools()[-2:] == [["remove_user", "user-3"], ["remove_user", "user-2"]]
     assert ctx.history.load(S) == list(ckpt.messages)
     assert result.messages_before == len(before) and not result.failed
     # The rollback took a restore point first; --latest would bring back a history that
     # claims user-2 and user-3 exist, so it is refused unless forced, and then says so.
-    undo = checkpoints.choose(ctx, S, None, latest=True)
+    undo = rollback.choose(ctx, S, None, latest=True)
     with pytest.raises(UsageError, match=r"create_user\(user-2\), create_user\(user-3\)"):
-        checkpoints.rollback(ctx, S, undo, compensate=False)
+        roll(ctx, S, undo, compensate=False)
     assert ctx.history.load(S) == list(ckpt.messages)
-    forced = checkpoints.rollback(ctx, S, undo, compensate=False, force=True)
+    forced = roll(ctx, S, undo, compensate=False, force=True)
     restored = ctx.history.load(S)
     assert restored[:-1] == before and restored[-1].meta["kind"] == "note"
     assert forced.note is not None and "user-3" in forced.note.text
@@ -289,7 +245,7 @@ def test_failing_compensation_is_reported_and_the_rest_still_run(
         "ok",
     )
     ask(ctx, "three")
-    result = checkpoints.rollback(ctx, S, ckpt, compensate=True)
+    result = roll(ctx, S, ckpt, compensate=True)
     outcomes = [(c.call.name, c.outcome.error if c.outcome else None) for c in result.compensations]
     assert outcomes == [("lookup", None), ("create_user", True), ("create_user", False)]
     assert tools()[-2:] == [["remove_user", "Broken"], ["remove_user", "Fine"]]
@@ -325,7 +281,7 @@ def test_restore_points_before_clear_and_import(make_ctx: Callable[..., Any]) ->
     ask(ctx, "keep me")
     before = ctx.history.load(S)
     history.clear(ctx, S)
-    checkpoints.rollback(ctx, S, checkpoints.choose(ctx, S, None, True), compensate=False)
+    roll(ctx, S, rollback.choose(ctx, S, None, True), compensate=False)
     assert ctx.history.load(S) == before
     history.import_(ctx, S, "[]", "<x>", replace=True)
     assert [c.reason for c in checkpoints.list_(ctx, S)][:3] == ["import", "rollback", "clear"]
@@ -349,7 +305,7 @@ def test_unknown_version_refuses_resume_and_rollback(
     restore = checkpoints.list_(ctx, S)[0]
     assert not restore.readable
     with pytest.raises(UnknownFormatError):
-        checkpoints.rollback(ctx, S, restore, compensate=False)
+        roll(ctx, S, restore, compensate=False)
 
 
 def test_persistence_disabled_takes_no_checkpoints(
@@ -393,11 +349,14 @@ def test_imported_tool_calls_are_not_compensated_unless_asked(
         },
     ]
     history.import_(ctx, S, json.dumps(doc), "<test>")
-    done = checkpoints.rollback(ctx, S, checkpoints.find(ctx, "before-import", S), True)
-    assert done.compensations == [] and tools() == []
+    done = roll(ctx, S, checkpoints.find(ctx, "before-import", S), True)
+    assert [c.status for c in done.compensations] == ["left in place"] and tools() == []
+    assert "history import" in done.compensations[0].reason
     history.import_(ctx, S, json.dumps(doc), "<test>")
-    again = checkpoints.rollback(ctx, S, point, True, compensate_imported=True)
-    assert [c.call.id for c in again.compensations] == ["imp1"]
+    again = roll(ctx, S, point, True, compensate_imported=True)
+    # The second import's call is another call: "imp1" is taken in this session (§5.15).
+    [undone] = again.compensations
+    assert undone.call.name == "create_user" and undone.call.id != "imp1"
     assert tools() == [["remove_user", "Imp"]]
 
 

@@ -10,6 +10,7 @@ import pytest
 from koogcli.core.names import SessionName
 from koogcli.services import checkpoints, history, storage
 from koogcli.services.turn import TurnRequest, run_turn
+from tests.stored import roll
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -28,7 +29,7 @@ def test_prune_removes_old_steps_and_keeps_restore_points(make_ctx: Callable[...
     assert [c.kind for c in ctx.checkpoints.headers(S)] == ["restore"] * 3
     first = checkpoints.list_(ctx, S)[-1]
     second = checkpoints.list_(ctx, S)[-2]
-    checkpoints.rollback(ctx, S, second, compensate=False)
+    roll(ctx, S, second, compensate=False)
     assert [m.text for m in ctx.history.load(S) if m.role == "user"] == ["one"]
     assert first.message_count == 0
 

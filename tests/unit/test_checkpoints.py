@@ -164,7 +164,7 @@ def test_case39_same_timestamp_latest_by_seq() -> None:
     assert core.latest([b, a]).id == "b"  # type: ignore[union-attr]
 
 
-def test_compensation_plan_only_for_prefixes_newest_first() -> None:
+def test_removed_calls_are_the_later_ones_newest_first() -> None:
     base = [
         user("create alex"),
         assistant(None, [ToolCall("1", "create_user", '{"name":"Alex"}')]),
@@ -182,10 +182,12 @@ def test_compensation_plan_only_for_prefixes_newest_first() -> None:
         tool_result("2", "create_user", "ok"),
         tool_result("3", "create_user", "ok"),
     ]
-    plan = core.compensation_plan(base, base + later)
+    plan = [call for call, _message in core.removed_calls(base, base + later)]
     assert [c.arguments for c in plan] == ['{"name":"Maria"}', '{"name":"Daniel"}']
-    assert core.compensation_plan(base, later) == []
-    assert core.compensation_plan(base + later, base) == []
+    assert core.is_prefix(base, base + later) and not core.is_prefix(base, later)
+    # Not an earlier state, still reported: the calls it takes out, by id.
+    assert [c.id for c, _m in core.removed_calls(base, later)] == ["3", "2"]
+    assert core.removed_calls(base + later, base) == []
 
 
 def test_resolve_id_by_prefix() -> None:

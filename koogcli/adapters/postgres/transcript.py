@@ -54,6 +54,17 @@ class PgTranscriptStore:
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.rows("SELECT DISTINCT session FROM transcript ORDER BY 1")]
 
+    def used_ids(self, session: SessionName, candidates: Sequence[str]) -> set[str]:
+        if not candidates:
+            return set()
+        quoted = [json.dumps(c, ensure_ascii=False) for c in candidates]
+        found = self.db.rows(
+            "SELECT q FROM unnest(%s::text[]) AS q WHERE EXISTS (SELECT 1 FROM transcript "
+            "WHERE session = %s AND strpos(body, q) > 0)",
+            [quoted, session.value],
+        )
+        return {json.loads(row[0]) for row in found}
+
     def unreadable(self, session: SessionName) -> list[int]:
         return list(self._skipped.get(session.value, []))
 

@@ -1,0 +1,340 @@
+"""Rollback (SPEC §5.6, §5.11): one service, `prepare` then `execute`, for the CLI, the REPL
+and /retry alike.
+
+- `prepare` first finishes what a rollback killed halfway left (each compensation at most
+  once), then chooses the restore point, refuses a history that would contradict the world
+  (§5.11) and plans what happens to every tool call the rollback takes out of the history:
+  undone by its compensating tool, or left in place and why. Nothing changes yet, so the
+  plan can be shown and confirmed.
+- `execute` takes a restore point of the current state (the rollback can be undone),
+  journals the compensations, restores the history, then runs them newest first.
+- `--latest` compensates as an id does (a deliberate deviation from Koog's
+  rollbackToLatestCheckpoint): a history that forgets a call whose effect remains
+  contradicts the world. Only a checkpoint that is an earlier state of the history (its
+  messages a prefix of the current ones) has its later calls undone, as in Koog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from koogcli.core import checkpoints as core
+from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.errors import KoogError, StorageError, UsageError
+from koogcli.core.messages import Message, ToolCall, local_time, utc_now
+from koogcli.core.names import SessionName
+from koogcli.core.ports import StoredHistory, ToolOutcome
+from koogcli.services.checkpoints import find, require_enabled, restore_point
+from koogcli.services.context import AppContext
+
+Approve = Callable[[ToolCall], str]
+Status = Literal["undone", "failed", "declined", "left in place", "already undone"]
+
+
+@dataclass(frozen=True)
+class Compensation:
+    """What became of one tool call a rollback took out of the history."""
+
+    call: ToolCall
+    outcome: ToolOutcome | None  # None: no compensating tool ran
+    status: Status = "undone"
+    reason: str = ""  # why it was left in place
+
+    @property
+    def failed(self) -> bool:
+        """Its effect remains though it was meant to be undone."""
+        return self.status in ("failed", "declined")
+
+    def describe(self) -> str:
+        """`undone: create_user(Alex)`, `left in place: create_user(Bob) (why)`."""
+        call = call_text(self.call)
+        said = " ".join((self.outcome.text if self.outcome else "").split())[:100]
+        if self.status == "undone":
+            return f"undone: {call}" + (f": {said}" if said else "")
+        if self.status == "failed":
+            return f"not undone (its compensation failed): {call}: {said}"
+        if self.status == "declined":
+            return f"left in place: {call} (the user {self.reason})"
+        return f"{self.status}: {call} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Options:
+    compensate: bool = True  # False: --no-compensate
+    force: bool = False  # restore even a history whose tool effects a rollback undid
+    compensate_imported: bool = False
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    session: SessionName
+    target: Checkpoint  # with its messages
+    current: StoredHistory
+    undoes: str  # the change this rollback undoes, in words
+    removed: tuple[Compensation, ...]  # every call taken out, newest first, as planned
+    contradicted: tuple[ToolCall, ...]  # in the target, undone by a rollback (--force)
+    finished: tuple[Compensation, ...] = ()  # what a killed rollback left, run first
+
+    @property
+    def to_undo(self) -> list[ToolCall]:
+        return [c.call for c in self.removed if c.status == "undone"]
+
+    def question(self) -> str:
+        what = (
+            f"roll {self.session.value} back to checkpoint {self.target.id}, undoing {self.undoes}"
+        )
+        undo, leave = self.to_undo, [c for c in self.removed if c.status == "left in place"]
+        if undo:
+            what += f"; {len(undo)} tool call(s) will be undone"
+        if leave:
+            what += f"; {len(leave)} left in place"
+        return what
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    session: str
+    restored: Checkpoint
+    undo_point: str | None
+    messages_before: int
+    messages_after: int
+    compensations: list[Compensation] = field(default_factory=list)
+    undoes: str = ""
+    note: Message | None = None  # recorded with --force: effects undone since
+    finished: list[Compensation] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Compensation]:
+        return [c for c in [*self.finished, *self.compensations] if c.failed]
+
+
+def choose(ctx: AppContext, session: SessionName, wanted: str | None, latest: bool) -> Checkpoint:
+    """The checkpoint named, or with `latest` the newest restore point whose history differs
+    from the current one: the last change that changed something (§5.11)."""
+    require_enabled(ctx)
+    if latest == (wanted is not None):
+        raise UsageError("name a checkpoint ID or pass --latest (one of them)")
+    if not ctx.checkpoints.headers(session):
+        ctx.require_session(session)  # a deleted session may still be rolled back
+    if wanted is not None:
+        return find(ctx, wanted, session)
+    current = ctx.history.read(session).messages
+    for header in core.restore_points_newest_first(ctx.checkpoints.headers(session)):
+        full = ctx.checkpoints.get(session, header.id)
+        if list(full.messages) != current:
+            return full
+    raise UsageError(f"session {session.value} has no earlier state to roll back to")
+
+
+def prepare(
+    ctx: AppContext,
+    session: SessionName,
+    wanted: str | None,
+    latest: bool,
+    options: Options | None = None,
+    approve: Approve | None = None,
+) -> RollbackPlan:
+    """Finish a killed rollback, choose the restore point and plan; changes nothing else."""
+    require_enabled(ctx)
+    finished = finish_compensations(ctx, session, approve)
+    target = choose(ctx, session, wanted, latest)
+    return plan(ctx, session, target, options, finished)
+
+
+def plan(
+    ctx: AppContext,
+    session: SessionName,
+    target: Checkpoint,
+    options: Options | None = None,
+    finished: Sequence[Compensation] = (),
+) -> RollbackPlan:
+    opts = options or Options()
+    if target.session != session.value:
+        raise UsageError(
+            f"checkpoint {target.id} belongs to session {target.session!r}, not {session.value!r}"
+        )
+    if target.kind != "restore":
+        raise UsageError(
+            f"checkpoint {target.id} is a {target.kind} checkpoint, not a restore point",
+            hint="roll back to a restore point (`koog checkpoint list`)",
+        )
+    full = ctx.checkpoints.get(session, target.id)  # refuses unknown format versions (exit 3)
+    current = ctx.history.read(session)
+    journal = ctx.checkpoints.compensations(session)
+    contradicted = core.undone_calls(full.messages, journal)
+    if contradicted and not opts.force:
+        raise UsageError(
+            f"checkpoint {full.id} holds tool calls whose effects a later rollback undid: "
+            + ", ".join(call_text(c) for c in contradicted),
+            hint="restoring it would make the history contradict the world; "
+            "--force restores it with a note saying those effects were undone",
+        )
+    already = {c.id for c in core.undone_calls(current.messages, journal)}
+    earlier = core.is_prefix(full.messages, current.messages)
+    removed = tuple(
+        _fate(ctx, call, message, opts, earlier, already)
+        for call, message in core.removed_calls(full.messages, current.messages)
+    )
+    return RollbackPlan(
+        session,
+        full,
+        current,
+        describe(full, current.messages),
+        removed,
+        tuple(contradicted),
+        tuple(finished),
+    )
+
+
+def _fate(
+    ctx: AppContext,
+    call: ToolCall,
+    message: Message,
+    opts: Options,
+    earlier: bool,
+    already: set[str | None],
+) -> Compensation:
+    """What the rollback will do with one call it takes out of the history."""
+
+    def left(reason: str) -> Compensation:
+        return Compensation(call, None, "left in place", reason)
+
+    if call.id in already:
+        return Compensation(call, None, "already undone", "by an earlier rollback")
+    if not ctx.toolbox.has_rollback(call.name):
+        return left("no compensating tool")
+    if not opts.compensate:
+        return left("--no-compensate")
+    if message.meta.get("imported") and not opts.compensate_imported:
+        return left("it came by history import; --compensate-imported undoes it")
+    if not earlier:
+        return left("the checkpoint is not an earlier state of this history")
+    return Compensation(call, None, "undone")
+
+
+def execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None = None) -> RollbackResult:
+    """Restore the history and run the planned compensations, newest first.
+
+    A restore point of the current state is taken first, so the rollback can be undone; the
+    compensations are journalled before the history changes, so a rollback killed at any
+    point is finished, each compensation at most once, by the next command on the session.
+    """
+    session, current = plan.session, plan.current
+    restored = list(plan.target.messages)
+    note = core.undone_note(list(plan.contradicted)) if plan.contradicted else None
+    if note is not None:
+        restored.append(note)
+    undo = restore_point(
+        ctx, session, "rollback", messages=current.messages, revision=current.revision
+    )
+    point = undo.id if undo else None
+    to_undo = plan.to_undo
+    _journal(ctx, session, to_undo, "pending", point)
+    try:
+        ctx.history.write(session, restored, expected_revision=current.revision)
+    except KoogError as exc:
+        _journal(ctx, session, to_undo, "cancelled", point)
+        raise StorageError(
+            f"session {session.value} changed during the rollback; nothing restored",
+            hint="run the rollback again",
+        ) from exc
+    done = [
+        _run(ctx, session, c.call, point, approve) if c.status == "undone" else c
+        for c in plan.removed
+    ]
+    return RollbackResult(
+        session.value,
+        plan.target,
+        point,
+        len(current.messages),
+        len(restored),
+        done,
+        plan.undoes,
+        note,
+        list(plan.finished),
+    )
+
+
+def describe(target: Checkpoint, current: Sequence[Message]) -> str:
+    """The change that restoring `target` (with its messages) undoes, for people."""
+    when = local_time(target.created_at)
+    if target.manual:
+        return f"the changes since checkpoint {target.label or target.id} ({when})"
+    if target.reason == "turn":
+        first = sum(1 for m in target.messages if m.role == "user") + 1
+        last = sum(1 for m in current if m.role == "user")
+        turns = f"turns {first}-{last}" if last > first else f"turn {first}"
+        return f"{turns} (from {when})"
+    if target.reason == "rollback":
+        return f"the rollback of {when}"
+    names = {"compress": "compression", "clear": "clear", "import": "import"}
+    return f"the {names.get(target.reason, target.reason)} of {when}"
+
+
+def finish_compensations(
+    ctx: AppContext, session: SessionName, approve: Approve | None = None
+) -> list[Compensation]:
+    """Run what a killed rollback journalled but never ran, each at most once.
+
+    A pending compensation whose call is still in the history belongs to a rollback that
+    never restored it: it is cancelled, not run. One already started stays as it was.
+    """
+    if not ctx.settings.persistence.enabled:
+        return []
+    pending = [e for e in ctx.checkpoints.compensations(session) if e.status == "pending"]
+    if not pending:
+        return []
+    present = {c.id for m in ctx.history.load(session) for c in m.tool_calls}
+    done: list[Compensation] = []
+    for entry in pending:
+        if entry.call.id in present:
+            _journal(ctx, session, [entry.call], "cancelled", entry.rollback_point)
+            continue
+        done.append(_run(ctx, session, entry.call, entry.rollback_point, approve))
+    return done
+
+
+def call_text(call: ToolCall) -> str:
+    return f"{call.name}({core.arguments_text(call.arguments)})"
+
+
+def _journal(
+    ctx: AppContext,
+    session: SessionName,
+    calls: Sequence[ToolCall],
+    status: core.Status,
+    point: str | None,
+    durable: bool = True,
+) -> None:
+    if calls and ctx.settings.persistence.enabled:
+        ctx.checkpoints.record_compensations(
+            session,
+            [core.CompensationEntry(c, status, point, utc_now()) for c in calls],
+            durable,
+        )
+
+
+def _run(
+    ctx: AppContext,
+    session: SessionName,
+    call: ToolCall,
+    point: str | None,
+    approve: Approve | None,
+) -> Compensation:
+    """One compensation: asked for when its tool asks, journalled before and after it runs."""
+    from koogcli.services import approval
+
+    verdict = approval.decide(ctx, session, call, approve)
+    if verdict != "run":
+        _journal(ctx, session, [call], "refused", point)
+        why = "declined" if verdict == "declined" else "could not be asked (no terminal)"
+        return Compensation(call, ToolOutcome(f"not run: the user {why}", True), "declined", why)
+
+    def started() -> None:  # from here on it never runs again: at most once
+        _journal(ctx, session, [call], "running", point, durable=False)
+
+    outcome = ctx.toolbox.rollback(call.name, call.arguments, before=started)
+    _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
+    return Compensation(call, outcome, "failed" if outcome.error else "undone")
