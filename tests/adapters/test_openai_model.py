@@ -11,7 +11,7 @@ from koogcli.adapters.openai_model import OpenAIChatModel, resolve_endpoint
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
 from koogcli.core.messages import system, user
 from koogcli.core.ports import ModelRequest
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import PROFILES, FakeOpenAIServer
 
 KEY = "sk-adapter-test"
 
@@ -128,3 +128,31 @@ def test_no_key_and_no_base_url_is_the_first_run_case() -> None:
         resolve_endpoint("", "OPENAI_API_KEY", {}, 1, 0)
     assert resolve_endpoint("", "K", {"K": "x"}, 1, 0).base_url.startswith("https://")
     assert resolve_endpoint("http://h/v1", "K", {}, 1, 0).api_key == "not-needed"
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("stream", [True, False])
+def test_every_endpoint_profile_gives_the_same_text_and_calls(
+    server: FakeOpenAIServer, profile: str, stream: bool
+) -> None:
+    """Azure's filter chunks, Bedrock's usage-only chunks, reasoning deltas, Gemini's
+    parallel calls without an index: the reply's text and calls come out as the reference
+    server's do (ids are the server's; koog makes them unique later, §5.15)."""
+    server.use_profile(profile)
+    server.enqueue(
+        {
+            "content": "two calls",
+            "tool_calls": [
+                {"id": "a", "name": "lookup", "arguments": {"city": "Rome"}},
+                {"id": "b", "name": "lookup", "arguments": {"city": "Oslo"}},
+            ],
+        }
+    )
+    seen: list[str] = []
+    done = model_for(server).complete(request(stream), seen.append)
+    assert done.text == "two calls" and "".join(seen) == "two calls"
+    assert [(c.name, json.loads(c.arguments)) for c in done.tool_calls] == [
+        ("lookup", {"city": "Rome"}),
+        ("lookup", {"city": "Oslo"}),
+    ]
+    assert done.usage is not None and done.usage.total_tokens > 2
