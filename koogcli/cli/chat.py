@@ -140,7 +140,15 @@ def show(
     from koogcli.services.turn import TurnEvents
     from koogcli.ui.reply import ReplyWriter, Silent, turn_handlers
 
-    writer = Silent() if as_json else ReplyWriter(markdown=app_ctx.settings.chat.markdown)
+    chat_settings = app_ctx.settings.chat
+    writer = (
+        Silent()
+        if as_json
+        else ReplyWriter(
+            markdown=chat_settings.markdown,
+            reflows=render.terminal_reflows(chat_settings.terminal_reflows),
+        )
+    )
     events = TurnEvents(
         **turn_handlers(writer, render.note, render.warning),
         approve=render.tool_approver(writer=writer),

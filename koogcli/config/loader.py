@@ -32,6 +32,7 @@ ENV_KEYS: tuple[tuple[str, str], ...] = (
     ("KOOG_SESSION", "chat.default_session"),
     ("KOOG_STREAM", "chat.stream"),
     ("KOOG_MARKDOWN", "chat.markdown"),
+    ("KOOG_TERMINAL_REFLOWS", "chat.terminal_reflows"),
     ("KOOG_DATABASE_URL", "storage.url"),
     ("KOOG_DATABASE_SCHEMA", "storage.schema"),
 )

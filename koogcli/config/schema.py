@@ -51,6 +51,7 @@ class ChatSettings(_Strict):
     default_session: str = ""
     stream: bool = True
     markdown: bool = True
+    terminal_reflows: Literal["auto", "yes", "no"] = "auto"
     max_tool_rounds: int = Field(default=10, ge=1, le=100)
     max_attachment_bytes: int = Field(default=1024 * 1024, ge=1)
     # User/assistant exchanges the REPL shows when it opens a session that has history.

@@ -49,7 +49,11 @@ def run(
     state = ReplState(
         ctx,
         session,
-        ui or ReplUI(markdown=ctx.settings.chat.markdown),
+        ui
+        or ReplUI(
+            markdown=ctx.settings.chat.markdown,
+            reflows=render.terminal_reflows(ctx.settings.chat.terminal_reflows),
+        ),
         save=save,
         rebuild=rebuild,
     )

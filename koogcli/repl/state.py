@@ -35,14 +35,17 @@ class ReplyDisplay(Protocol):
 class ReplUI:
     """Where the REPL shows things; tests substitute a recording subclass."""
 
-    def __init__(self, stdout: TextIO | None = None, markdown: bool = True) -> None:
+    def __init__(
+        self, stdout: TextIO | None = None, markdown: bool = True, reflows: bool = True
+    ) -> None:
         self.stdout = stdout or sys.stdout
         self.markdown = markdown
+        self.reflows = reflows
 
     def reply(self) -> ReplyDisplay:
         from koogcli.ui.reply import ReplyWriter
 
-        return ReplyWriter(self.stdout, markdown=self.markdown)
+        return ReplyWriter(self.stdout, markdown=self.markdown, reflows=self.reflows)
 
     def show(self, text: str) -> None:
         render.out(text, self.stdout)

@@ -51,8 +51,11 @@ def show_turn(
         **turn_handlers(display, state.ui.info, state.ui.warning),
         approve=lambda call: _paused(display, state.approve, call),  # type: ignore[arg-type,return-value]
     )
+    from koogcli.repl.typeahead import held
+
     try:
-        result = run(events)
+        with held():
+            result = run(events)
     except BaseException:
         display.abort()
         raise

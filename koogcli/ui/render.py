@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from koogcli.core.errors import EndpointNotConfiguredError, KoogError
@@ -25,6 +25,34 @@ def is_tty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+# Terminals whose environment says they reflow lines on resize.
+_REFLOWING_VARIABLES = (
+    "TMUX",
+    "VTE_VERSION",
+    "KITTY_WINDOW_ID",
+    "ALACRITTY_WINDOW_ID",
+    "WEZTERM_PANE",
+    "WT_SESSION",
+    "KONSOLE_VERSION",
+    "ITERM_SESSION_ID",
+    "TERM_PROGRAM",
+)
+_CLIPPING_TERMS = ("linux", "vt100", "vt220")
+
+
+def terminal_reflows(setting: str, env: Mapping[str, str] | None = None) -> bool:
+    """`[chat] terminal_reflows`: "yes", "no", or "auto" (decided from the environment:
+    xterm, GNU screen and the Linux console clip; every other terminal is taken to reflow,
+    as nearly all of today's do)."""
+    if setting in ("yes", "no"):
+        return setting == "yes"
+    env = os.environ if env is None else env
+    if any(env.get(name) for name in _REFLOWING_VARIABLES):
+        return True
+    term = env.get("TERM", "")
+    return not (env.get("XTERM_VERSION") or env.get("STY") or term in _CLIPPING_TERMS)
 
 
 def color_ok(stream: TextIO) -> bool:

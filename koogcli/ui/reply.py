@@ -1,9 +1,10 @@
 """Shows a streamed reply: a spinner while waiting, then the text as it arrives.
 
 On a terminal with Markdown on, finished blocks are printed once (rendered as in the whole
-reply) and only the growing block is redrawn, at most ten times a second and never taller
-than the screen: rendering costs about what rendering the finished reply once does, and
-the scrollback holds one copy of it. Plain text streams as it comes; a pipe never gets a
+reply) and only the growing block is redrawn (ui/live_region.py), at most ten times a
+second and never taller than half the screen, so a terminal resized to half its width or
+height can still be redrawn in place: rendering costs about what rendering the finished
+reply once does, and the scrollback holds one copy of it, resized or not. Plain text streams as it comes; a pipe never gets a
 spinner or an escape code. When the reader of a pipe goes away, the reply is still
 received and stored; the rest is not written (SPEC §2).
 """
@@ -24,19 +25,23 @@ if TYPE_CHECKING:
 
     from koogcli.core.messages import ToolCall
     from koogcli.core.ports import ToolOutcome
+    from koogcli.ui.live_region import LiveRegion
 
 REDRAW_EVERY = 0.1  # seconds between redraws of the growing block
 
 
 class ReplyWriter:
-    def __init__(self, stream: TextIO | None = None, markdown: bool = False) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, markdown: bool = False, reflows: bool = True
+    ) -> None:
         self.stream = stream or sys.stdout
         self.terminal = is_tty(self.stream)
         self.markdown = markdown and self.terminal
+        self.reflows = reflows  # the terminal reflows its lines when resized
         self.closed = False
         self._console: Console | None = None
         self._spinner: Any = None  # rich Live showing Waiting
-        self._live: Any = None  # rich Live showing the growing block
+        self._live: LiveRegion | None = None  # the growing block
         self._blocks: Any = None  # BlockRenderer
         self._splitter = BlockSplitter()
         self._finished: list[str] = []  # blocks finished since the last redraw
@@ -123,39 +128,29 @@ class ReplyWriter:
         joined by a blank line render as they do in the whole reply) and show the growing
         block below them."""
         live = self._ensure_live()
-        live.update(self._tail(), refresh=False)
         if self._finished:
             if self._blocks is None:
                 from koogcli.ui.markdown_stream import BlockRenderer
 
                 self._blocks = BlockRenderer(self._rich())
             text, self._finished = "\n\n".join(self._finished), []
-            live.console.print(self._blocks.render(text))  # redraws the region below too
+            live.print_above(self._blocks.render(text), self._tail())
         else:
-            live.refresh()
+            live.update(self._tail())
 
     def _tail(self) -> Any:
         from koogcli.ui.markdown_stream import Tail
 
         growing = self._splitter.growing
         if not growing.strip():
-            from rich.text import Text
+            return None
+        return Tail(growing, max(3, (self._rich().size.height - 2) // 2))
 
-            return Text()
-        return Tail(growing, self._rich().size.height - 2)
-
-    def _ensure_live(self) -> Any:
+    def _ensure_live(self) -> LiveRegion:
         if self._live is None:
-            from rich.live import Live
+            from koogcli.ui.live_region import LiveRegion
 
-            self._live = Live(
-                console=self._rich(),
-                auto_refresh=False,
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
-            self._live.start()
+            self._live = LiveRegion(self._rich(), self.reflows)
         return self._live
 
     def _flush_blocks(self) -> None:
@@ -172,8 +167,7 @@ class ReplyWriter:
 
     def _stop_live(self) -> None:
         if self._live is not None:
-            self._live.update("", refresh=False)
-            self._live.stop()
+            self._live.clear()
             self._live = None
 
     def _write(self, text: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import KOOG_BIN
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.terminal import run_on_terminal
+from tests.terminal import Terminal, run_on_terminal
 
 pytestmark = pytest.mark.e2e
 
@@ -71,3 +71,55 @@ def test_a_pipe_gets_plain_text_and_no_spinner(
     assert done.stdout == "# Head\n\nSome **bold** text.\n"  # type: ignore[attr-defined]
     assert "waiting" not in done.stderr  # type: ignore[attr-defined]
     assert "\x1b" not in done.stdout + done.stderr  # type: ignore[attr-defined]
+
+
+def repl_on_terminal(env: dict[str, str], columns: int, reflow: bool) -> Terminal:
+    env = {**env, "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    env["KOOG_TERMINAL_REFLOWS"] = "yes" if reflow else "no"
+    env.pop("NO_COLOR", None)
+    terminal = Terminal([KOOG_BIN, "chat", "-s", "r"], env, columns, 40, reflow=reflow)
+    terminal.wait_for("r>")
+    return terminal
+
+
+@pytest.mark.parametrize("reflow", [True, False], ids=["reflowing", "clipping"])
+@pytest.mark.parametrize(("wide", "narrow"), [(120, 80), (80, 120)], ids=["narrower", "wider"])
+def test_a_reply_streamed_while_the_window_is_resized_is_in_the_scrollback_once(
+    koog_env: dict[str, str], server: FakeOpenAIServer, reflow: bool, wide: int, narrow: int
+) -> None:
+    """Resized mid-stream, and back, on a terminal that reflows its lines (tmux, GNOME
+    Terminal, iTerm2...) and on one that clips them (xterm): every block once, and a line
+    typed while the reply streams is not echoed into it but sent as the next message."""
+    server.enqueue({"chunks": chunks(long_reply(12), 8), "chunk_delay": 0.004})
+    terminal = repl_on_terminal(koog_env, wide, reflow)
+    terminal.send("tell me\r")
+    terminal.wait_for("P3.")
+    terminal.send("typed ahead\r")
+    terminal.resize(narrow, 40)
+    terminal.wait_for("P6.")
+    terminal.resize(wide, 40)
+    terminal.wait_for("echo: typed ahead")
+    terminal.send("\x04")
+    assert terminal.close() == 0
+    counts = {n: terminal.text.count(f"P{n}. ") for n in range(1, 13)}
+    assert set(counts.values()) == {1}, {n: c for n, c in counts.items() if c != 1}
+    assert terminal.lines.count("r> typed ahead") == 1, terminal.text
+    assert terminal.text.count("typed ahead") == 2  # the prompt line and its echo reply
+
+
+def test_keys_typed_while_the_spinner_waits_go_to_the_next_prompt(
+    koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    server.enqueue({"content": "The answer after a wait.", "delay": 1.2})
+    terminal = repl_on_terminal(koog_env, 100, reflow=True)
+    terminal.send("slow one\r")
+    terminal.wait_for("waiting for")
+    start = len(terminal.raw)
+    terminal.send("next question")
+    terminal.wait_for("The answer after a wait.")
+    before_answer = bytes(terminal.raw[start:]).split(b"The answer")[0]
+    assert b"next question" not in before_answer  # never echoed onto the spinner's line
+    terminal.wait_for("r> next question")
+    assert terminal.text.count("next question") == 1, terminal.text
+    terminal.send("\x15\x04")  # Ctrl-U empties the line, Ctrl-D leaves
+    assert terminal.close() == 0
