@@ -12,7 +12,7 @@ plus a few shared directions for words of the same meaning ("owns", "responsible
 With `--embedding-model NAME` the vectors come from that model on the endpoint in
 OPENAI_BASE_URL / OPENAI_API_KEY instead.
 
-    python bench/memory_quality.py [--embedding-model NAME]
+    python bench/memory_quality.py [--embedding-model NAME] [--floor COSINE]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from pathlib import Path
 
 import common  # noqa: F401  (puts the repository on sys.path)
 from memory_quality_set import queries, records
+
+from koogcli.config.schema import EmbeddingSettings
 
 DIM = 256
 CONCEPTS = {
@@ -90,6 +92,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--embedding-model", default="")
+    parser.add_argument(
+        "--floor",
+        type=float,
+        default=EmbeddingSettings().min_similarity,
+        help="cosine at or below which a record without a word match is not returned",
+    )
     args = parser.parse_args()
     embed = (
         endpoint_embedder(args.embedding_model)
@@ -112,10 +120,12 @@ def main() -> None:
             ],
             "fulltext": lambda q, v: [h.record.id for h in store.search_fulltext(q, "default", 10)],
             "embedding": lambda q, v: [
-                h.record.id for h in store.search_vectors(v, "default", "bench", 10)
+                h.record.id
+                for h in store.search_vectors(v, "default", "bench", 10, floor=args.floor)
             ],
             "hybrid": lambda q, v: [
-                h.record.id for h in store.search_hybrid(q, v, "default", "bench", 10)
+                h.record.id
+                for h in store.search_hybrid(q, v, "default", "bench", 10, floor=args.floor)
             ],
         }
         kinds = sorted({kind for _, _, kind in asked})

@@ -226,6 +226,13 @@ def keyword(
     return [(int(seq), 1.0) for (seq,) in rows]
 
 
+def above(ranking: Scored, floor: float) -> Scored:
+    """A cosine ranking without the records at or below `floor` (§5.16): the nearest
+    records are returned whether or not anything is near, and an unrelated record must
+    never be returned or injected because nothing better exists."""
+    return [(seq, score) for seq, score in ranking if score > floor]
+
+
 def fuse(rankings: Sequence[Scored], limit: int, k: int = 60) -> Scored:
     """Reciprocal rank fusion: each ranking gives 1 / (k + rank); the sum is scaled so a
     record first in every ranking scores 1.0."""

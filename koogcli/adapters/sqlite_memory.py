@@ -278,11 +278,12 @@ class SqliteMemoryStore:
         limit: int,
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
+        floor: float = -1.0,
     ) -> list[SearchHit]:
         db = self._read()
         if db is None:
             return []
-        kept = self._nearest(db, vector, namespace, model, limit, where or {})
+        kept = queries.above(self._nearest(db, vector, namespace, model, limit, where or {}), floor)
         return self._hits(db, [(seq, s) for seq, s in kept if s >= threshold], "cosine")
 
     @sqlite_errors
@@ -295,15 +296,17 @@ class SqliteMemoryStore:
         limit: int,
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
+        floor: float = -1.0,
     ) -> list[SearchHit]:
         """Full-text and vector rankings fused by reciprocal rank: exact names and
-        identifiers come through even where the embedding blurs them."""
+        identifiers come through even where the embedding blurs them. A record with no
+        full-text match counts only when its cosine is above `floor` (§5.16)."""
         db = self._read()
         if db is None:
             return []
         depth, wanted = max(limit * 4, 20), where or {}
         words = queries.fulltext(db, query, _spaces(namespace), wanted, depth, 0.0)
-        near = self._nearest(db, vector, namespace, model, depth, wanted)
+        near = queries.above(self._nearest(db, vector, namespace, model, depth, wanted), floor)
         fused = [(seq, s) for seq, s in queries.fuse([words, near], limit) if s >= threshold]
         return self._hits(db, fused, "hybrid")
 

@@ -219,6 +219,9 @@ class IngestionSettings(_Strict):
 
 class EmbeddingSettings(_Strict):
     model: str = ""
+    # §5.16: a record with no full-text match and a cosine at or below this is never
+    # returned or injected (the nearest records exist whether or not anything is near).
+    min_similarity: float = Field(default=0.3, ge=-1.0, le=1.0)
 
 
 class LongTermMemorySettings(_Strict):

@@ -310,6 +310,7 @@ class MemoryStore(Protocol):
         limit: int,
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
+        floor: float = -1.0,
     ) -> list[SearchHit]: ...
 
     def search_hybrid(
@@ -321,6 +322,7 @@ class MemoryStore(Protocol):
         limit: int,
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
+        floor: float = -1.0,
     ) -> list[SearchHit]: ...
 
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]: ...

@@ -120,9 +120,10 @@ def search(
     if not store.vector_count(model):
         return []
     [vector] = _embed(ctx, [query])
+    floor = ctx.settings.long_term_memory.embeddings.min_similarity  # §5.16
     if chosen == "embedding":
-        return store.search_vectors(vector, spaces, model, top_k, threshold, where)
-    return store.search_hybrid(query, vector, spaces, model, top_k, threshold, where)
+        return store.search_vectors(vector, spaces, model, top_k, threshold, where, floor)
+    return store.search_hybrid(query, vector, spaces, model, top_k, threshold, where, floor)
 
 
 def parse_where(pairs: Sequence[str]) -> dict[str, str]:

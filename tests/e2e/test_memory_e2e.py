@@ -240,3 +240,36 @@ def test_a_version_1_database_is_migrated_in_place(run_koog: Run, data_dir: Path
     [best, *_] = store.search_vectors([0.0, 0.9, 0.1, 0.0], None, "embed-4", 3)
     assert best.record.content == "Le déploiement se fait le vendredi"
     assert search(run_koog, "billing", "--namespace", "work", "--where", "team=ops") == []
+
+
+def test_search_returns_only_what_matches(
+    backend: str, run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """§5.16: with embeddings configured, a namespace holding nothing about rockets gives
+    no record in any mode (the nearest records exist, they are not near), and retrieval
+    injects nothing; a record that matches is still found, by words or by meaning."""
+    config = tmp_path / "floor.toml"
+    config.write_text(
+        '[long_term_memory.embeddings]\nmodel = "test-embed"\n'
+        "[long_term_memory.retrieval]\nenabled = true\n"
+    )
+    env = {"KOOG_CONFIG": str(config)}
+    for text in [
+        "deploys are blue-green",
+        "the coffee machine is on floor three",
+        "alice owns the pager rota",
+        "our release train leaves on fridays",
+    ]:
+        add(run_koog, text, env=env)
+    for mode in ("auto", "hybrid", "embedding", "fulltext", "jaccard", "keyword"):
+        assert search(run_koog, "rocket", "--mode", mode, env=env) == [], mode
+    plain = run_koog("memory", "search", "rocket", env=env)
+    assert plain.returncode == 0 and plain.stdout == "", plain.stderr
+    assert "no memory matched" in plain.stderr
+    run_koog("chat", "-s", "m", "any rocket news", env=env)
+    sent = server.chat_requests[-1]["messages"]
+    assert not any("Relevant information" in str(m["content"]) for m in sent)
+    add(run_koog, "rocket launch is at noon", env=env)
+    for mode in ("auto", "embedding"):
+        [hit] = search(run_koog, "rocket", "--mode", mode, env=env)
+        assert hit["content"] == "rocket launch is at noon"

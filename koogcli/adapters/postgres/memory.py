@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koogcli.adapters.memory_queries import Scored, fuse, query_terms, relative_scores
+from koogcli.adapters.memory_queries import Scored, above, fuse, query_terms, relative_scores
 from koogcli.adapters.postgres import text_search
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.text_search import fold
@@ -400,8 +400,9 @@ class PgMemoryStore:
         limit: int,
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
+        floor: float = -1.0,
     ) -> list[SearchHit]:
-        near = self._nearest(vector, namespace, model, limit, where)
+        near = above(self._nearest(vector, namespace, model, limit, where), floor)
         return self._hits([(seq, s) for seq, s in near if s >= threshold], "cosine")
 
     def search_hybrid(
@@ -413,10 +414,11 @@ class PgMemoryStore:
         limit: int,
         threshold: float = 0.0,
         where: Mapping[str, str] | None = None,
+        floor: float = -1.0,
     ) -> list[SearchHit]:
         depth = max(limit * 4, 20)
         words = self._fulltext(query, namespace, where, depth, 0.0)
-        near = self._nearest(vector, namespace, model, depth, where)
+        near = above(self._nearest(vector, namespace, model, depth, where), floor)
         fused = [(seq, s) for seq, s in fuse([words, near], limit) if s >= threshold]
         return self._hits(fused, "hybrid")
 
