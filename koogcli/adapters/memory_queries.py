@@ -21,7 +21,8 @@ import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from koogcli.core.memory import tokenize
+from koogcli.core.errors import CorruptDocumentError
+from koogcli.core.memory import MemoryRecord, tokenize
 
 Scored = list[tuple[int, float]]
 _TERMS = re.compile(r"\w+")
@@ -245,3 +246,33 @@ def fuse(rankings: Sequence[Scored], limit: int, k: int = 60) -> Scored:
         ((seq, round(s / top, 6)) for seq, s in total.items()), key=lambda s: (-s[1], s[0])
     )
     return fused[:limit]
+
+
+def record_from_row(row: Sequence[object], where: str) -> MemoryRecord:
+    """A record from its row (seq, id, namespace, content, metadata, created_at, source); a
+    damaged row (metadata that is not a JSON object, a field of the wrong type) is a
+    storage error naming `where` and the record, never an internal error."""
+    _, rid, namespace, content, metadata, created_at, source = row
+    try:
+        parsed = json.loads(str(metadata))
+    except (ValueError, RecursionError):
+        parsed = None
+    fields = (rid, namespace, content, created_at)
+    if not isinstance(parsed, dict) or not all(isinstance(f, str) for f in fields):
+        what = (
+            "metadata that is not a JSON object"
+            if not isinstance(parsed, dict)
+            else "a field of the wrong type"
+        )
+        raise CorruptDocumentError(
+            f"memory record {rid} in {where} is damaged: {what}",
+            hint="delete the record (`koog memory delete ID --yes`) or restore the database from a backup",
+        )
+    return MemoryRecord(
+        str(content),
+        str(namespace),
+        str(rid),
+        parsed,
+        str(created_at),
+        source if isinstance(source, str) else None,
+    )

@@ -202,7 +202,7 @@ class SqliteMemoryStore:
         rows = db.execute(
             f"SELECT {_COLUMNS} FROM records r WHERE 1 = 1{condition} ORDER BY seq", args
         )
-        return [_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     @sqlite_errors
     def size(self, namespace: str) -> int:
@@ -346,7 +346,7 @@ class SqliteMemoryStore:
             "(SELECT 1 FROM vectors v WHERE v.record = r.seq AND v.model = ?) ORDER BY seq",
             (namespace, model),
         )
-        return [_record(r) for r in rows]
+        return [self._record(r) for r in rows]
 
     @sqlite_errors
     def vectors(self) -> list[tuple[str, str, list[float]]]:
@@ -387,7 +387,7 @@ class SqliteMemoryStore:
         if db is None:
             return None
         row = db.execute(f"SELECT {_COLUMNS} FROM records WHERE id = ?", (record_id,)).fetchone()
-        return None if row is None else _record(row)
+        return None if row is None else self._record(row)
 
     @sqlite_errors
     def namespaces(self) -> list[str]:
@@ -412,7 +412,7 @@ class SqliteMemoryStore:
             return []
         seqs = json.dumps([s for s, _ in scored])
         rows = {
-            r[0]: _record(r)
+            r[0]: self._record(r)
             for r in db.execute(
                 f"SELECT {_COLUMNS} FROM records WHERE seq IN (SELECT value FROM json_each(?))",
                 (seqs,),
@@ -420,22 +420,13 @@ class SqliteMemoryStore:
         }
         return [SearchHit(rows[s], score, metric) for s, score in scored if s in rows]  # type: ignore[arg-type]
 
+    def _record(self, row: Sequence[object]) -> MemoryRecord:
+        return queries.record_from_row(row, str(self.path))
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
-
-
-def _record(row: Sequence[object]) -> MemoryRecord:
-    _, rid, namespace, content, metadata, created_at, source = row
-    return MemoryRecord(
-        str(content),
-        str(namespace),
-        str(rid),
-        json.loads(str(metadata)),
-        str(created_at),
-        source if isinstance(source, str) else None,
-    )
 
 
 def _pack(vector: Sequence[float]) -> bytes:

@@ -29,6 +29,18 @@ class KoogGroup(TyperGroup):
         kwargs["args"] = hoist_globals(list(sys.argv[1:] if argv is None else argv))
         if not standalone:
             return super().main(*args, **kwargs)
+        if _completion_for_named_shell(kwargs["args"]):
+            sys.exit(0)
+        undecodable = next((a for a in kwargs["args"] if not _is_utf8(a)), None)
+        if undecodable is not None:
+            shown = undecodable.encode("utf-8", "surrogateescape")
+            render.error(
+                KoogError(
+                    f"an argument is not valid UTF-8: {shown!r}",
+                    hint="koog takes text in UTF-8; convert it first (e.g. `iconv -t utf-8`)",
+                )
+            )
+            sys.exit(2)
         from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
         try:
@@ -62,6 +74,45 @@ class KoogGroup(TyperGroup):
                 raise
             render.internal_error(exc)
             raise typer.Exit(1) from None
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _completion_for_named_shell(args: list[str]) -> bool:
+    """`--install-completion zsh` / `--show-completion fish`: the shell named, not the one
+    Typer detects from the parent process (which installed bash completion when asked
+    for zsh). Without a name, Typer's own detection applies."""
+    for index, arg in enumerate(args):
+        option, _, shell = arg.partition("=")
+        if option not in ("--install-completion", "--show-completion"):
+            continue
+        if not shell and index + 1 < len(args):
+            shell = args[index + 1]
+        if shell not in SHELLS:
+            return False
+        from typer._completion_shared import get_completion_script, install
+
+        if option == "--show-completion":
+            render.out(get_completion_script(prog_name="koog", complete_var=_COMPLETE, shell=shell))
+            return True
+        installed, path = install(shell=shell, prog_name="koog", complete_var=_COMPLETE)
+        render.note(f"{installed} completion installed in {path}")
+        render.note("Completion will take effect once you restart the terminal")
+        return True
+    return False
+
+
+_COMPLETE = "_KOOG_COMPLETE"
+
+
+def _is_utf8(arg: str) -> bool:
+    """Python hands bytes that are not UTF-8 over as lone surrogates (surrogateescape)."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 GLOBAL_OPTIONS = ("--config", "--data-dir")

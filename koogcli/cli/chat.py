@@ -122,6 +122,7 @@ def chat(
 def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) -> None:
     from koogcli.services import turn
 
+    app_ctx.require_session(name)  # exit 2 for a name that is no session (SPEC §2)
     pending = turn.interrupted(app_ctx, name)
     if pending is None:
         render.note(f"nothing to resume in session {name.value}")

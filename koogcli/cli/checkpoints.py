@@ -112,9 +112,9 @@ def rollback(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
     as_json: bool = JSON,
 ) -> None:
-    """Restore a session's history to a restore point (--latest: undo the last change).
+    """Restore a session's history to a restore point.
 
-    Tool calls the rollback takes out are undone by their compensating tools, newest
+    With --latest, the newest restore point that differs: undo the last change. Tool calls the rollback takes out are undone by their compensating tools, newest
     first, unless --no-compensate; each is reported as undone or left in place.
     """
     from koogcli.services import rollback as service

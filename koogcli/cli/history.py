@@ -61,7 +61,7 @@ def show(
     ctx: typer.Context,
     session: str | None = SESSION,
     last: int | None = typer.Option(
-        None, "--last", min=0, metavar="N", help="Only the last N messages."
+        None, "--last", min=1, metavar="N", help="Only the last N messages (1 or more)."
     ),
     fmt: str = typer.Option(
         "text", "--format", metavar="FORMAT", help="text, markdown, json or jsonl."
@@ -195,12 +195,14 @@ def import_(
     ),
     session: str | None = SESSION,
     replace: bool = typer.Option(
-        False, "--replace", help="Replace the history instead of appending."
+        False, "--replace", help="Replace the history instead of appending (asks first)."
     ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before replacing."),
 ) -> None:
     """Import messages into a session.
 
-    Appends (ids already present are skipped) unless --replace.
+    Appends (ids already present are skipped) unless --replace, which asks before it
+    replaces a history that has messages (`koog rollback --latest` undoes it).
     """
     from koogcli.services import history
 
@@ -213,6 +215,12 @@ def import_(
             text, label = Path(source).read_text(encoding="utf-8"), source
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read {source}: {exc}") from exc
+    if replace and app_ctx.history.exists(name):
+        count = len(app_ctx.history.load(name))
+        if count:
+            confirm_destructive(
+                f"replace the {count} messages of session {name.value!r} with {label}", yes
+            )
     result = history.import_(app_ctx, name, text, label, replace)
     render.note(
         f"imported {result.imported} messages into {result.session} "

@@ -113,7 +113,10 @@ def list_(
     all_namespaces: bool = ALL_NAMESPACES,
     as_json: bool = JSON,
 ) -> None:
-    """List records, oldest first, in the retrieval namespace (or --all-namespaces)."""
+    """List records, oldest first.
+
+    In the retrieval namespace unless --namespace or --all-namespaces.
+    """
     from koogcli.services import memory
 
     records = memory.list_(

@@ -21,10 +21,13 @@ class SessionName:
     @classmethod
     def parse(cls, raw: str) -> SessionName:
         if not _NAME.fullmatch(raw):
-            shown = raw.encode("unicode_escape").decode("ascii")[:80]
+            # As typed; only what a terminal would not show (control characters) escaped.
+            shown = "".join(
+                c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in raw
+            )
             raise InvalidSessionNameError(
-                f"invalid session name: {shown!r}",
-                hint="use 1-64 letters, digits, '.', '_' or '-', not starting with '.'",
+                f"invalid session name: '{shown[:80]}'",
+                hint="use 1-64 ASCII letters, digits, '.', '_' or '-', not starting with '.'",
             )
         return cls(raw)
 

@@ -123,6 +123,6 @@ def _exit(state: ReplState, args: str) -> None:
 def _count(args: str, default: int) -> int:
     if not args:
         return default
-    if not args.isdigit():
-        raise UsageError(f"expected a number, got {args!r}")
+    if not args.isdigit() or int(args) < 1:
+        raise UsageError(f"expected a number of 1 or more, got {args!r}")
     return int(args)

@@ -60,6 +60,8 @@ def create(ctx: AppContext, session: SessionName, label: str | None) -> Checkpoi
 def list_(ctx: AppContext, session: SessionName, include_steps: bool = False) -> list[Checkpoint]:
     """Newest first; restore points only unless `include_steps`."""
     listed = ctx.checkpoints.headers(session)
+    if not listed:
+        ctx.require_session(session)  # a deleted session's checkpoints are still listed
     if not include_steps:
         listed = [c for c in listed if c.kind == "restore"]
     return sorted(listed, key=lambda c: (c.seq, c.created_at), reverse=True)

@@ -7,6 +7,7 @@ Attachments are checked before any request: a file that cannot be read, is not U
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +23,12 @@ class Attachment:
     text: str
 
 
-def attachment(name: str, data: bytes, limit: int) -> Attachment:
+def attachment(name: str, data: bytes, limit: int, size: int | None = None) -> Attachment:
+    """`data` may be cut at `limit + 1` bytes; `size` is then the whole file's, when known."""
     if len(data) > limit:
+        whole = f"{size:,} bytes" if size is not None else f"over {limit:,} bytes"
         raise UsageError(
-            f"attachment {name} is {len(data):,} bytes, over chat.max_attachment_bytes ({limit:,})",
+            f"attachment {name} is {whole}, over chat.max_attachment_bytes ({limit:,})",
             hint="attach a smaller file, or raise chat.max_attachment_bytes",
         )
     try:
@@ -43,10 +46,12 @@ def read_attachment(path: str, limit: int) -> Attachment:
     file = Path(path).expanduser()
     try:
         with file.open("rb") as handle:
-            data = handle.read(limit + 1)
+            data = handle.read(limit + 1)  # never more than the limit into memory
+            size = os.fstat(handle.fileno()).st_size if len(data) > limit else None
     except OSError as exc:
         raise UsageError(f"cannot read attachment {path}: {exc.strerror}") from exc
-    return attachment(file.name, data, limit)
+    # A pipe or device has no size to tell; it is then "over the limit".
+    return attachment(file.name, data, limit, size if size and size > limit else None)
 
 
 def fence(item: Attachment) -> str:

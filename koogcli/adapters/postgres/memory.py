@@ -21,7 +21,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koogcli.adapters.memory_queries import Scored, above, fuse, query_terms, relative_scores
+from koogcli.adapters.memory_queries import (
+    Scored,
+    above,
+    fuse,
+    query_terms,
+    record_from_row,
+    relative_scores,
+)
 from koogcli.adapters.postgres import text_search
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.text_search import fold
@@ -67,11 +74,6 @@ def _store_tokens(cur: Any, records: Sequence[MemoryRecord], seqs: Mapping[str, 
             "unnest(%s::text[], %s::text[], %s::bigint[], %s::int[])",
             [spaces, words, records_, counts],
         )
-
-
-def _record(row: Sequence[Any]) -> MemoryRecord:
-    _, rid, namespace, content, metadata, created_at, source = row
-    return MemoryRecord(content, namespace, rid, json.loads(metadata), created_at, source)
 
 
 class PgMemoryStore:
@@ -231,7 +233,7 @@ class PgMemoryStore:
         found = self._rows(
             f"SELECT {_COLUMNS} FROM memory_records r WHERE true{condition} ORDER BY seq", args
         )
-        return [_record(r) for r in found]
+        return [self._record(r) for r in found]
 
     def size(self, namespace: str) -> int:
         return int(
@@ -242,7 +244,7 @@ class PgMemoryStore:
 
     def get(self, record_id: str) -> MemoryRecord | None:
         found = self._rows(f"SELECT {_COLUMNS} FROM memory_records WHERE id = %s", [record_id])
-        return _record(found[0]) if found else None
+        return self._record(found[0]) if found else None
 
     def namespaces(self) -> list[str]:
         return [
@@ -263,7 +265,7 @@ class PgMemoryStore:
             "ORDER BY seq",
             [namespace, model],
         )
-        return [_record(r) for r in found]
+        return [self._record(r) for r in found]
 
     def vector_count(self, model: str) -> int:
         found = self._rows("SELECT count(*) FROM memory_vectors WHERE model = %s", [model])
@@ -392,6 +394,9 @@ class PgMemoryStore:
         counted = [(int(seq), float(raw), int(held)) for seq, raw, held in found]
         return relative_scores(counted, len(ranked), limit, threshold)
 
+    def _record(self, row: Sequence[Any]) -> MemoryRecord:
+        return record_from_row(row, f"table memory_records of PostgreSQL {self.db.where}")
+
     def search_vectors(
         self,
         vector: Sequence[float],
@@ -467,5 +472,5 @@ class PgMemoryStore:
             f"SELECT {_COLUMNS} FROM memory_records WHERE seq = ANY(%s)",
             [[s for s, _ in scored]],
         )
-        rows = {int(r[0]): _record(r) for r in found}
+        rows = {int(r[0]): self._record(r) for r in found}
         return [SearchHit(rows[s], score, metric) for s, score in scored if s in rows]  # type: ignore[arg-type]
