@@ -145,7 +145,7 @@ def test_errors_are_reported_and_the_loop_continues(repl: Callable[..., Any]) ->
     assert ui.errors == [
         "unknown command /nope",
         "invalid session name: '../x'",
-        "expected a number, got 'abc'",
+        "expected a number of 1 or more, got 'abc'",
     ]
     assert ui.replies == ["echo: hi"]
 
