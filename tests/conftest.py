@@ -194,7 +194,14 @@ def tools(write_config: Callable[[str], Path], tmp_path: Path) -> Callable[[], l
 def koog_env(server: FakeOpenAIServer, isolated: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("KOOG_DEBUG", None)
-    env.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=API_KEY, KOOG_MAX_RETRIES="0")
+    # A model named as users of a local server name one; without it koog would ask the
+    # server for its first model (tested on its own) and say so on stderr.
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY=API_KEY,
+        KOOG_MAX_RETRIES="0",
+        KOOG_MODEL="gpt-4o-mini",
+    )
     return env
 
 

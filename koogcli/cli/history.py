@@ -94,7 +94,7 @@ def show(
     elif fmt in ("text", "markdown"):
         render.note(views.empty_history(name.value))
     if size:
-        line = f"next request: {size.describe()} for {app_ctx.settings.llm.model}"
+        line = f"next request: {size.describe()} for {size.model}"
         if fmt in ("text", "markdown"):
             render.out(line)
         else:

@@ -4,11 +4,18 @@ The raw count imitates a byte-pair tokenizer of the GPT family: a common English
 one token and a long one more, digits go in threes, each symbol is a token, text outside
 ASCII costs about a token per three and a half UTF-8 bytes (a CJK character about one),
 a line break one, and every message a few for its framing. No rule of thumb fits every
-tokenizer, so the count is calibrated: each assistant message records the raw count of
-the request that produced it (`meta.estimate`) beside the `prompt_tokens` the server
-reported (`meta.usage`), and their ratio for the model scales later counts. Compression
-keeps the ratios on the summary it writes (`meta.calibration`), so a compressed session
-stays calibrated.
+tokenizer, so the count is calibrated, in two parts:
+- A reply's own tokens are known: the server reported them (`usage.completion_tokens`) and
+  they are what the reply costs when it is sent back. They are used as they are, unless
+  they are far from the reply's text (a reasoning model counts its hidden reasoning too).
+- Everything else (system prompt, user messages, tool results, replies without a usable
+  count) is the raw count times a ratio. Each assistant message records, for the request
+  that produced it, the raw count of those parts (`meta.estimate`) and the tokens known or
+  fixed (`meta.estimate_known`: the replies' own counts and every message's framing), so
+  the ratio is what the server's `prompt_tokens` left for the raw parts. A prose-only first
+  request thus calibrates prose, and a session whose replies are tables and code is not
+  scaled by it. Compression keeps the ratios on the summary it writes
+  (`meta.calibration`), so a compressed session stays calibrated.
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ from koogcli.core.messages import Message
 
 PER_MESSAGE = 4  # role and separators around each message
 PER_REQUEST = 3  # the priming of the reply
+# A reply's reported count is taken when it is within this factor of its raw count.
+_PLAUSIBLE = (0.5, 2.0)
+_RATIO_BOUNDS = (0.25, 4.0)
+_MIN_RAW = 8  # fewer raw tokens than this say too little about the ratio
 
 _PIECES = re.compile(r"[A-Za-z]+|\d+|[^\x00-\x7f]+|\n+|[^\sA-Za-z\d]")
 
@@ -42,19 +53,49 @@ def text_tokens(text: str) -> int:
     return count
 
 
-def message_tokens(m: Message) -> int:
-    """Raw token count of one message as sent: content, tool calls and framing."""
-    count = PER_MESSAGE + text_tokens(m.text)
+def content_tokens(m: Message) -> int:
+    """Raw count of what a message says: its text and tool calls, without framing."""
+    count = text_tokens(m.text)
     for call in m.tool_calls:
         count += 3 + text_tokens(call.name) + text_tokens(call.arguments)
-    if m.name:
-        count += 1
     return count
+
+
+def message_tokens(m: Message) -> int:
+    """Raw token count of one message as sent: content, tool calls and framing."""
+    return PER_MESSAGE + (m.name is not None) + content_tokens(m)
 
 
 def request_tokens(messages: Iterable[Message]) -> int:
     """Raw token count of a whole request's messages."""
     return PER_REQUEST + sum(message_tokens(m) for m in messages)
+
+
+def reply_tokens(m: Message) -> int | None:
+    """The server's own count of an assistant reply, when it reported one that fits."""
+    if m.role != "assistant":
+        return None
+    usage = m.meta.get("usage")
+    reported = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    raw = content_tokens(m)
+    if not isinstance(reported, int) or reported <= 0 or raw <= 0:
+        return None
+    low, high = _PLAUSIBLE
+    return reported if low <= reported / raw <= high else None
+
+
+def parts(messages: Iterable[Message]) -> tuple[int, int]:
+    """(known, raw): the tokens known or fixed in a request (framing and the replies' own
+    counts), and the raw count of the rest, which a ratio scales."""
+    known, raw = PER_REQUEST, 0
+    for m in messages:
+        known += PER_MESSAGE + (m.name is not None)
+        exact = reply_tokens(m)
+        if exact is None:
+            raw += content_tokens(m)
+        else:
+            known += exact
+    return known, raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,31 +108,57 @@ class Calibration:
     def scale(self, raw: int) -> int:
         return round(raw * self.ratio)
 
+    def request(self, messages: Sequence[Message]) -> int:
+        """A request's estimated tokens."""
+        known, raw = parts(messages)
+        return known + self.scale(raw)
 
-def _ratio(m: Message, model: str) -> float | None:
-    """The reported/raw ratio `m` holds for `model`: an answer's own, or one carried."""
+    def message(self, m: Message) -> int:
+        """One message's estimated tokens, framing included."""
+        exact = reply_tokens(m)
+        framing = PER_MESSAGE + (m.name is not None)
+        return framing + (exact if exact is not None else self.scale(content_tokens(m)))
+
+
+def _ratio(m: Message, model: str) -> tuple[float, int] | None:
+    """(ratio, raw tokens it was learned from) that `m` holds for `model`: an answer's
+    own, or one carried by a summary."""
     if m.role != "assistant":
         return None
     carried = m.meta.get("calibration")
     if isinstance(carried, dict):
         value = carried.get(model)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+        return (float(value), _MIN_RAW) if isinstance(value, (int, float)) and value > 0 else None
     if m.meta.get("model") != model:
         return None
-    usage, estimate = m.meta.get("usage"), m.meta.get("estimate")
+    usage, estimate, known = (
+        m.meta.get("usage"),
+        m.meta.get("estimate"),
+        m.meta.get("estimate_known"),
+    )
     reported = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    if isinstance(reported, int) and isinstance(estimate, int) and reported > 0 and estimate > 0:
-        return reported / estimate
-    return None
+    if not (isinstance(reported, int) and isinstance(estimate, int) and reported > 0):
+        return None
+    if not isinstance(known, int):  # recorded before the known parts were: the whole
+        return (reported / estimate, estimate) if estimate > 0 else None
+    if estimate <= 0:
+        return None
+    low, high = _RATIO_BOUNDS
+    return min(high, max(low, (reported - known) / estimate)), estimate
 
 
 def calibration(history: Sequence[Message], model: str) -> Calibration:
-    """The newest ratio for `model` in the history; none: uncalibrated (1.0)."""
+    """The newest ratio for `model` in the history learned from enough raw tokens (else
+    the newest at all); none: uncalibrated (1.0)."""
+    fallback = None
     for m in reversed(history):
-        ratio = _ratio(m, model)
-        if ratio is not None:
-            return Calibration(ratio, True)
-    return Calibration()
+        found = _ratio(m, model)
+        if found is None:
+            continue
+        if found[1] >= _MIN_RAW:
+            return Calibration(found[0], True)
+        fallback = fallback or found
+    return Calibration(fallback[0], True) if fallback else Calibration()
 
 
 def carry(before: Sequence[Message], after: list[Message]) -> list[Message]:

@@ -24,3 +24,12 @@ def masked(url: str) -> str:
             safe="*",
         )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def is_loopback(url: str) -> bool:
+    """Whether the URL names this machine (a local server: Ollama, LM Studio, llama.cpp)."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return host in ("localhost", "::1") or host.startswith("127.")

@@ -44,6 +44,7 @@ class Size:
     tokens: int
     limit: int | None
     scale: Calibration  # what scaled it, and scales the session's other counts
+    model: str = ""  # whose context and calibration
 
     @property
     def calibrated(self) -> bool:
@@ -51,7 +52,7 @@ class Size:
 
     def of_messages(self, messages: Sequence[Message]) -> list[int]:
         """Each message's estimated tokens, on the same scale."""
-        return [self.scale.scale(tokens.message_tokens(m)) for m in messages]
+        return [self.scale.message(m) for m in messages]
 
     def describe(self) -> str:
         how = "" if self.calibrated else ", not yet calibrated"
@@ -65,7 +66,7 @@ def size_of(
 ) -> Size:
     """The request's size, calibrated by `history`'s last answer from `model`."""
     scale = tokens.calibration(history, model)
-    return Size(scale.scale(tokens.request_tokens(request)), context_limit(settings, model), scale)
+    return Size(scale.request(request), context_limit(settings, model), scale, model)
 
 
 def over_threshold(settings: Settings, size: Size) -> bool:
@@ -83,7 +84,19 @@ def session_size(
 ) -> Size:
     """The size of the session's next request as the history stands (with `next_message`
     as the user's message, if given), calibrated by its own last answer."""
-    model = model or ctx.settings.llm.model
-    loaded = ctx.memory.prepare(ctx.history.read(session), live_prompt(ctx, system_prompt))
+    stored = ctx.history.read(session)
+    model = model or _model_in_use(ctx, stored.messages)
+    loaded = ctx.memory.prepare(stored, live_prompt(ctx, system_prompt))
     request = [*loaded.messages, *([user(next_message)] if next_message else [])]
     return size_of(ctx.settings, model, request, loaded.messages)
+
+
+def _model_in_use(ctx: AppContext, history: Sequence[Message]) -> str:
+    """The configured model; with none configured, the one the session's last reply came
+    from (a local server's first model is chosen per turn, not stored in the config)."""
+    if "llm.model" in ctx.config.provenance:
+        return ctx.settings.llm.model
+    last = next(
+        (m for m in reversed(history) if m.role == "assistant" and m.meta.get("model")), None
+    )
+    return str(last.meta["model"]) if last is not None else ctx.settings.llm.model

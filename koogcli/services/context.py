@@ -174,34 +174,52 @@ class AppContext:
 
     def require_endpoint(self) -> str | None:
         """Fail early (first-run guide, exit 2) when no endpoint is configured at all and no
-        local server answers; returns a line to show when a local server was found."""
+        local server answers; returns a line to show when a local server's model is used.
+
+        A local server (a loopback base URL, or one found on a known port) rarely has the
+        default model, so with no model configured its first listed model is used."""
         if self.model_factory is not openai_model_factory:
             return None
-        from dataclasses import replace
-
+        from koogcli.adapters import local_servers
         from koogcli.adapters.openai_model import resolve_endpoint
         from koogcli.core.errors import EndpointNotConfiguredError
+        from koogcli.core.urls import is_loopback
 
         llm = self.settings.llm
         try:
-            resolve_endpoint(
+            endpoint = resolve_endpoint(
                 llm.base_url, llm.api_key_env, self.env, llm.timeout_seconds, llm.max_retries
             )
-            return None
         except EndpointNotConfiguredError:
-            from koogcli.adapters import local_servers
-
             listed = self.env.get("KOOG_LOCAL_SERVERS")
             found = local_servers.find(listed.split(",") if listed else local_servers.DEFAULT_URLS)
             if found is None:
                 raise
-        url, first_model = found
-        update: dict[str, object] = {"base_url": url}
+            url, first_model = found
+            model = self._local_model(url, first_model)
+            return f"using the local server at {url} (model {model})"
+        if "llm.model" in self.config.provenance or not is_loopback(endpoint.base_url):
+            return None
+        found = local_servers.find([endpoint.base_url])
+        if found is None:
+            return None  # it does not answer /models: the request will say what is wrong
+        model = self._local_model(None, found[1])
+        return (
+            f"using model {model}, the first that {endpoint.shown_url} lists "
+            "(llm.model, KOOG_MODEL or -m choose another)"
+        )
+
+    def _local_model(self, url: str | None, first_model: str) -> str:
+        """Settings with a local server's URL (when found) and, unless configured, model."""
+        from dataclasses import replace
+
+        llm = self.settings.llm
+        update: dict[str, object] = {} if url is None else {"base_url": url}
         if "llm.model" not in self.config.provenance:
             update["model"] = first_model
         settings = self.settings.model_copy(update={"llm": llm.model_copy(update=update)})
         self.__dict__["config"] = replace(self.config, settings=settings)
-        return f"using the local server at {url} (model {settings.llm.model})"
+        return settings.llm.model
 
     def model(self) -> ChatModel:
         if self._model is None:

@@ -30,7 +30,7 @@ from koogcli.core.messages import (
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
-from koogcli.core.tokens import request_tokens
+from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import distinct, identify
 from koogcli.services import interrupts, tool_identity
 from koogcli.services.budget import context_limit
@@ -297,7 +297,7 @@ def _model_step(turn: TurnState) -> None:
             # What koog estimated for the request the usage is for: the pair calibrates
             # later estimates for this model (core/tokens.py). Counting costs time in
             # proportion to the history, so only where a context size makes it matter.
-            meta["estimate"] = request_tokens(prompt)
+            meta["estimate_known"], meta["estimate"] = parts(prompt)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
 

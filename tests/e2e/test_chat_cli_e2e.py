@@ -114,7 +114,9 @@ def test_json_usage_and_stored_usage(run_koog: Run) -> None:
 def test_global_options_after_the_subcommand(run_koog: Run, tmp_path: Path) -> None:
     config = tmp_path / "after.toml"
     config.write_text('[llm]\nmodel = "from-config"\n')
-    result = run_koog("chat", "-s", "g", "hi", "--config", str(config), "--json")
+    result = run_koog(
+        "chat", "-s", "g", "hi", "--config", str(config), "--json", env={"KOOG_MODEL": ""}
+    )
     assert result.returncode == 0 and json.loads(result.stdout)["model"] == "from-config"
 
 

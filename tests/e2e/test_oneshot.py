@@ -216,12 +216,31 @@ def test_a_local_server_is_found_when_nothing_is_configured(
     env = {
         "OPENAI_BASE_URL": "",
         "OPENAI_API_KEY": "",
+        "KOOG_MODEL": "",
         "KOOG_LOCAL_SERVERS": f"{nobody},{server.base_url}",
     }
     result = run_koog("chat", "-s", "local", "hi", env=env)
     assert result.returncode == 0 and result.stdout == "echo: hi\n"
     assert f"using the local server at {server.base_url} (model test-model)" in result.stderr
     assert server.chat_requests[-1]["model"] == "test-model"
+
+
+def test_a_local_base_url_without_a_model_uses_the_servers_first(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """The README's first run (`export OPENAI_BASE_URL=http://127.0.0.1:11434/v1; koog
+    chat`) must not send gpt-4o-mini, which a local server does not have."""
+    result = run_koog("chat", "-s", "first", "hi", env={"KOOG_MODEL": ""})
+    assert result.returncode == 0 and result.stdout == "echo: hi\n"
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"using model test-model, the first that {server.base_url} lists")
+    assert server.chat_requests[-1]["model"] == "test-model"
+    tokens = run_koog("history", "show", "-s", "first", "--tokens", env={"KOOG_MODEL": ""})
+    assert "for test-model" in tokens.stdout  # the model the session's replies came from
+    # A model that is configured is sent as it is, and nothing is said.
+    named = run_koog("chat", "-s", "first", "again", env={"KOOG_MODEL": "my-model"})
+    assert named.returncode == 0 and named.stderr == ""
+    assert server.chat_requests[-1]["model"] == "my-model"
 
 
 def test_config_init_leaves_every_default_to_the_defaults(run_koog: Run, tmp_path: Path) -> None:

@@ -84,6 +84,38 @@ def test_estimates_after_one_turn_are_within_15_percent(
     assert max(errors) <= 0.15, [round(e, 3) for e in errors]
 
 
+SYMBOL_HEAVY = [
+    '```\n{"a": [1, 2, 3], "b": {"c": null}}\n```\n| x | y |\n|---|---|\n| 1 | 2 |',
+    "=> ok: [0x1f, 0x2e] != {k: v}; a->b; c::d; (e || f) && !g;",
+    "$ ls -la /etc | grep -E '^d' | awk '{print $9}' | sort -u > /tmp/x.txt",
+    '<div class="row"><span id="a1">&nbsp;</span></div><!-- end -->',
+]
+
+
+@pytest.mark.files_only  # token arithmetic: the same on every backend
+@pytest.mark.parametrize("seed, length", [(0, 50), (1, 50), *((s, 8) for s in range(2, 8))])
+def test_short_and_long_sessions_of_mixed_replies_are_estimated_within_15_percent(
+    live_ctx: Build, server: FakeOpenAIServer, seed: int, length: int
+) -> None:
+    """After one calibrating turn, sessions of 3-50 messages whose replies mix prose,
+    code and symbol-heavy text: a reply's own reported count is used as it is, and the
+    ratio learned from the first (prose) request scales only what it fits."""
+    import random
+
+    rng = random.Random(seed)
+    server.responder = lambda body: {"content": rng.choice([*SYMBOL_HEAVY, *TEXTS[:3]])}
+    ctx = live_ctx("[llm]\ncontext_tokens = 1000000\n")
+    run_turn(ctx, TurnRequest(S, rng.choice(TEXTS)))
+    errors = []
+    while len(ctx.history.read(S).messages) < length:
+        text = rng.choice([*TEXTS, *SYMBOL_HEAVY])
+        predicted = budget.session_size(ctx, S, next_message=text)
+        run_turn(ctx, TurnRequest(S, text))
+        reported = ctx.history.read(S).messages[-1].meta["usage"]["prompt_tokens"]
+        errors.append(abs(predicted.tokens - reported) / reported)
+    assert max(errors) <= 0.15, [round(e, 3) for e in errors]
+
+
 @pytest.mark.files_only  # token arithmetic: the same on every backend
 def test_a_session_three_times_the_context_never_sends_a_request_over_it(
     live_ctx: Build, server: FakeOpenAIServer

@@ -41,3 +41,12 @@ def test_urls_are_shown_without_credentials() -> None:
     assert masked("https://bob:s3cret@api.example.com/v1") == "https://***@api.example.com/v1"
     assert masked("http://h/v1?api_key=abc&model=x") == "http://h/v1?api_key=***&model=x"
     assert masked("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"
+
+
+def test_only_this_machine_counts_as_a_local_server() -> None:
+    from koogcli.core.urls import is_loopback
+
+    local = ["http://127.0.0.1:11434/v1", "http://localhost:1234/v1", "http://[::1]:8080/v1"]
+    remote = ["https://api.openai.com/v1", "http://192.168.1.5:11434/v1", "http://10.0.0.1/v1"]
+    assert all(is_loopback(u) for u in local)
+    assert not any(is_loopback(u) for u in remote)

@@ -52,3 +52,24 @@ def test_compression_carries_the_calibration_on_its_summary() -> None:
     again = tokens.carry(after, [Message(role="assistant", content="s2", meta={"kind": "facts"})])
     assert tokens.calibration(again, "n").ratio == 0.9
     assert tokens.carry([user("q")], [summary]) == [summary]  # nothing to carry
+
+
+def test_a_replys_own_count_is_used_unless_it_cannot_be_its_text() -> None:
+    text = "| a | b |\n|---|---|\n| 1 | 2 |"
+    raw = tokens.content_tokens(Message(role="assistant", content=text))
+    counted = Message(role="assistant", content=text, meta={"usage": {"completion_tokens": 20}})
+    assert tokens.reply_tokens(counted) == 20
+    # A reasoning model counts its hidden reasoning as completion tokens: not this text's.
+    reasoned = Message(role="assistant", content=text, meta={"usage": {"completion_tokens": 900}})
+    assert tokens.reply_tokens(reasoned) is None
+    assert tokens.Calibration(2.0, True).message(reasoned) == tokens.PER_MESSAGE + 2 * raw
+
+
+def test_the_ratio_is_learned_from_what_the_known_parts_leave() -> None:
+    answer = Message(
+        role="assistant",
+        content="ok",
+        meta={"model": "m", "usage": {"prompt_tokens": 130}, "estimate": 50, "estimate_known": 30},
+    )
+    scale = tokens.calibration([answer], "m")
+    assert scale.calibrated and scale.ratio == 2.0  # (130 - 30) / 50
