@@ -191,16 +191,7 @@ class PgCheckpointStore:
         return entries
 
     def used_ids(self, session: SessionName, candidates: Sequence[str]) -> set[str]:
-        if not candidates:
-            return set()
-        quoted = [json.dumps(c, ensure_ascii=False) for c in candidates]
-        found = self.db.rows(
-            "SELECT q FROM unnest(%s::text[]) AS q WHERE "
-            "EXISTS (SELECT 1 FROM messages WHERE session = %s AND strpos(body, q) > 0) OR "
-            "EXISTS (SELECT 1 FROM compensations WHERE session = %s AND strpos(body, q) > 0)",
-            [quoted, session.value, session.value],
-        )
-        return {json.loads(row[0]) for row in found}
+        return rows.mentioned(self.db, ["messages", "compensations"], session.value, candidates)
 
     def record_compensations(
         self, session: SessionName, entries: Sequence[CompensationEntry], durable: bool = True

@@ -151,3 +151,20 @@ def load(
     messages = parse_messages(raw, source)
     remember(session, messages, items)
     return messages
+
+
+def mentioned(db: Any, tables: Sequence[str], session: str, candidates: Sequence[str]) -> set[str]:
+    """Which of `candidates` a row `body` of the session in any of `tables` holds as a JSON
+    string (a tool-call id, §5.15); may name more, never fewer."""
+    if not candidates:
+        return set()
+    quoted = [json.dumps(c, ensure_ascii=False) for c in candidates]
+    held = " OR ".join(
+        f"EXISTS (SELECT 1 FROM {table} WHERE session = %s AND strpos(body, q) > 0)"
+        for table in tables
+    )
+    found = db.rows(
+        f"SELECT q FROM unnest(%s::text[]) AS q WHERE {held}",
+        [quoted, *([session] * len(tables))],
+    )
+    return {json.loads(row[0]) for row in found}

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from koogcli.adapters.documents import dump_pending, parse_messages, parse_pending
 from koogcli.adapters.postgres.database import Database
-from koogcli.adapters.postgres.rows import body
+from koogcli.adapters.postgres.rows import body, mentioned
 from koogcli.adapters.postgres.sessions import rename_everywhere
 from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message
@@ -55,15 +55,7 @@ class PgTranscriptStore:
         return [r[0] for r in self.db.rows("SELECT DISTINCT session FROM transcript ORDER BY 1")]
 
     def used_ids(self, session: SessionName, candidates: Sequence[str]) -> set[str]:
-        if not candidates:
-            return set()
-        quoted = [json.dumps(c, ensure_ascii=False) for c in candidates]
-        found = self.db.rows(
-            "SELECT q FROM unnest(%s::text[]) AS q WHERE EXISTS (SELECT 1 FROM transcript "
-            "WHERE session = %s AND strpos(body, q) > 0)",
-            [quoted, session.value],
-        )
-        return {json.loads(row[0]) for row in found}
+        return mentioned(self.db, ["transcript"], session.value, candidates)
 
     def unreadable(self, session: SessionName) -> list[int]:
         return list(self._skipped.get(session.value, []))
