@@ -3,6 +3,12 @@
 local test server answering instantly.
 
     python bench/turn_overhead.py [--runs 7] [--sizes 10,1000,10000,50000]
+                                  [--against OTHER/bin/koog] [--no-model]
+
+`--against` measures another installed koog beside this one, turn for turn alternating,
+each on its own copy of the sessions (paired: noise falls on both alike). A model is
+configured (KOOG_MODEL), as for any real use; `--no-model` leaves it out, so koog asks the
+local test server for its first model each turn.
 
 For each size: a warm-up turn first (it takes the restore point that puts the whole history
 in the session's checkpoint objects, as any earlier turn would have), then `--runs` turns,
@@ -69,8 +75,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--sizes", default="10,1000,10000,50000")
+    parser.add_argument("--against", default="", help="another koog binary, measured beside")
+    parser.add_argument("--no-model", action="store_true", help="configure no model")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    binaries = [KOOG, *([args.against] if args.against else [])]
     # The server runs in a process of its own: it keeps every request it answered, and
     # this process's memory would otherwise show in the children's peak RSS (fork).
     server = subprocess.Popen(
@@ -82,38 +91,56 @@ def main() -> None:
     try:
         base_url = server.stdout.readline().split()[-1]  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
-            data = Path(tmp) / "data"
-            env = clean_env(data, OPENAI_BASE_URL=base_url, OPENAI_API_KEY="bench")
-            runs: dict[int, list[Run]] = {size: [] for size in sizes}
-            for size in sizes:
-                # Seeded by a child: this process stays small, so the turns' peak RSS is
-                # theirs, not this process's memory inherited through fork.
-                subprocess.run(
-                    [sys.executable, "-c", SEED, str(data), f"s{size}", str(size)], check=True
+            model = {} if args.no_model else {"KOOG_MODEL": "gpt-4o-mini"}
+            envs = {
+                koog: clean_env(
+                    Path(tmp) / f"data{i}",
+                    OPENAI_BASE_URL=base_url,
+                    OPENAI_API_KEY="bench",
+                    **model,
                 )
-                one_turn([KOOG, "chat", "-s", f"s{size}", "warm up"], env)
+                for i, koog in enumerate(binaries)
+            }
+            runs: dict[tuple[str, int], list[Run]] = {(k, s): [] for k in binaries for s in sizes}
+            for koog, env in envs.items():
+                for size in sizes:
+                    # Seeded by a child: this process stays small, so the turns' peak RSS
+                    # is theirs, not this process's memory inherited through fork.
+                    data = env["KOOG_DATA_DIR"]
+                    subprocess.run(
+                        [sys.executable, "-c", SEED, data, f"s{size}", str(size)], check=True
+                    )
+                    one_turn([koog, "chat", "-s", f"s{size}", "warm up"], env)
             for _ in range(args.runs):
                 for size in sizes:
-                    runs[size].append(one_turn([KOOG, "chat", "-s", f"s{size}", "hi"], env))
-            print(
-                f"{'messages':>9} {'wall ms':>8} {'CPU ms':>8} {'RSS MiB':>8} "
-                f"{'wchar KiB':>10} {'written KiB':>12}"
-            )
-            for size in sizes:
-                done = runs[size]
-                print(
-                    f"{size:9d} {statistics.median(r.wall for r in done) * 1000:8.0f} "
-                    f"{statistics.median(r.cpu for r in done) * 1000:8.0f} "
-                    f"{statistics.median(r.rss_mib for r in done):8.1f} "
-                    f"{statistics.median(r.wchar for r in done) / 1024:10.1f} "
-                    f"{statistics.median(r.write_bytes for r in done) / 1024:12.1f}"
-                )
-            base = statistics.median(r.cpu for r in runs[sizes[0]])
-            top = statistics.median(r.cpu for r in runs[sizes[-1]])
-            print(f"CPU at {sizes[-1]:,} messages / at {sizes[0]:,}: {top / base:.2f}x")
+                    for koog, env in envs.items():
+                        argv = [koog, "chat", "-s", f"s{size}", "hi"]
+                        runs[koog, size].append(one_turn(argv, env))
+            for koog in binaries:
+                if len(binaries) > 1:
+                    print(koog)
+                _report(sizes, [runs[koog, size] for size in sizes])
     finally:
         server.terminate()
         server.wait()
+
+
+def _report(sizes: list[int], runs: list[list[Run]]) -> None:
+    print(
+        f"{'messages':>9} {'wall ms':>8} {'CPU ms':>8} {'RSS MiB':>8} "
+        f"{'wchar KiB':>10} {'written KiB':>12}"
+    )
+    for size, done in zip(sizes, runs, strict=True):
+        print(
+            f"{size:9d} {statistics.median(r.wall for r in done) * 1000:8.0f} "
+            f"{statistics.median(r.cpu for r in done) * 1000:8.0f} "
+            f"{statistics.median(r.rss_mib for r in done):8.1f} "
+            f"{statistics.median(r.wchar for r in done) / 1024:10.1f} "
+            f"{statistics.median(r.write_bytes for r in done) / 1024:12.1f}"
+        )
+    base = statistics.median(r.cpu for r in runs[0])
+    top = statistics.median(r.cpu for r in runs[-1])
+    print(f"CPU at {sizes[-1]:,} messages / at {sizes[0]:,}: {top / base:.2f}x")
 
 
 if __name__ == "__main__":
