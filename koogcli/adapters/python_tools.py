@@ -2,27 +2,25 @@
 
 The JSON schema comes from the function's signature, type hints and docstring, through a
 pydantic model built from the signature; the same model validates the arguments the model
-sends. Nothing a tool does can end a turn: a bad argument, an exception, `sys.exit()` or
-running past its time limit becomes an error text sent back to the model. A tool runs in a
-worker thread so the time limit holds (a tool that never returns is left behind in its
-daemon thread and cannot hold up the process's exit). A compensating `rollback` callable
-takes the same arguments.
+sends. Nothing a tool does can end a turn: a bad argument, an exception, `sys.exit()`,
+`os._exit()`, a signal or running past its time limit becomes an error text sent back to
+the model. Each call runs in a process of its own (adapters/tool_worker.py): what it
+prints never reaches stdout, its result is cut to `max_result_bytes`, and the time limit
+stops it. A compensating `rollback` callable takes the same arguments.
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import re
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from koogcli.adapters import tool_worker
 from koogcli.core.errors import ConfigError
 from koogcli.core.ports import ToolOutcome
 
@@ -111,8 +109,9 @@ def _render(result: object) -> str:
 
 
 class PythonToolBox:
-    def __init__(self, tools: Sequence[Tool] = ()) -> None:
+    def __init__(self, tools: Sequence[Tool] = (), max_result_bytes: int = 1024 * 1024) -> None:
         self.tools = {t.name: t for t in tools}
+        self.max_result_bytes = max_result_bytes
 
     def specs(self) -> list[dict[str, object]]:
         return [t.spec() for t in self.tools.values()]
@@ -159,24 +158,8 @@ class PythonToolBox:
             )
             return ToolOutcome(f"Error: invalid arguments for {tool.name}: {problems}", True)
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
-        done: list[ToolOutcome] = []
-
-        def run() -> None:
-            try:
-                if before is not None:
-                    before()  # as close to the call as possible (the compensation journal)
-                done.append(ToolOutcome(_render(function(**kwargs))))
-            except BaseException as exc:  # even sys.exit() is only the tool's error
-                done.append(ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True))
-
-        # A tool that prints must not corrupt a pipeline's stdout, which holds the reply.
-        with contextlib.redirect_stdout(sys.stderr):
-            worker = threading.Thread(target=run, name=f"tool {tool.name}", daemon=True)
-            worker.start()
-            worker.join(tool.timeout)
-        if not done:
-            return ToolOutcome(
-                f"Error: {tool.name} did not finish within {tool.timeout:g}s and was abandoned",
-                True,
-            )
-        return done[0]
+        if before is not None:
+            before()  # as close to the call as possible (the compensation journal)
+        return tool_worker.run(
+            tool.name, function, kwargs, _render, tool.timeout, self.max_result_bytes
+        )

@@ -144,8 +144,10 @@ class ToolSpec(_Strict):
 
 class ToolSettings(_Strict):
     ask: bool = False
-    # A tool running longer gets a timeout error as its result.
+    # A tool running longer gets a timeout error as its result (and is stopped).
     timeout_seconds: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
+    # A longer result is cut, stored and sent with a note saying how much was cut.
+    max_result_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
 
 
 StrategyName = Literal["whole", "last-n", "since", "chunked", "facts", "per-system"]

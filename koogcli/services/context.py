@@ -113,7 +113,7 @@ class AppContext:
             ask = spec.ask or common.ask
             limit = spec.timeout_seconds or common.timeout_seconds
             tools.append(build_tool(spec.callable, function, undo, ask=ask, timeout=limit))
-        return PythonToolBox(tools)
+        return PythonToolBox(tools, self.settings.tool_settings.max_result_bytes)
 
     @cached_property
     def storage(self) -> Storage:

@@ -39,12 +39,12 @@ def a(x: str) -> str:
     time.sleep(float(os.environ.get("TOOL_SLEEP", "0")))
     return "a done"
 def b(x: str) -> str:
-    """Step b; kills its own process the first time when asked to."""
+    """Step b; kills koog the first time when asked to."""
     _log("b", x)
     marker = os.environ.get("KILL_MARKER")
     if marker and not os.path.exists(marker):
         open(marker, "w").close()
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getppid(), signal.SIGKILL)  # koog, which runs the tool in a child
     time.sleep(float(os.environ.get("TOOL_SLEEP", "0")))
     return "b done"
 def broken(x: str) -> str:

@@ -46,6 +46,15 @@ def leave(x: str) -> str:
 def huge(x: str) -> str:
     """A very large result."""
     return "x" * 10_000_000
+def noisy(x: str) -> str:
+    """Writes to fd 1 and starts a program that does."""
+    import subprocess
+    os.write(1, b"written to fd 1\\n")
+    subprocess.run(["echo", "echoed by a child"], check=True)
+    return "noisy done"
+def vanish(x: str) -> str:
+    """Ends its own process."""
+    os._exit(0)
 '''
 )
 
@@ -58,7 +67,8 @@ def tool_env(tmp_path: Path) -> dict[str, str]:
         "[tool_settings]\ntimeout_seconds = 1.5\n"
         '[[tools]]\ncallable = "safety_tools:create_user"\nrollback = "safety_tools:remove_user"\n'
         + "".join(
-            f'[[tools]]\ncallable = "safety_tools:{n}"\n' for n in ("step", "hang", "leave", "huge")
+            f'[[tools]]\ncallable = "safety_tools:{n}"\n'
+            for n in ("step", "hang", "leave", "huge", "noisy", "vanish")
         )
     )
     return {"KOOG_CONFIG": str(config), "TOOL_LOG": str(tmp_path / "tools.log")}
@@ -395,8 +405,30 @@ def test_hanging_and_exiting_tools_do_not_end_the_turn(
     assert result.returncode == 0 and result.stdout == "carried on\n", result.stderr
     assert time.monotonic() - started < 15
     told = [m["content"] for m in server.chat_requests[-1]["messages"] if m["role"] == "tool"]
-    assert told[0] == "Error: hang did not finish within 1.5s and was abandoned"
+    assert told[0] == "Error: hang did not finish within 1.5s and was stopped"
     assert told[1] == "Error: SystemExit: 7"
+
+
+def test_tools_cannot_reach_past_koog(
+    run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
+) -> None:
+    """A tool writing to file descriptor 1 (itself, or a program it starts) leaves stdout
+    holding only the reply; a tool ending its own process is a failed call the model and
+    the user are told about, and there is nothing left to resume."""
+    server.enqueue(
+        {"tool_calls": [call("noisy", "n1", x="1"), call("vanish", "v1", x="2")]},
+        {"content": "the reply"},
+    )
+    result = run_koog("chat", "-s", "iso", "go", env=tool_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "the reply\n"
+    assert "written to fd 1" in result.stderr and "echoed by a child" in result.stderr
+    told = [m["content"] for m in server.chat_requests[-1]["messages"] if m["role"] == "tool"]
+    assert told[0] == "noisy done"
+    assert told[1].startswith("Error: vanish ended its own process (exit status 0)")
+    assert "vanish ended its own process" in result.stderr  # the user is told too
+    again = run_koog("chat", "-s", "iso", "--resume", env=tool_env)
+    assert again.returncode == 0 and again.stdout == "" and "nothing to resume" in again.stderr
 
 
 def test_base_url_credentials_are_masked(run_koog: Run, server: FakeOpenAIServer) -> None:

@@ -32,7 +32,7 @@ def create_user(name: str) -> str:
     marker = os.environ.get("KILL_MARKER")
     if marker and name == os.environ.get("KILL_AT") and not os.path.exists(marker):
         open(marker, "w").close()
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getppid(), signal.SIGKILL)  # koog, which runs the tool in a child
     return f"created {name}"
 def remove_user(name: str) -> str:
     _log("remove_user", name)

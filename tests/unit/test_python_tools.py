@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -74,13 +75,76 @@ def test_errors_come_back_as_text() -> None:
     assert not box.has_rollback("explode") and box.has_rollback("create_user")
 
 
-def test_tool_output_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+def test_tool_output_goes_to_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    """Whatever a tool writes to file descriptor 1 (print, os.write, a program it starts)
+    lands on stderr: stdout carries the reply only."""
+    import os
+    import subprocess
+
     def chatty(x: str) -> str:
         """Prints while working."""
         print("working on", x)
+        os.write(1, b"raw bytes on fd 1\n")
+        subprocess.run(["echo", "from a child"], check=True)
         return "done"
 
     box = PythonToolBox([build_tool("m:chatty", chatty)])
     assert box.call("chatty", '{"x": "it"}').text == "done"
-    captured = capsys.readouterr()
-    assert captured.out == "" and "working on it" in captured.err
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    assert "working on it" in captured.err and "raw bytes on fd 1" in captured.err
+    assert "from a child" in captured.err
+
+
+@pytest.mark.parametrize(
+    "how, said",
+    [("exit", "exit status 0"), ("kill", "signal SIGKILL"), ("exit3", "exit status 3")],
+)
+def test_a_tool_that_ends_its_own_process_is_its_error(how: str, said: str) -> None:
+    import os
+    import signal
+
+    def leave(x: str) -> str:
+        """Ends its process."""
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(3 if how == "exit3" else 0)
+
+    outcome = PythonToolBox([build_tool("m:leave", leave)]).call("leave", '{"x": "now"}')
+    assert outcome.error and f"leave ended its own process ({said})" in outcome.text
+
+
+def test_a_tool_past_its_time_is_stopped_for_real(tmp_path: Path) -> None:
+    import time
+
+    marker = tmp_path / "late"
+
+    def slow(x: str) -> str:
+        """Takes too long."""
+        time.sleep(1.0)
+        marker.write_text("the tool went on after its time")
+        return "late"
+
+    started = time.monotonic()
+    outcome = PythonToolBox([build_tool("m:slow", slow, timeout=0.2)]).call("slow", '{"x": "1"}')
+    assert outcome.error and "did not finish within 0.2s and was stopped" in outcome.text
+    assert time.monotonic() - started < 0.9
+    time.sleep(1.2)
+    assert not marker.exists()
+
+
+def test_a_long_result_is_cut_with_a_note() -> None:
+    def huge(x: str) -> str:
+        """Much text."""
+        return "é" * 3_000_000  # 6,000,000 bytes
+
+    outcome = PythonToolBox([build_tool("m:huge", huge)], max_result_bytes=10_000).call(
+        "huge", '{"x": "1"}'
+    )
+    assert not outcome.error
+    kept, note = outcome.text.rsplit("\n", 1)
+    assert kept == "é" * 5_000
+    assert note == (
+        "[koog: the result was 6,000,000 bytes; the last 5,990,000 were cut "
+        "(tool_settings.max_result_bytes = 10,000)]"
+    )

@@ -1,0 +1,203 @@
+"""Running one tool call in a process of its own, so that nothing it does reaches past koog.
+
+A tool is user code. Run in koog's process it could write to file descriptor 1 (directly,
+or through any program it starts) and mix that into a reply on stdout, end the process
+with `os._exit()` or a signal (koog exiting 0 with nothing written, and every `--resume`
+running it again), or run past its time limit for good. So each call runs in a forked
+child, in a process group of its own:
+
+- The child's file descriptor 1 is its stderr: whatever the tool or its children print
+  goes where diagnostics go, never into a pipeline's stdout.
+- The result comes back through a pipe as one JSON document, cut to `max_bytes` with a
+  note saying how much was cut. A child that ends without sending one ended its own
+  process: that is the tool's error ("ended its process with exit status 0"), told to the
+  model and the user, never the end of koog.
+- Past the time limit, or when koog is interrupted (Ctrl-C), the whole process group is
+  killed: the limit stops the tool for real.
+
+A tool therefore keeps no state in memory from one call to the next (each call starts
+from koog's state at the moment of the call); state belongs in files or a database.
+Where `os.fork` is missing, the call runs in a thread of koog's process instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from koogcli.core.ports import ToolOutcome
+
+Render = Callable[[object], str]
+
+
+def run(
+    name: str,
+    function: Callable[..., object],
+    kwargs: Mapping[str, object],
+    render: Render,
+    timeout: float,
+    max_bytes: int,
+) -> ToolOutcome:
+    if not hasattr(os, "fork"):
+        return _in_thread(name, function, kwargs, render, timeout, max_bytes)
+    read_end, write_end = os.pipe()
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _child(write_end, function, kwargs, render, max_bytes)
+    os.close(write_end)
+    try:
+        data, finished = _collect(read_end, timeout, max_bytes)
+    except BaseException:  # Ctrl-C: the tool stops with the turn
+        _kill(pid)
+        raise
+    finally:
+        os.close(read_end)
+    if not finished:
+        _kill(pid)
+        return ToolOutcome(
+            f"Error: {name} did not finish within {timeout:g}s and was stopped", True
+        )
+    status = _reap(pid)
+    outcome = _parse(data)
+    if outcome is not None:
+        return outcome
+    return ToolOutcome(
+        f"Error: {name} ended its own process ({_how(status)}) before returning a result; "
+        "whether it had its effect is unknown",
+        True,
+    )
+
+
+def truncated(text: str, max_bytes: int) -> str:
+    """`text` cut to `max_bytes` of UTF-8, with a note saying how much was cut."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    kept = data[:max_bytes].decode("utf-8", "ignore")
+    cut = len(data) - len(kept.encode("utf-8"))
+    return (
+        f"{kept}\n[koog: the result was {len(data):,} bytes; the last {cut:,} were cut "
+        f"(tool_settings.max_result_bytes = {max_bytes:,})]"
+    )
+
+
+def _child(
+    pipe: int,
+    function: Callable[..., object],
+    kwargs: Mapping[str, object],
+    render: Render,
+    max_bytes: int,
+) -> None:
+    code = 0
+    try:
+        os.setpgid(0, 0)  # a group of its own: killed whole, with what it started
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.dup2(2, 1)  # what the tool or its children print goes to stderr
+        sys.stdout = sys.stderr = os.fdopen(os.dup(2), "w", buffering=1, closefd=True)
+        try:
+            outcome = {"text": truncated(render(function(**kwargs)), max_bytes), "error": False}
+        except BaseException as exc:  # even sys.exit() is only the tool's error
+            text = truncated(f"Error: {type(exc).__name__}: {exc}", max_bytes)
+            outcome = {"text": text, "error": True}
+        data = json.dumps(outcome, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(pipe, view) :]
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _collect(fd: int, timeout: float, max_bytes: int) -> tuple[bytes, bool]:
+    """What the child sent, until it closed the pipe (True) or the time ran out (False).
+    Reading stops at a bound, so a child cannot make koog hold more than it keeps."""
+    bound = max_bytes * 6 + 4096  # JSON may escape a character into six bytes
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"", False
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks), True
+        size += len(chunk)
+        if size <= bound:
+            chunks.append(chunk)
+
+
+def _parse(data: bytes) -> ToolOutcome | None:
+    try:
+        sent = json.loads(data.decode("utf-8", "surrogatepass"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(sent, dict) or not isinstance(sent.get("text"), str):
+        return None
+    return ToolOutcome(sent["text"], bool(sent.get("error")))
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _reap(pid: int) -> int:
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return 0
+
+
+def _how(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"signal {signal.Signals(number).name}"
+        except ValueError:
+            return f"signal {number}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
+def _in_thread(
+    name: str,
+    function: Callable[..., object],
+    kwargs: Mapping[str, object],
+    render: Render,
+    timeout: float,
+    max_bytes: int,
+) -> ToolOutcome:
+    done: list[ToolOutcome] = []
+
+    def call() -> None:
+        try:
+            done.append(ToolOutcome(truncated(render(function(**kwargs)), max_bytes)))
+        except BaseException as exc:
+            done.append(ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True))
+
+    with contextlib.redirect_stdout(sys.stderr):
+        worker = threading.Thread(target=call, name=f"tool {name}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+    if not done:
+        return ToolOutcome(f"Error: {name} did not finish within {timeout:g}s", True)
+    return done[0]
