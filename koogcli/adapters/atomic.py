@@ -117,10 +117,11 @@ def append_line(path: Path, line: str) -> None:
     append_text(path, line.rstrip("\n") + "\n")
 
 
-def append_text(path: Path, text: str, sync: bool = True) -> None:
+def append_text(path: Path, text: str, sync: bool = True, torn_mark: str | None = None) -> None:
     """One write of whole lines, synced, at 0600. A torn last line left by a crash (or a full
     disk) is closed off first, so it stays one unreadable line that readers skip instead of
-    swallowing the lines appended after it."""
+    swallowing the lines appended after it; with `torn_mark`, that line follows it, so a
+    reader tells a line a crash cut short from one damaged later."""
     ensure_dir(path.parent)
     data = text.encode("utf-8")
     try:
@@ -128,7 +129,8 @@ def append_text(path: Path, text: str, sync: bool = True) -> None:
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data
+                mark = f"{torn_mark}\n".encode() if torn_mark is not None else b""
+                data = b"\n" + mark + data
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from koogcli.adapters import atomic, history_log, message_digests
@@ -41,9 +41,16 @@ LOG_MIN_BYTES = 256 * 1024
 
 
 class FileHistoryStore:
-    def __init__(self, data: DataDir, lock_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        data: DataDir,
+        lock_timeout: float = 30.0,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
         self.data = data
         self.lock_timeout = lock_timeout
+        self._warn = warn
+        self._warned: set[str] = set()
         # The history this process last read or wrote per session, with its revision: a
         # write at that revision is compared with it to find what was appended.
         self._known: dict[str, tuple[int, list[Message]]] = {}
@@ -58,6 +65,12 @@ class FileHistoryStore:
 
     def _digests(self, session: SessionName) -> Path:
         return self._beside(session, ".digests")
+
+    def _once(self, text: str) -> None:
+        """A warning about a torn log line, once per process (a REPL reads every turn)."""
+        if self._warn is not None and text not in self._warned:
+            self._warned.add(text)
+            self._warn(text)
 
     def load(self, session: SessionName) -> list[Message]:
         return self.read(session).messages
@@ -81,7 +94,7 @@ class FileHistoryStore:
             header, messages = parse_history(raw, path, as_written=keys is not None)
             message_digests.remember_document(data, messages, keys)
             try:
-                entries = history_log.read(self._log(session), header.revision)
+                entries = history_log.read(self._log(session), header.revision, self._once)
                 messages, revision, at = history_log.apply(
                     messages, header.revision, entries, self._log(session)
                 )
@@ -106,7 +119,7 @@ class FileHistoryStore:
         except FileNotFoundError:
             return []
         if found is not None and summary is not None:
-            entries = history_log.read(self._log(session), summary.revision)
+            entries = history_log.read(self._log(session), summary.revision, self._once)
             if not entries or entries[0].base == summary.revision:
                 total = entries[-1].count if entries else summary.message_count
                 combined = [*found, *(m for e in entries for m in e.add)]
@@ -177,7 +190,7 @@ class FileHistoryStore:
             except FileNotFoundError:
                 return 0
             if match:
-                entry = history_log.last(self._log(session))
+                entry = history_log.last(self._log(session), self._once)
                 revision = int(match.group(2))
                 return entry.revision if entry and entry.revision > revision else revision
         return self.read(session).revision
@@ -231,7 +244,7 @@ class FileHistoryStore:
         try:
             summary = read_summary(atomic.read_bytes(path, SUMMARY_BYTES))
             if summary is not None:
-                entry = history_log.last(self._log(name))
+                entry = history_log.last(self._log(name), self._once)
                 at: str | None
                 if entry is not None and entry.revision > summary.revision:  # the log is ahead
                     count, revision, at = entry.count, entry.revision, entry.updated_at

@@ -99,7 +99,8 @@ def chat(
         run(app_ctx, name, offer_resume=resume is None, save=not no_save, rebuild=rebuild)
         return
     limit = app_ctx.settings.chat.max_attachment_bytes
-    stdin_text = None if stdin_is_tty else render.read_stdin()
+    max_input = app_ctx.settings.chat.max_input_bytes
+    stdin_text = None if stdin_is_tty else render.read_stdin(max_input)
     attachments = [
         prompt_input.attachment("stdin", (stdin_text or "").encode(), limit)
         if path == prompt_input.STDIN
@@ -107,7 +108,7 @@ def chat(
         for path in files
     ]
     piped = None if prompt_input.STDIN in files else stdin_text
-    text = prompt_input.compose(" ".join(prompt or []), piped, attachments)
+    text = prompt_input.compose(" ".join(prompt or []), piped, attachments, max_input)
     if resume is None and (pending := turn.interrupted(app_ctx, name)) is not None:
         render.note(
             f"session {name.value} has an interrupted turn (after step {pending.step}); "

@@ -54,6 +54,8 @@ class ChatSettings(_Strict):
     terminal_reflows: Literal["auto", "yes", "no"] = "auto"
     max_tool_rounds: int = Field(default=10, ge=1, le=100)
     max_attachment_bytes: int = Field(default=1024 * 1024, ge=1)
+    # The whole message a turn sends (prompt, standard input, attachments), in bytes.
+    max_input_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     # User/assistant exchanges the REPL shows when it opens a session that has history.
     show_on_resume: int = Field(default=2, ge=0, le=100)
 

@@ -18,7 +18,7 @@ def send(state: ReplState, text: str) -> None:
     from koogcli.services.prompt_input import compose
     from koogcli.services.turn import TurnRequest, run_turn
 
-    message = compose(text, None, state.attachments)
+    message = compose(text, None, state.attachments, state.ctx.settings.chat.max_input_bytes)
     request = TurnRequest(state.session, message, model=state.model, save=state.save)
     state.failed_text = text  # until the turn is stored: /retry sends it again
     result = show_turn(state, lambda events: run_turn(state.ctx, request, events))

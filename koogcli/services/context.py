@@ -315,7 +315,7 @@ def file_storage(data: paths.DataDir) -> Storage:
         return atomic.shared_or_exclusive(data.lock_file(session, "turn"), exclusive)
 
     return Storage(
-        FileHistoryStore(data),
+        FileHistoryStore(data, warn=_stderr_warning),
         FileTranscriptStore(data),
         FileCheckpointStore(data),
         pending,

@@ -62,7 +62,11 @@ def fence(item: Attachment) -> str:
     return f"{item.name}:\n{ticks}\n{body}{ticks}"
 
 
-def compose(prompt: str, piped: str | None, attachments: Sequence[Attachment]) -> str:
+def compose(
+    prompt: str, piped: str | None, attachments: Sequence[Attachment], limit: int | None = None
+) -> str:
+    """The message a turn sends; over `limit` bytes (chat.max_input_bytes) it is a usage
+    error, before anything is written."""
     parts = [p for p in (prompt, piped.strip("\n") if piped else None) if p]
     parts += [fence(a) for a in attachments]
     text = "\n\n".join(parts)
@@ -70,5 +74,11 @@ def compose(prompt: str, piped: str | None, attachments: Sequence[Attachment]) -
         raise UsageError(
             "nothing to send: the message is empty",
             hint="give the prompt as arguments (`koog chat hello`) or pipe text in",
+        )
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if limit is not None and size > limit:
+        raise UsageError(
+            f"the message is {size:,} bytes, over chat.max_input_bytes ({limit:,})",
+            hint="send less, or raise chat.max_input_bytes",
         )
     return text

@@ -74,12 +74,20 @@ def json_out(data: Any) -> None:
     out(json.dumps(data, ensure_ascii=False, indent=2))
 
 
-def read_stdin() -> str:
-    """All of standard input as UTF-8 text; anything else is a usage error, not a crash."""
+def read_stdin(limit: int | None = None, setting: str = "chat.max_input_bytes") -> str:
+    """All of standard input as UTF-8 text; anything else is a usage error, not a crash.
+    With `limit`, no more than that is ever read (more is a usage error: memory stays
+    bounded by what koog keeps, not by what was piped in)."""
     from koogcli.core.errors import UsageError
 
+    data = sys.stdin.buffer.read() if limit is None else sys.stdin.buffer.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise UsageError(
+            f"standard input is more than {limit:,} bytes, over {setting}",
+            hint=f"send less, or raise {setting}",
+        )
     try:
-        return sys.stdin.buffer.read().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(
             f"standard input is not UTF-8 text (byte {exc.start})",

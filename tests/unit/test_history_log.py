@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,17 +87,89 @@ def test_random_histories_read_back_the_same_everywhere(
         assert info.preview == first
 
 
-def test_a_torn_log_line_is_skipped_and_closed_off(data: DataDir) -> None:
+def test_a_torn_log_line_is_skipped_with_a_warning_and_closed_off(data: DataDir) -> None:
     turn(data, [user("a")])
     turn(data, [user("b")])
     log = data.session_file(S).with_name("log.log")
     with log.open("a") as handle:
         handle.write('{"r": 3, "b": 2, "drop": 0, "add": [{"id": "x", "ro')  # a crash
-    assert [m.text for m in process(data).read(S).messages] == ["a", "b"]
-    turn(data, [user("c")])
-    stored = process(data).read(S)
+    warned: list[str] = []
+    store = FileHistoryStore(data, warn=warned.append)
+    assert [m.text for m in store.read(S).messages] == ["a", "b"]
+    store.read(S)
+    assert len(warned) == 1 and str(log) in warned[0] and "cut short by a crash" in warned[0]
+    turn(data, [user("c")])  # closes the torn line off, and marks it torn
+    warned.clear()
+    stored = FileHistoryStore(data, warn=warned.append).read(S)
     assert [m.text for m in stored.messages] == ["a", "b", "c"]
-    assert stored.revision == 3
+    assert stored.revision == 3 and warned == []
+
+
+def _log_lines(data: DataDir) -> list[str]:
+    return data.session_file(S).with_name("log.log").read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda line: line.replace('"add"', '"adc"', 1), "not a log entry"),
+        (lambda line: line.replace('"role": "assistant"', '"role": "assistanu"'), "role"),
+        (lambda line: line.replace('"r": 3', '"r": NaN'), "a number out of range"),
+        (lambda line: line.replace('"r": 3', '"r": 1e400'), "a number out of range"),
+        (lambda line: line.replace('"r": 3', '"r": -3'), "a number out of range"),
+        (lambda line: line[:-1] + "x", "not a log entry"),
+    ],
+)
+def test_a_damaged_complete_line_is_an_error_and_comes_back_when_repaired(
+    data: DataDir, damage: Any, why: str
+) -> None:
+    """A complete line is never mistaken for a torn one: the turn it holds would be lost
+    without a word and the next turn written on top."""
+    turn(data, [user("a")])
+    turn(data, [user("b")])
+    turn(data, [user("c"), assistant("done")])
+    log = data.session_file(S).with_name("log.log")
+    good = log.read_bytes()
+    lines = _log_lines(data)
+    log.write_text("\n".join([*lines[:-1], damage(lines[-1])]) + "\n")
+    for attempt in (lambda: process(data).read(S), lambda: turn(data, [user("d")])):
+        with pytest.raises(CorruptDocumentError) as caught:
+            attempt()
+        assert f"{log}: line {len(lines)} is damaged" in caught.value.message
+        assert why in caught.value.message
+    assert "\n".join([*lines[:-1], damage(lines[-1])]) + "\n" == log.read_text()  # untouched
+    log.write_bytes(good)  # repaired by hand
+    assert [m.text for m in process(data).read(S).messages][-2:] == ["c", "done"]
+
+
+def test_a_damaged_middle_line_is_an_error(data: DataDir) -> None:
+    for text in "abc":
+        turn(data, [user(text)])
+    log = data.session_file(S).with_name("log.log")
+    lines = _log_lines(data)
+    lines[0] = lines[0].replace('"b": 1', '"b": "one"')
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorruptDocumentError, match="line 1 is damaged"):
+        process(data).read(S)
+
+
+def test_a_huge_zero_tail_is_skipped_in_bounded_memory(data: DataDir) -> None:
+    import tracemalloc
+
+    turn(data, [user("a")])
+    turn(data, [user("b")])
+    log = data.session_file(S).with_name("log.log")
+    with log.open("ab") as handle:
+        handle.truncate(log.stat().st_size + 300 * 1024 * 1024)  # zeros, as a crash leaves
+    tracemalloc.start()
+    try:
+        history = FileHistoryStore(data, warn=lambda text: None)
+        assert [m.text for m in history.read(S).messages] == ["a", "b"]
+        assert [m.text for m in history.tail(S, 1)] == ["b"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 80 * 1024 * 1024, peak
 
 
 def test_a_fold_interrupted_before_the_log_is_removed_reads_the_same(data: DataDir) -> None:
