@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,11 +56,24 @@ def open_binary(path: Path) -> BinaryIO:
     """A file opened for reading, never through a symbolic link; FileNotFoundError passes
     through."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO put in a file's place must not hang the open.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise _failure("read", path, exc) from exc
+    try:
+        kind = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise _failure("read", path, exc) from exc
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(kind) else "not a regular file"
+        raise StorageError(
+            f"cannot read {path}: it is {what}, where koog keeps a file",
+            hint="move it aside; koog never reads or removes it",
+        )
     return os.fdopen(fd, "rb")
 
 

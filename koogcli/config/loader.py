@@ -102,9 +102,19 @@ def validate_file(path: Path) -> Settings:
     return load(path, explicit=True).settings
 
 
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a page or two; more is not one
+
+
 def _read_file(path: Path, explicit: bool) -> tuple[str | None, dict[str, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"config file {path} is larger than {MAX_CONFIG_BYTES:,} bytes",
+                hint="is it the right file? a koog config is a page or two of TOML",
+            )
+        text = data.decode("utf-8")
     except FileNotFoundError:
         if explicit:
             raise ConfigError(
@@ -119,6 +129,11 @@ def _read_file(path: Path, explicit: bool) -> tuple[str | None, dict[str, Any]]:
         raise ConfigError(
             f"{path}: invalid TOML: {exc}", hint="fix the syntax at that line"
         ) from exc
+    except RecursionError:
+        raise ConfigError(
+            f"{path}: invalid TOML: values nested too deeply",
+            hint="a koog config nests tables and arrays a few levels at most",
+        ) from None
 
 
 def _nest(dotted: str, value: object) -> dict[str, Any]:

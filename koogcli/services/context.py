@@ -382,7 +382,8 @@ def _mentions_storage(config_file: Path | None) -> bool:
     if config_file is None:
         return False
     try:
-        return b"storage" in config_file.read_bytes()
+        with config_file.open("rb") as handle:
+            return b"storage" in handle.read(1024 * 1024 + 1)  # the loader refuses more
     except OSError:
         return False
 

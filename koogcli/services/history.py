@@ -29,6 +29,15 @@ def show(
     ctx: AppContext, session: SessionName, last: int | None = None, transcript: bool = False
 ) -> list[Message]:
     _require(ctx, session)
+    if not transcript and not ctx.history.exists(session):
+        # Only a transcript is left (a first turn that failed, or a deleted session): no
+        # history to show, as `history list` says (exit 2), and where the messages are.
+        from koogcli.core.errors import SessionNotFoundError
+
+        raise SessionNotFoundError(
+            f"no session named {session.value!r} (only its transcript is kept)",
+            hint=f"`koog history show -s {session.value} --transcript` shows it",
+        )
     if last is not None and not transcript:
         return ctx.history.tail(session, last)  # read from the end of a long history
     messages = ctx.transcript.read(session) if transcript else ctx.history.load(session)

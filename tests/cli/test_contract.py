@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.chat_model import FakeChatModel
+
 
 def test_import_replace_asks_and_takes_yes(koog: Callable[..., Any], tmp_path: Path) -> None:
     assert koog("chat", "-s", "i", "keep me").exit_code == 0
@@ -130,3 +132,46 @@ def test_a_damaged_memory_row_names_the_store_and_the_record(
         first = result.stderr.splitlines()[0]
         assert where in first and record in first and "damaged" in first, first
     assert koog("memory", "delete", record, "--yes").exit_code == 0  # the way out it names
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("a = " + "[" * 100_000 + "]" * 100_000 + "\n", "values nested too deeply"),
+        ('x = "' + "a" * (2 * 1024 * 1024) + '"\n', "is larger than 1,048,576 bytes"),
+    ],
+    ids=["deep", "huge"],
+)
+def test_a_hostile_config_file_is_exit_2_naming_it(
+    koog: Callable[..., Any], write_config: Callable[[str], Path], text: str, said: str
+) -> None:
+    path = write_config(text)
+    for args in (("chat", "-s", "c", "hi"), ("config", "validate", str(path))):
+        result = koog(*args)
+        assert result.exit_code == 2, result.stderr
+        first = result.stderr.splitlines()[0]
+        assert path.name in first and said in first
+
+
+def test_history_show_of_a_session_with_only_a_transcript_is_exit_2(
+    koog: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    from koogcli.core.errors import ModelError
+
+    fake_model.enqueue(ModelError("server down"))
+    assert koog("chat", "-s", "gone", "first words").exit_code == 1  # nothing stored
+    shown = koog("history", "show", "-s", "gone")
+    assert shown.exit_code == 2 and "only its transcript is kept" in shown.stderr
+    transcript = koog("history", "show", "-s", "gone", "--transcript")
+    assert transcript.exit_code == 0 and "first words" in transcript.stdout
+
+
+def test_a_fifo_in_place_of_a_session_file_is_exit_3_not_a_hang(
+    koog: Callable[..., Any], data_dir: Path
+) -> None:
+    assert koog("chat", "-s", "f", "hello").exit_code == 0
+    log = data_dir / "sessions" / "f.log"
+    log.unlink(missing_ok=True)
+    os.mkfifo(log)
+    result = koog("history", "show", "-s", "f")
+    assert result.exit_code == 3 and "f.log: it is not a regular file" in result.stderr

@@ -1,0 +1,206 @@
+"""Hostile files: every file koog writes, damaged every way a crash, a disk or a person
+damages files, under the main commands. Each ends 0, 2 or 3 with at most one error line
+and a hint, never an internal error; a damaged file is never written over."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import snapshot
+from tests.e2e.test_persistence_e2e import call
+from tests.e2e.test_safety_e2e import tool_env  # noqa: F401  (fixture)
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.zygote import Zygote
+
+pytestmark = pytest.mark.e2e
+
+FILES = [
+    "sessions/a.json",
+    "sessions/a.log",
+    "transcripts/a.jsonl",
+    "checkpoints/a/checkpoints.jsonl",
+    "checkpoints/a/objects.jsonl",
+    "checkpoints/a/objects.idx",
+    "checkpoints/a/compensations.jsonl",
+    "memory.sqlite3",
+]
+
+
+def _flip_line(path: Path, which: int) -> None:
+    lines = path.read_bytes().split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    index = which if which >= 0 else len(lines) + which
+    line = bytearray(lines[index])
+    line[len(line) // 2] ^= 0x21  # one byte in the middle of the line
+    lines[index] = bytes(line)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _out_of_range(path: Path) -> None:
+    data = path.read_bytes()
+    for key in (b'"r": ', b'"revision": ', b'"seq": ', b'"s": ', b'"next": ', b'"b": '):
+        at = data.rfind(key)
+        if at >= 0:
+            start = at + len(key)
+            end = start
+            while end < len(data) and data[end : end + 1].isdigit():
+                end += 1
+            path.write_bytes(data[:start] + b"1e400" + data[end:])
+            return
+    path.write_bytes(data[:-2] + b"1e400\n")
+
+
+def _folder(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _symlink(path: Path) -> None:
+    copy = path.with_name(path.name + ".real")
+    path.rename(copy)
+    path.symlink_to(copy)
+
+
+def _huge(path: Path) -> None:
+    with path.open("ab") as handle:
+        handle.truncate(path.stat().st_size + 80 * 1024 * 1024)  # zeros, sparse
+
+
+DAMAGES: dict[str, Callable[[Path], None]] = {
+    "last line": lambda p: _flip_line(p, -1),
+    "middle line": lambda p: _flip_line(p, 1),
+    "out of range": _out_of_range,
+    "folder": _folder,
+    "symlink": _symlink,
+    "empty": lambda p: p.write_bytes(b""),
+    "huge": _huge,
+}
+
+COMMANDS = [
+    ("history", "list"),
+    ("history", "show", "-s", "a", "--last", "1"),
+    ("chat", "-s", "a", "hi"),
+    ("checkpoint", "list", "-s", "a"),
+    ("rollback", "-s", "a", "--latest", "--yes"),
+    ("memory", "search", "deploys"),
+]
+
+
+@pytest.fixture
+def pristine(
+    tmp_path: Path,
+    server: FakeOpenAIServer,
+    run_koog: Callable[..., object],
+    tool_env: dict[str, str],  # noqa: F811
+    data_dir: Path,
+) -> Path:
+    """A data dir with every file koog writes: turns (one calling a tool), a log, a
+    checkpoint, a rollback that compensated, a memory record."""
+    for args in (
+        ("chat", "-s", "a", "first"),
+        ("checkpoint", "create", "-s", "a"),
+        ("enqueue",),
+        ("chat", "-s", "a", "make Alex"),
+        ("rollback", "-s", "a", "--latest", "--yes"),
+        ("chat", "-s", "a", "again"),
+        ("chat", "-s", "a", "and again"),
+        ("memory", "add", "deploys are blue-green"),
+    ):
+        if args == ("enqueue",):
+            server.enqueue(
+                {"tool_calls": [call("create_user", "c1", name="Alex")]}, {"content": "ok"}
+            )
+            continue
+        done = run_koog(*args, env=tool_env)
+        assert done.returncode == 0, (args, done.stderr)  # type: ignore[attr-defined]
+    for name in FILES:
+        assert (data_dir / name).exists(), name
+    kept = tmp_path / "pristine"
+    shutil.copytree(data_dir, kept, symlinks=True)
+    return kept
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_file_damaged_every_way_under_every_command(
+    name: str,
+    pristine: Path,
+    data_dir: Path,
+    zygote: Zygote,
+    koog_env: dict[str, str],
+    tool_env: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    env = {**koog_env, **tool_env}
+    err = tmp_path / "stderr.txt"
+    failures = []
+    for damage, spoil in DAMAGES.items():
+        shutil.rmtree(data_dir)
+        shutil.copytree(pristine, data_dir, symlinks=True)
+        target = data_dir / name
+        spoil(target)
+        spoiled = _bytes_of(target)
+        for args in COMMANDS:
+            proc = zygote.spawn(*args, env=env, stderr=err)
+            code = proc.wait(timeout=60)
+            said = err.read_text()
+            errors = [line for line in said.splitlines() if line.startswith("koog: ")]
+            shown = [line for line in errors if not line.startswith("koog: warning")]
+            ok = (
+                code in (0, 2, 3)
+                and "internal error" not in said
+                and "Traceback" not in said
+                and len(shown) <= 2
+                and (code == 0 or shown)
+            )
+            if not ok:
+                failures.append((name, damage, " ".join(args), code, said[-300:]))
+            if code == 3 and not _kept(_bytes_of(target), spoiled):
+                failures.append((name, damage, " ".join(args), "wrote over the damaged file"))
+    assert not failures, "\n".join(repr(f) for f in failures)
+
+
+def _kept(now: object, spoiled: object) -> bool:
+    """The damaged file is still there as it was (lines appended after it do not count)."""
+    if isinstance(now, tuple) and isinstance(spoiled, tuple) and isinstance(now[0], int):
+        size, head = spoiled
+        return now[0] >= size and now[1][: len(head)] == head  # type: ignore[index]
+    return now == spoiled
+
+
+def _bytes_of(path: Path) -> object:
+    if path.is_symlink():
+        return ("link", os.readlink(path))
+    if path.is_dir():
+        return ("folder", sorted(os.listdir(path)))
+    if not path.exists():
+        return None
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        return (size, handle.read(1 << 20))
+
+
+def test_a_damaged_last_log_line_keeps_its_turn(
+    run_koog: Callable[..., object], data_dir: Path
+) -> None:
+    """Acceptance: exit 3 naming the file, and the turn is there once repaired by hand."""
+    for text in ("one", "two", "three"):
+        run_koog("chat", "-s", "t", text)
+    log = data_dir / "sessions" / "t.log"
+    good = log.read_bytes()
+    _flip_line(log, -1)
+    before = snapshot(data_dir / "sessions")
+    for args in (("chat", "-s", "t", "four"), ("history", "show", "-s", "t")):
+        result = run_koog(*args)
+        assert result.returncode == 3, result.stderr  # type: ignore[attr-defined]
+        first = result.stderr.splitlines()[0]  # type: ignore[attr-defined]
+        assert first.startswith(f"koog: error: {log}: line 2 is damaged"), first
+    assert snapshot(data_dir / "sessions") == before
+    log.write_bytes(good)
+    shown = run_koog("history", "show", "-s", "t", "--last", "2")
+    assert shown.stdout == "[user] three\n[assistant] echo: three\n"  # type: ignore[attr-defined]
