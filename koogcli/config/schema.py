@@ -244,6 +244,10 @@ class StorageSettings(_Strict):
     db_schema: str = Field(default="koog", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     # The PostgreSQL text search configuration memory's full-text search stems with.
     language: str = Field(default="english", pattern=r"^[a-z_]{1,63}$")
+    # PostgreSQL: how long a statement waits for a lock, and runs at most, before koog
+    # gives up with exit 3 naming what was locked (never a hang).
+    lock_timeout_seconds: float = Field(default=10.0, gt=0.0, le=3600.0)
+    statement_timeout_seconds: float = Field(default=60.0, gt=0.0, le=86400.0)
 
 
 class Settings(_Strict):

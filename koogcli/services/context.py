@@ -124,7 +124,12 @@ class AppContext:
             url = self.settings.storage.url
             if url:
                 storage = self.settings.storage
-                return postgres_storage(url, storage.db_schema, storage.language)
+                return postgres_storage(
+                    url,
+                    storage.db_schema,
+                    storage.language,
+                    (storage.lock_timeout_seconds, storage.statement_timeout_seconds),
+                )
         return file_storage(self.data)
 
     @property
@@ -334,7 +339,12 @@ def _sqlite_memory(data: paths.DataDir) -> MemoryStore:
     return SqliteMemoryStore(data.memory_file)
 
 
-def postgres_storage(url: str, schema: str, language: str = "english") -> Storage:
+def postgres_storage(
+    url: str,
+    schema: str,
+    language: str = "english",
+    timeouts: tuple[float, float] = (10.0, 60.0),
+) -> Storage:
     from koogcli.adapters.postgres import migrations, status
     from koogcli.adapters.postgres.checkpoints import PgCheckpointStore
     from koogcli.adapters.postgres.database import Database
@@ -342,7 +352,7 @@ def postgres_storage(url: str, schema: str, language: str = "english") -> Storag
     from koogcli.adapters.postgres.sessions import PgHistoryStore
     from koogcli.adapters.postgres.transcript import PgPendingIngestion, PgTranscriptStore
 
-    db = Database(url, schema)
+    db = Database(url, schema, lock_timeout=timeouts[0], statement_timeout=timeouts[1])
     locks = PgTurnLocks(db)
     return Storage(
         PgHistoryStore(db),

@@ -250,3 +250,35 @@ def test_copy_files_to_postgresql_to_a_fresh_dir_keeps_everything_and_resumes(
     assert (
         _picture({**koog_env, "KOOG_DATA_DIR": str(target), "KOOG_CONFIG": str(config)}) == on_files
     )
+
+
+def test_a_table_locked_by_another_connection_is_exit_3_naming_it_never_a_hang(
+    run_koog: Run, pg_env: dict[str, str], postgres: PgServer, tmp_path: Path
+) -> None:
+    config = tmp_path / "locks.toml"
+    config.write_text("[storage]\nlock_timeout_seconds = 1\n")
+    env = {**pg_env, "KOOG_CONFIG": str(config)}
+    assert run_koog("chat", "-s", "held", "first", env=env).returncode == 0
+    schema = pg_env["KOOG_DATABASE_SCHEMA"]
+    tables = [
+        str(row[0])
+        for row in _sql(
+            postgres, schema, f"SELECT tablename FROM pg_tables WHERE schemaname = '{schema}'"
+        )
+    ]
+    assert {"sessions", "messages", "transcript", "checkpoints", "koog_schema"} <= set(tables)
+    outcomes = {}
+    for table in sorted(tables):
+        with psycopg.connect(postgres.url) as holder:  # a transaction until the block ends
+            holder.execute(f"LOCK TABLE {schema}.{table} IN ACCESS EXCLUSIVE MODE")
+            started = time.monotonic()
+            result = run_koog("chat", "-s", "held", f"while {table} is locked", env=env)
+            took = time.monotonic() - started
+        assert took < 1 + 2 + 1.5, (table, took)  # the lock timeout + 2 s (+ start-up)
+        assert result.returncode in (0, 3), (table, result.stderr)
+        if result.returncode == 3:
+            first = result.stderr.splitlines()[0]
+            assert f"table {schema}.{table}" in first and "waited 1 s for a lock" in first, first
+        outcomes[table] = result.returncode
+    for table in ("sessions", "messages", "transcript", "checkpoints", "koog_schema"):
+        assert outcomes[table] == 3, outcomes

@@ -4,6 +4,12 @@ Why one object: every store of a process (history, transcript, checkpoints, pend
 ingestion) shares the connection, so a turn costs one connect and one schema check. Every
 error the driver raises becomes a StorageError (exit 3) whose text never holds the
 password: people read these messages, and CI logs keep them.
+
+Nothing waits forever: every connection sets `lock_timeout` and `statement_timeout`
+(`[storage] lock_timeout_seconds`, `statement_timeout_seconds`). A lock wait that times out
+is a LockTimeoutError naming the tables another connection holds locked, and who holds
+them; work that may rightly run long (a migration, building a vector index) lifts the
+statement limit for its own transaction.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from koogcli.core.errors import StorageError
+from koogcli.core.errors import LockTimeoutError, StorageError
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,10 +70,19 @@ def _reason(exc: Exception, url: str) -> str:
 class Database:
     """A lazily opened autocommit connection with `search_path` set to koog's schema."""
 
-    def __init__(self, url: str, schema: str, check_version: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        schema: str,
+        check_version: bool = True,
+        lock_timeout: float = 10.0,
+        statement_timeout: float = 60.0,
+    ) -> None:
         self.url = url
         self.schema = schema
         self.check_version = check_version
+        self.lock_timeout = lock_timeout
+        self.statement_timeout = statement_timeout
         self._conn: psycopg.Connection[Any] | None = None
         self._checked = False
         self._used = 0.0
@@ -86,6 +101,8 @@ class Database:
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT_SECONDS,
                 application_name="koog",
+                options=f"-c lock_timeout={round(self.lock_timeout * 1000)} "
+                f"-c statement_timeout={round(self.statement_timeout * 1000)}",
             )
         except psycopg.Error as exc:
             raise StorageError(
@@ -133,11 +150,60 @@ class Database:
 
         try:
             yield
+        except psycopg.errors.LockNotAvailable:
+            raise LockTimeoutError(
+                f"PostgreSQL at {self.where}: waited {self.lock_timeout:g} s for a lock"
+                f"{self._holders()}",
+                hint="wait for that connection to finish (or end it), or raise "
+                "storage.lock_timeout_seconds",
+            ) from None
+        except psycopg.errors.QueryCanceled:
+            raise StorageError(
+                f"PostgreSQL at {self.where}: a statement ran past "
+                f"{self.statement_timeout:g} s and was cancelled",
+                hint="the server is overloaded or a lock is held; raise "
+                "storage.statement_timeout_seconds if the work is that large",
+            ) from None
         except psycopg.Error as exc:
             first = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else "", self.url)
             raise StorageError(
                 f"PostgreSQL at {self.where} failed: {first or type(exc).__name__}"
             ) from None
+
+    def _holders(self) -> str:
+        """`: table koog.sessions is locked by another connection (pid N, psql)`, from
+        what other connections hold on koog's tables now; empty if that cannot be told."""
+        import psycopg
+
+        try:
+            found = (
+                self.unchecked()
+                .execute(
+                    "SELECT DISTINCT c.relname, l.pid, coalesce(a.application_name, '') "
+                    "FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE n.nspname = %s AND l.granted AND l.pid <> pg_backend_pid() "
+                    "AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', "
+                    "'AccessExclusiveLock') ORDER BY 1 LIMIT 5",
+                    [self.schema],
+                )
+                .fetchall()
+            )
+        except psycopg.Error:
+            return ""
+        if not found:
+            return " (a row or advisory lock another connection holds)"
+        held = ", ".join(
+            f"table {self.schema}.{name} (pid {pid}{f', {app}' if app else ''})"
+            for name, pid, app in found
+        )
+        return f": locked by another connection: {held}"
+
+    def unlimited(self, conn: psycopg.Connection[Any]) -> None:
+        """No statement limit for the rest of this transaction: work that may rightly
+        take long (a migration, building a vector index)."""
+        conn.execute("SET LOCAL statement_timeout = 0")
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Cursor[Any]]:

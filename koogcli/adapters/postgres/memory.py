@@ -131,6 +131,7 @@ class PgMemoryStore:
             if count >= 20_000 and self.warn is not None:
                 self.warn(f"building the vector index of {model} over {count:,} records (once)")
             with conn.transaction():
+                self.db.unlimited(conn)
                 conn.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
                     [":" + name],

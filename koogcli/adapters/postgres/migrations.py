@@ -138,6 +138,7 @@ def migrate(db: Database, target: int = LATEST) -> list[int]:
     schema = db.schema
     applied: list[int] = []
     with db.errors(), conn.transaction():
+        db.unlimited(conn)
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"koog:{schema}"])
         current = version(conn, schema)
         _refuse_newer(db, current)
