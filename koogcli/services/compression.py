@@ -16,10 +16,11 @@ from typing import TypeVar
 
 from koogcli.config.schema import CompressionSettings
 from koogcli.core import compression as core
+from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import ConflictError, ResponseFormatError, StorageError, UsageError
 from koogcli.core.messages import Message, assistant, user
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ModelRequest
+from koogcli.core.ports import ModelRequest, StoredHistory
 from koogcli.core.tokens import carry, request_tokens
 from koogcli.services.budget import context_limit, live_prompt, summary_model
 from koogcli.services.checkpoints import restore_point
@@ -290,16 +291,7 @@ def compress(
     )
     if request.dry_run or compressed is None:
         return result
-    undo = restore_point(
-        ctx, request.session, "compress", messages=stored.messages, revision=stored.revision
-    )
-    try:
-        ctx.history.write(request.session, after, expected_revision=stored.revision)
-    except ConflictError as exc:
-        raise StorageError(
-            f"session {request.session.value} changed during compression; nothing was stored",
-            hint="run `koog compress` again",
-        ) from exc
+    after, undo = _store(ctx, request.session, stored, compressed, after)
     return CompressResult(
         result.session,
         result.strategy,
@@ -311,3 +303,59 @@ def compress(
         False,
         done.problems,
     )
+
+
+STORE_ATTEMPTS = 100
+
+
+def _store(
+    ctx: AppContext,
+    session: SessionName,
+    stored: StoredHistory,
+    compressed: list[Message],
+    after: list[Message],
+) -> tuple[list[Message], Checkpoint | None]:
+    """Store the compressed history. Turns that were stored while the summary was being
+    written are kept: re-applied on top of it, as a turn re-applies itself on a conflict,
+    so compression never starves under writers and never loses a turn. A restore point of
+    the history it replaces is taken at each attempt (`rollback --latest` undoes it)."""
+    current = stored
+    for _ in range(STORE_ATTEMPTS):
+        added = _appended_since(stored.messages, current.messages)
+        if added is None:
+            raise StorageError(
+                f"session {session.value} was changed during compression by more than new "
+                "turns (a rollback, clear, import or another compression); nothing was stored",
+                hint="run `koog compress` again",
+            )
+        final = ctx.pipeline([*compressed, *added]) if added else after
+        undo = restore_point(
+            ctx, session, "compress", messages=current.messages, revision=current.revision
+        )
+        try:
+            ctx.history.write(session, final, expected_revision=current.revision)
+            return final, undo
+        except ConflictError:
+            if undo is not None:
+                ctx.checkpoints.delete(session, undo.id)
+            current = ctx.history.read(session)
+    raise StorageError(
+        f"session {session.value} kept changing during compression ({STORE_ATTEMPTS} "
+        "attempts); nothing was stored",
+        hint="run `koog compress` again when fewer turns are running",
+    )
+
+
+def _appended_since(before: Sequence[Message], now: Sequence[Message]) -> list[Message] | None:
+    """The messages `now` holds after the last of `before` (turns stored since; a window may
+    have dropped messages from the front meanwhile), or None when `now` is not `before`
+    with turns added."""
+    if len(now) == len(before) and all(a is b or a == b for a, b in zip(now, before, strict=True)):
+        return []
+    if not before:
+        return list(now)
+    last = before[-1]
+    at = next((i for i in range(len(now) - 1, -1, -1) if now[i].id == last.id), None)
+    if at is None or now[at] != last:
+        return None
+    return list(now[at + 1 :])
