@@ -249,6 +249,35 @@ def zygote() -> Iterator[Zygote]:
     forks.close()
 
 
+@pytest.fixture
+def forked_koog(
+    zygote: Zygote, koog_env: dict[str, str], tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`run_koog` for tests that run koog dozens of times: each a koog process forked from
+    the zygote (its own pid, files and exit; the imports done once), with the same
+    environment, input and captured output."""
+    count = iter(range(1_000_000))
+
+    def run(
+        *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        n = next(count)
+        stdin, stdout, stderr = (tmp_path / f".koog-{n}.{part}" for part in ("in", "out", "err"))
+        stdin.write_text(input or "")
+        proc = zygote.spawn(
+            *args, env={**koog_env, **(env or {})}, stdin=stdin, stdout=stdout, stderr=stderr
+        )
+        code = proc.wait(timeout=timeout)
+        done = subprocess.CompletedProcess(
+            [KOOG_BIN, *args], code, stdout.read_text(), stderr.read_text()
+        )
+        for part in (stdin, stdout, stderr):
+            part.unlink()
+        return done
+
+    return run
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked files_only or postgresql_only run on that backend only (the other is
     deselected, not skipped)."""

@@ -13,7 +13,9 @@ child, in a process group of its own:
   process: that is the tool's error ("ended its process with exit status 0"), told to the
   model and the user, never the end of koog.
 - Past the time limit, or when koog is interrupted (Ctrl-C), the whole process group is
-  killed: the limit stops the tool for real.
+  killed: the limit stops the tool for real. A koog that is killed takes its tool along
+  (Linux's parent-death signal): a tool never goes on to have its effect after the turn
+  that called it is gone, and a resume runs it afresh.
 
 A tool therefore keeps no state in memory from one call to the next (each call starts
 from koog's state at the moment of the call); state belongs in files or a database.
@@ -51,9 +53,11 @@ def run(
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
+        _die_with(parent)
         _child(write_end, function, kwargs, render, max_bytes)
     os.close(write_end)
     try:
@@ -118,6 +122,19 @@ def _child(
         code = 70
     finally:
         os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """The child is killed when koog dies (prctl PR_SET_PDEATHSIG where Linux has it)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # koog died before the signal was asked for
+        os._exit(70)
 
 
 def _collect(fd: int, timeout: float, max_bytes: int) -> tuple[bytes, bool]:

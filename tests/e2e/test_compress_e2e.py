@@ -16,6 +16,17 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.summaries import is_summary_request, summarised
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def run_koog(
+    forked_koog: Callable[..., subprocess.CompletedProcess[str]],
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """koog processes forked from the zygote: the same program, without a second of imports
+    each (this module runs koog dozens of times)."""
+    return forked_koog
+
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 

@@ -21,6 +21,17 @@ from tests.e2e.test_persistence_e2e import call, tool_env, tool_log
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def run_koog(
+    forked_koog: Callable[..., subprocess.CompletedProcess[str]],
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """koog processes forked from the zygote: the same program, without a second of imports
+    each (this module runs koog dozens of times)."""
+    return forked_koog
+
+
 __all__ = ["tool_env"]  # the fixture, shared with the persistence tests
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -12,6 +12,17 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def run_koog(
+    forked_koog: Callable[..., subprocess.CompletedProcess[str]],
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """koog processes forked from the zygote: the same program, without a second of imports
+    each (this module runs koog dozens of times)."""
+    return forked_koog
+
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -243,11 +254,12 @@ def test_a_version_1_database_is_migrated_in_place(run_koog: Run, data_dir: Path
 
 
 def test_search_returns_only_what_matches(
-    backend: str, run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+    backend: str, forked_koog: Run, server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     """§5.16: with embeddings configured, a namespace holding nothing about rockets gives
     no record in any mode (the nearest records exist, they are not near), and retrieval
     injects nothing; a record that matches is still found, by words or by meaning."""
+    run_koog = forked_koog
     config = tmp_path / "floor.toml"
     config.write_text(
         '[long_term_memory.embeddings]\nmodel = "test-embed"\n'

@@ -253,8 +253,9 @@ def test_copy_files_to_postgresql_to_a_fresh_dir_keeps_everything_and_resumes(
 
 
 def test_a_table_locked_by_another_connection_is_exit_3_naming_it_never_a_hang(
-    run_koog: Run, pg_env: dict[str, str], postgres: PgServer, tmp_path: Path
+    forked_koog: Run, pg_env: dict[str, str], postgres: PgServer, tmp_path: Path
 ) -> None:
+    run_koog = forked_koog
     config = tmp_path / "locks.toml"
     config.write_text("[storage]\nlock_timeout_seconds = 1\n")
     env = {**pg_env, "KOOG_CONFIG": str(config)}

@@ -148,3 +148,29 @@ def test_a_long_result_is_cut_with_a_note() -> None:
         "[koog: the result was 6,000,000 bytes; the last 5,990,000 were cut "
         "(tool_settings.max_result_bytes = 10,000)]"
     )
+
+
+def test_a_tool_dies_with_the_koog_that_runs_it(tmp_path: Path) -> None:
+    """A killed koog leaves no tool running on to have its effect behind a resume's back."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from koogcli.adapters import tool_worker
+
+    marker = tmp_path / "effect"
+
+    def slow(x: int) -> str:
+        time.sleep(1.0)
+        marker.write_text("effect after koog died")
+        return "done"
+
+    pid = os.fork()
+    if pid == 0:  # stands in for koog: killed while its tool runs
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        tool_worker.run("slow", slow, {"x": 1}, str, 10, 1000)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    time.sleep(1.2)
+    assert not marker.exists()
