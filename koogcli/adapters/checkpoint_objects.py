@@ -270,7 +270,28 @@ class ObjectFile:
                 "(the objects file was truncated or changed)",
                 hint="koog will not restore a history it cannot verify; use another checkpoint",
             )
+        self._verify(found, where)
         return [m for _, m in found]
+
+    def _verify(self, found: Sequence[tuple[str, dict[str, object]]], where: Path) -> None:
+        """Every message restored is the message stored: its body still has its digest, and
+        no message is named twice (a history never holds one id twice)."""
+        seen: set[object] = set()
+        for number, (key, message) in enumerate(found, start=1):
+            line = json.dumps(message, ensure_ascii=False).encode()
+            if hashlib.sha256(line).hexdigest()[:24] != key[:24]:
+                raise CorruptDocumentError(
+                    f"{self.path}: message {number} of checkpoint {where.name} was changed "
+                    "after it was stored (its digest no longer matches)",
+                    hint="koog will not restore a history it cannot verify; use another checkpoint",
+                )
+            if message.get("id") in seen:
+                raise CorruptDocumentError(
+                    f"checkpoint {where.name} in {self.path.parent} names message "
+                    f"{message.get('id')} twice; it was recorded from a damaged digests file",
+                    hint="koog will not restore it; use another checkpoint",
+                )
+            seen.add(message.get("id"))
 
     def compact(self, referenced: set[int], marker: Path) -> int:
         """Keep only the referenced objects (seqs unchanged); returns the lines dropped."""

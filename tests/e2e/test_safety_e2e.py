@@ -439,3 +439,47 @@ def test_base_url_credentials_are_masked(run_koog: Run, server: FakeOpenAIServer
     shown = run_koog("config", "show", env={"OPENAI_BASE_URL": secret_url})
     assert "hunter" not in shown.stdout and "***" in shown.stdout
     assert os.environ.get("OPENAI_BASE_URL") is None
+
+
+@pytest.mark.usefixtures("server")
+def test_an_edited_stored_message_is_never_restored(forked_koog: Run, data_dir: Path) -> None:
+    forked_koog("chat", "-s", "e", "first words")
+    forked_koog("chat", "-s", "e", "second")
+    objects = data_dir / "checkpoints" / "e" / "objects.jsonl"
+    text = objects.read_text()
+    assert "first words" in text
+    objects.write_text(text.replace("first words", "forged words"))  # its digest kept
+    result = forked_koog("rollback", "-s", "e", "--latest", "--yes")
+    assert result.returncode == 3, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert str(objects) in first and "was changed after it was stored" in first
+    shown = forked_koog("history", "show", "-s", "e")
+    assert "forged" not in shown.stdout and "second" in shown.stdout
+
+
+def test_a_forged_digests_file_never_decides_what_is_restored(
+    forked_koog: Run, data_dir: Path, server: FakeOpenAIServer
+) -> None:
+    """Its checks can be recomputed by whoever edits it: every digest the first message's
+    made later restore points name 1,200 copies of the first message."""
+    import hashlib
+
+    from koogcli.adapters.file_history import FileHistoryStore
+    from koogcli.adapters.paths import DataDir
+    from koogcli.core.messages import assistant, user
+    from koogcli.core.names import SessionName
+
+    history = [user(f"q{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(1200)]
+    FileHistoryStore(DataDir(data_dir)).store(SessionName("big"), history)
+    cache = data_dir / "sessions" / "big.digests"
+    header, _, lines = cache.read_bytes().partition(b"\n")
+    keys = lines.split(b"\n")
+    forged = b"\n".join([keys[0]] * len(keys))
+    words = header.split(b" ")
+    words[4] = hashlib.sha256(forged).hexdigest()[:16].encode()
+    cache.write_bytes(b" ".join(words) + b"\n" + forged)
+    assert forked_koog("chat", "-s", "big", "one more").returncode == 0
+    done = forked_koog("rollback", "-s", "big", "--latest", "--yes")
+    assert done.returncode == 0, done.stderr
+    restored = FileHistoryStore(DataDir(data_dir)).load(SessionName("big"))
+    assert [m.text for m in restored if m.role != "system"] == [m.text for m in history]
