@@ -277,7 +277,10 @@ class FileHistoryStore:
     def rename(self, old: SessionName, new: SessionName) -> None:
         """The whole history as a document under the new name (its header names the
         session), then the old document and log removed: a crash between leaves both, never
-        neither; a log left without its document is never read."""
+        neither; a log left without its document is never read. Done already (no old
+        document): nothing to do, so a rename killed halfway can be finished."""
+        if not self.exists(old):
+            return
         stored = self.read(old)
         with atomic.file_lock(self.data.lock_file(old), self.lock_timeout):
             path = self.data.session_file(new)

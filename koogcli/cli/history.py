@@ -136,8 +136,10 @@ def delete(
     if not chosen:
         render.note(f"no session is older than {older_than:g} days")
         return
+    finished = {n for n in chosen if ("delete", n.value) in app_ctx.moves_finished()}
     for name in chosen:
-        app_ctx.require_session(name)
+        if name not in finished:  # a delete a stopped koog left halfway is done now
+            app_ctx.require_session(name)
     listed = ", ".join(repr(n.value) for n in chosen)
     confirm_destructive(f"delete session(s) {listed} with their transcripts", yes)
     for name in chosen:

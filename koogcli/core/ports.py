@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -344,3 +345,45 @@ class MemoryStore(Protocol):
     def ids_starting(self, prefix: str, limit: int = 10) -> list[str]: ...
 
     def get(self, record_id: str) -> MemoryRecord | None: ...
+
+
+class StorageBackend(Protocol):
+    """One backend's stores, and how it coordinates turns and whole-session changes across
+    processes (SPEC §4): files under the data dir, or PostgreSQL. The composition root
+    (services/context.py) only chooses one."""
+
+    @property
+    def history(self) -> HistoryStore: ...
+
+    @property
+    def transcript(self) -> TranscriptStore: ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore: ...
+
+    def pending(self) -> PendingIngestion: ...
+
+    def memory(self, warn: Callable[[str], None]) -> MemoryStore: ...
+
+    def turn_lock(self, session: SessionName, exclusive: bool) -> AbstractContextManager[None]:
+        """Shared while a turn runs, exclusive for a resume, a rename or a delete."""
+        ...
+
+    def turn_owner(self) -> dict[str, object]: ...
+
+    def owner_alive(self, owner: Mapping[str, object] | None) -> bool: ...
+
+    def describe(self) -> dict[str, object]: ...
+
+    def migrate(self) -> list[int]: ...
+
+    def rename_session(self, old: SessionName, new: SessionName) -> None:
+        """Everything of `old` becomes `new` as one act (killed halfway: finished later)."""
+        ...
+
+    def drop_session(self, session: SessionName) -> None: ...
+
+    def finish_moves(self) -> list[tuple[str, ...]]:
+        """Complete renames and deletes a killed process left; what was finished:
+        ("rename", OLD, NEW) or ("delete", SESSION)."""
+        ...

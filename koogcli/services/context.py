@@ -25,6 +25,7 @@ from koogcli.core.ports import (
     HistoryStore,
     MemoryStore,
     PendingIngestion,
+    StorageBackend,
     ToolBox,
     TranscriptStore,
 )
@@ -80,6 +81,8 @@ class AppContext:
     approved_tools: set[tuple[str, str]] = field(default_factory=set)
     # Where a service says something went other than asked, without failing.
     warn: Callable[[str], None] = field(default=lambda text: _stderr_warning(text))
+    # Renames and deletes a stopped koog left halfway, finished when storage was opened.
+    finished_moves: list[tuple[str, ...]] = field(default_factory=list)
 
     @cached_property
     def config(self) -> LoadedConfig:
@@ -116,21 +119,33 @@ class AppContext:
         return PythonToolBox(tools, self.settings.tool_settings.max_result_bytes)
 
     @cached_property
-    def storage(self) -> Storage:
+    def storage(self) -> StorageBackend:
         """Files under the data dir, or PostgreSQL when `storage.url` is set. The config is
         loaded only when the environment or the file may name a database, so commands on
         the file backend stay as fast as before."""
+        settings = None
         if self.env.get("KOOG_DATABASE_URL") or _mentions_storage(self.config_file):
-            url = self.settings.storage.url
-            if url:
-                storage = self.settings.storage
-                return postgres_storage(
-                    url,
-                    storage.db_schema,
-                    storage.language,
-                    (storage.lock_timeout_seconds, storage.statement_timeout_seconds),
-                )
-        return file_storage(self.data)
+            settings = self.settings.storage
+        if settings is not None and settings.url:
+            timeouts = (settings.lock_timeout_seconds, settings.statement_timeout_seconds)
+            return open_backend(settings.url, settings.db_schema, settings.language, timeouts)
+        from koogcli.adapters.file_backend import FileBackend
+
+        files = FileBackend(self.data)
+        self.finished_moves = files.finish_moves()  # before anything is read
+        for done in self.finished_moves:
+            what = (
+                f"the rename of {done[1]} to {done[2]}"
+                if done[0] == "rename"
+                else (f"the deletion of {done[1]}")
+            )
+            self.warn(f"finished {what}, which a koog that was stopped had left halfway")
+        return files
+
+    def moves_finished(self) -> list[tuple[str, ...]]:
+        """Renames and deletes a stopped koog left halfway, finished on opening storage."""
+        _ = self.storage
+        return self.finished_moves
 
     @property
     def history(self) -> HistoryStore:
@@ -289,96 +304,20 @@ def build(
     )
 
 
-@dataclass(frozen=True)
-class Storage:
-    """One backend's stores, and how it coordinates turns across processes."""
-
-    history: HistoryStore
-    transcript: TranscriptStore
-    checkpoints: CheckpointStore
-    pending: Callable[[], PendingIngestion]
-    turn_lock: Callable[[SessionName, bool], AbstractContextManager[None]]
-    turn_owner: Callable[[], dict[str, object]]
-    owner_alive: Callable[[Mapping[str, object] | None], bool]
-    describe: Callable[[], dict[str, object]]
-    migrate: Callable[[], list[int]]
-    memory: Callable[[Callable[[str], None]], MemoryStore]
-
-
-def file_storage(data: paths.DataDir) -> Storage:
-    from koogcli.adapters import atomic, processes
-    from koogcli.adapters.file_checkpoints import FileCheckpointStore
-    from koogcli.adapters.file_history import FileHistoryStore
-    from koogcli.adapters.file_transcript import FileTranscriptStore
-
-    def pending() -> PendingIngestion:
-        from koogcli.adapters.file_pending import FilePendingIngestion
-
-        return FilePendingIngestion(data)
-
-    def turn_lock(session: SessionName, exclusive: bool) -> AbstractContextManager[None]:
-        return atomic.shared_or_exclusive(data.lock_file(session, "turn"), exclusive)
-
-    return Storage(
-        FileHistoryStore(data, warn=_stderr_warning),
-        FileTranscriptStore(data),
-        FileCheckpointStore(data),
-        pending,
-        turn_lock,
-        processes.current_owner,
-        processes.owner_alive,
-        lambda: {"backend": "files", "where": str(data.root)},
-        list,  # files carry their format version in each document: nothing to migrate
-        lambda warn: _sqlite_memory(data),
-    )
-
-
-def _sqlite_memory(data: paths.DataDir) -> MemoryStore:
-    from koogcli.adapters.sqlite_memory import SqliteMemoryStore
-
-    return SqliteMemoryStore(data.memory_file)
-
-
-def postgres_storage(
-    url: str,
+def open_backend(
+    where: str,
     schema: str,
     language: str = "english",
     timeouts: tuple[float, float] = (10.0, 60.0),
-) -> Storage:
-    from koogcli.adapters.postgres import migrations, status
-    from koogcli.adapters.postgres.checkpoints import PgCheckpointStore
-    from koogcli.adapters.postgres.database import Database
-    from koogcli.adapters.postgres.locks import PgTurnLocks
-    from koogcli.adapters.postgres.sessions import PgHistoryStore
-    from koogcli.adapters.postgres.transcript import PgPendingIngestion, PgTranscriptStore
-
-    db = Database(url, schema, lock_timeout=timeouts[0], statement_timeout=timeouts[1])
-    locks = PgTurnLocks(db)
-    return Storage(
-        PgHistoryStore(db),
-        PgTranscriptStore(db),
-        PgCheckpointStore(db),
-        lambda: PgPendingIngestion(db),
-        lambda session, exclusive: locks.hold(session.value, exclusive),
-        locks.owner,
-        locks.alive,
-        lambda: status.describe(db),
-        lambda: migrations.migrate(db),
-        lambda warn: _pg_memory(db, language, warn),
-    )
-
-
-def _pg_memory(db: object, language: str, warn: Callable[[str], None]) -> MemoryStore:
-    from koogcli.adapters.postgres.memory import PgMemoryStore
-
-    return PgMemoryStore(db, language, warn)  # type: ignore[arg-type]
-
-
-def open_storage(where: str, schema: str, language: str = "english") -> Storage:
-    """A backend named on the command line: a PostgreSQL URL, or a data dir."""
+) -> StorageBackend:
+    """A PostgreSQL URL, or a data dir: the backend it names."""
     if where.startswith(("postgresql://", "postgres://")):
-        return postgres_storage(where, schema, language)
-    return file_storage(paths.DataDir(Path(where).expanduser()))
+        from koogcli.adapters.postgres.backend import PostgresBackend
+
+        return PostgresBackend(where, schema, language, timeouts)
+    from koogcli.adapters.file_backend import FileBackend
+
+    return FileBackend(paths.DataDir(Path(where).expanduser()))
 
 
 def _stderr_warning(text: str) -> None:

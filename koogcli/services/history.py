@@ -68,25 +68,31 @@ def clear(ctx: AppContext, session: SessionName) -> int:
 
 
 def delete(ctx: AppContext, session: SessionName) -> None:
-    """Remove everything of the session: history, transcript, checkpoints and messages
-    waiting for ingestion (records already in long-term memory stay)."""
-    _require(ctx, session)
-    ctx.history.delete(session)
-    ctx.transcript.delete(session)
-    ctx.checkpoints.drop(session)
-    ctx.pending_ingestion.clear(session)
+    """Remove everything of the session at once: history, transcript, checkpoints and
+    messages waiting for ingestion (records already in long-term memory stay). It waits
+    for a turn running in the session, and no turn starts until it is done."""
+    with ctx.turn_lock(session, exclusive=True):
+        if ("delete", session.value) in ctx.finished_moves:
+            return  # this very delete, left halfway by a stopped koog: done now
+        _require(ctx, session)
+        ctx.storage.drop_session(session)
 
 
 def rename(ctx: AppContext, old: SessionName, new: SessionName) -> None:
-    """Everything of the session moves to the new name; an existing name is never replaced."""
-    _require(ctx, old)
-    if ctx.history.exists(new) or ctx.transcript.exists(new) or ctx.checkpoints.headers(new):
-        raise UsageError(f"a session named {new.value!r} exists already", hint="pick another name")
-    ctx.checkpoints.rename(old, new)
-    ctx.transcript.rename(old, new)
-    ctx.pending_ingestion.rename(old, new)
-    if ctx.history.exists(old):
-        ctx.history.rename(old, new)
+    """Everything of the session moves to the new name at once; an existing name is never
+    replaced. It waits for a turn running in either session (the turn lands in the session
+    before it moves), and two renames of one session run one after the other: the second
+    finds no session to rename (exit 2)."""
+    first, second = sorted((old, new), key=lambda name: name.value)
+    with ctx.turn_lock(first, exclusive=True), ctx.turn_lock(second, exclusive=True):
+        if ("rename", old.value, new.value) in ctx.finished_moves:
+            return  # this very rename, left halfway by a stopped koog: done now
+        _require(ctx, old)
+        if ctx.history.exists(new) or ctx.transcript.exists(new) or ctx.checkpoints.headers(new):
+            raise UsageError(
+                f"a session named {new.value!r} exists already", hint="pick another name"
+            )
+        ctx.storage.rename_session(old, new)
 
 
 def older_than(ctx: AppContext, days: float) -> list[SessionName]:

@@ -11,8 +11,8 @@ from koogcli.core.errors import StorageError, UsageError
 from koogcli.core.names import SessionName
 
 if TYPE_CHECKING:
-    from koogcli.core.ports import MemoryStore
-    from koogcli.services.context import AppContext, Storage
+    from koogcli.core.ports import MemoryStore, StorageBackend
+    from koogcli.services.context import AppContext
 
 
 def status(ctx: AppContext) -> dict[str, object]:
@@ -47,13 +47,13 @@ def copy(ctx: AppContext, source: str, target: str) -> CopyReport:
     ingestion) and long-term memory (records with their vectors) from one backend to another. Idempotent: what the target has already is
     left alone, so a copy killed halfway and run again completes without duplicates. The
     history goes last, so a session is listed at the target once the rest is there."""
-    from koogcli.services.context import open_storage
+    from koogcli.services.context import open_backend
 
     if source == target:
         raise UsageError("--from and --to name the same storage")
     settings = ctx.settings.storage
-    src = open_storage(source, settings.db_schema, settings.language)
-    dst = open_storage(target, settings.db_schema, settings.language)
+    src = open_backend(source, settings.db_schema, settings.language)
+    dst = open_backend(target, settings.db_schema, settings.language)
     report = CopyReport()
     _copy_memory(src.memory(ctx.warn), dst.memory(ctx.warn), report)
     names = sorted(
@@ -96,7 +96,9 @@ def _copy_memory(src: MemoryStore, dst: MemoryStore, report: CopyReport) -> None
         report.memory_vectors += len(pairs)
 
 
-def _copy_checkpoints(src: Storage, dst: Storage, session: SessionName, report: CopyReport) -> None:
+def _copy_checkpoints(
+    src: StorageBackend, dst: StorageBackend, session: SessionName, report: CopyReport
+) -> None:
     have = {c.id for c in dst.checkpoints.headers(session)}
     for header in src.checkpoints.headers(session):
         if header.id in have:
@@ -116,7 +118,9 @@ def _copy_checkpoints(src: Storage, dst: Storage, session: SessionName, report: 
         report.compensations += len(missing)
 
 
-def _copy_transcript(src: Storage, dst: Storage, session: SessionName, report: CopyReport) -> None:
+def _copy_transcript(
+    src: StorageBackend, dst: StorageBackend, session: SessionName, report: CopyReport
+) -> None:
     """Appends what the target lacks; a target transcript that is not a prefix of the
     source's is left alone and reported (two different sessions of one name)."""
     entries = src.transcript.entries(session)

@@ -419,8 +419,6 @@ def test_a_turn_that_ends_while_it_is_looked_at_is_not_interrupted(
 ) -> None:
     """Its step was read before its tombstone was stored, its owner looked at after the
     process ended: a second read sees the tombstone (found with 4 x 25 concurrent turns)."""
-    from dataclasses import replace
-
     ctx = mortal(make_ctx())  # owners read as gone, as once the process has ended
     ask(ctx, "done")
     real = ctx.checkpoints
@@ -435,6 +433,6 @@ def test_a_turn_that_ends_while_it_is_looked_at_is_not_interrupted(
             found = real.headers(session)
             return [c for c in found if c.kind != "tombstone"] if len(reads) == 1 else found
 
-    ctx.__dict__["storage"] = replace(ctx.storage, checkpoints=FirstReadBeforeTheTombstone())
+    ctx.storage.checkpoints = FirstReadBeforeTheTombstone()
     assert turn.interrupted(ctx, S) is None
     assert len(reads) == 2

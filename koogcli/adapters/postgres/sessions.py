@@ -44,6 +44,16 @@ def rename_everywhere(db: Database, old: SessionName, new: SessionName) -> None:
         )
 
 
+def drop_everywhere(db: Database, session: SessionName) -> None:
+    """Everything of the session gone at once (history, messages, transcript, checkpoints,
+    journal, pending ingestion); a second call finds nothing."""
+    with db.transaction() as cur:
+        rows.guard(cur, session.value, exclusive=True)
+        for table, column in SESSION_TABLES:
+            cur.execute(f"DELETE FROM {table} WHERE {column} = %s", [session.value])
+    rows.forget(session.value)
+
+
 def drop_unreferenced(cur: Any, session: str, batch: int | None = None) -> int:
     """Delete message rows of the session that neither its history nor a checkpoint refers
     to (at most `batch` of them); how many."""
