@@ -14,6 +14,7 @@ statement limit for its own transaction.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -68,7 +69,9 @@ def _reason(exc: Exception, url: str) -> str:
 
 
 class Database:
-    """A lazily opened autocommit connection with `search_path` set to koog's schema."""
+    """A lazily opened autocommit connection with `search_path` set to koog's schema, one
+    per thread: a transaction belongs to its connection, so threads running turns side by
+    side (`koog serve`) never share one."""
 
     def __init__(
         self,
@@ -83,9 +86,31 @@ class Database:
         self.check_version = check_version
         self.lock_timeout = lock_timeout
         self.statement_timeout = statement_timeout
-        self._conn: psycopg.Connection[Any] | None = None
-        self._checked = False
-        self._used = 0.0
+        self._local = threading.local()
+        self._checked = False  # the schema's version, once per process
+        self._all: list[psycopg.Connection[Any]] = []
+        self._all_lock = threading.Lock()
+
+    @property
+    def _conn(self) -> psycopg.Connection[Any] | None:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        return conn
+
+    @_conn.setter
+    def _conn(self, conn: psycopg.Connection[Any] | None) -> None:
+        self._local.conn = conn
+        if conn is not None:
+            with self._all_lock:
+                self._all.append(conn)
+
+    @property
+    def _used(self) -> float:
+        used: float = getattr(self._local, "used", 0.0)
+        return used
+
+    @_used.setter
+    def _used(self, value: float) -> None:
+        self._local.used = value
 
     @property
     def where(self) -> str:
@@ -221,6 +246,9 @@ class Database:
             return self.conn.execute(sql, params).fetchone()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Every thread's connection."""
+        with self._all_lock:
+            opened, self._all = self._all, []
+        for conn in opened:
+            conn.close()
+        self._local = threading.local()
