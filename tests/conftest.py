@@ -225,11 +225,15 @@ def run_koog(koog_env: dict[str, str]) -> Callable[..., subprocess.CompletedProc
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under a folder with its bytes, to prove a failure changed nothing."""
+    """Every file under a folder with its bytes, to prove a failure changed nothing. SQLite's
+    `-shm` files are left out: shared memory between its connections, which readers touch
+    too; they hold no data."""
     if not folder.exists():
         return {}
     return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith("-shm")
     }
 
 

@@ -35,21 +35,3 @@ class MessageDict(TypedDict):
 
 
 MESSAGES = TypeAdapter(list[MessageDict])
-
-
-class CheckpointDoc(TypedDict):
-    kind: Literal["restore", "step", "tombstone"]
-    created_at: str
-    reason: str
-    label: str | None
-    manual: bool
-    turn_id: str | None
-    step: str | None
-    output: str | None
-    details: dict[str, Any]
-    message_count: Annotated[int, Field(ge=0)]
-    messages: list[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]]
-    digest: NotRequired[str]
-
-
-CHECKPOINT_DOC = TypeAdapter(CheckpointDoc)

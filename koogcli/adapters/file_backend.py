@@ -1,7 +1,13 @@
 """The file backend (SPEC §4, the embedded default): session documents with their append
-logs, transcripts, checkpoints and pending ingestion under the data dir, long-term memory
-in `memory.sqlite3`. Turns are coordinated by file locks (flock: released by the kernel
-when a process dies) and whole-session renames and deletes by intents (session_moves.py).
+logs under the data dir (the product's contract: JSON a person can read), and everything
+else — checkpoints and their message rows, the transcript, the compensation journal,
+pending ingestion — in `koog.sqlite3` beside them, written by the same stores as the
+PostgreSQL backend's (adapters/sql/). Long-term memory is `memory.sqlite3`.
+
+Turns are coordinated by file locks (flock: released by the kernel when a process dies).
+A whole-session rename or delete writes an intent first (session_moves.py); its database
+part is one transaction. A data dir of an older layout (a file per transcript, folders of
+checkpoints) is moved into the database when the backend is opened (adapters/legacy/).
 """
 
 from __future__ import annotations
@@ -9,16 +15,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from functools import cached_property
 
 from koogcli.adapters import atomic, processes
-from koogcli.adapters.file_checkpoints import FileCheckpointStore
 from koogcli.adapters.file_history import FileHistoryStore
-from koogcli.adapters.file_transcript import FileTranscriptStore
 from koogcli.adapters.paths import DataDir
 from koogcli.adapters.session_moves import FileSessionMoves, Parts
+from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
+from koogcli.adapters.sql.moves import drop_everywhere, rename_everywhere
+from koogcli.adapters.sql.sqlite import SqliteDatabase
+from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
 from koogcli.core.names import SessionName
 from koogcli.core.ports import MemoryStore, PendingIngestion
+
+DATABASE = "koog.sqlite3"
+_COUNTED = (
+    ("messages", "messages"),
+    ("transcript_messages", "transcript"),
+    ("checkpoints", "checkpoints"),
+)
 
 
 def stderr_warning(text: str) -> None:
@@ -28,36 +42,26 @@ def stderr_warning(text: str) -> None:
 class FileBackend:
     def __init__(self, data: DataDir, warn: Callable[[str], None] = stderr_warning) -> None:
         self.data = data
+        self.warn = warn
+        self.db = SqliteDatabase(data.root / DATABASE)
         self.history = FileHistoryStore(data, warn=warn)
-        self.transcript = FileTranscriptStore(data)
-        self.checkpoints = FileCheckpointStore(data)
-        pending = self.pending()
+        self.transcript = SqlTranscriptStore(self.db)
+        self.checkpoints = SqlCheckpointStore(self.db)
+        self._pending = SqlPendingIngestion(self.db)
         self._moves = FileSessionMoves(
             data,
             Parts(
-                rename=[
-                    self.checkpoints.rename,
-                    self.transcript.rename,
-                    pending.rename,
-                    self.history.rename,
-                ],
-                delete=[
-                    self.history.delete,
-                    self.transcript.delete,
-                    self.checkpoints.drop,
-                    pending.clear,
-                ],
+                rename=[self._rename_rows, self.history.rename],
+                delete=[self.history.delete, self._drop_rows],
             ),
         )
+        from koogcli.adapters.legacy.migrate import pending_layout
+
+        if pending_layout(data.root):
+            self.migrate()
 
     def pending(self) -> PendingIngestion:
         return self._pending
-
-    @cached_property
-    def _pending(self) -> PendingIngestion:
-        from koogcli.adapters.file_pending import FilePendingIngestion
-
-        return FilePendingIngestion(self.data)
 
     def memory(self, warn: Callable[[str], None]) -> MemoryStore:
         from koogcli.adapters.sqlite_memory import SqliteMemoryStore
@@ -74,10 +78,26 @@ class FileBackend:
         return processes.owner_alive(owner)
 
     def describe(self) -> dict[str, object]:
-        return {"backend": "files", "where": str(self.data.root)}
+        counts = {"sessions": len(self.history.names())}
+        if self.db.exists():
+            for label, table in _COUNTED:
+                counts[label] = int(self.db.one(f"SELECT count(*) FROM {table}")[0])
+        return {
+            "backend": "files",
+            "where": str(self.data.root),
+            "database": str(self.db.path),
+            "counts": counts,
+        }
 
     def migrate(self) -> list[int]:
-        return []  # files carry their format version in each document: nothing to migrate
+        """Move an older layout into the database; [1] when something was moved."""
+        from koogcli.adapters.legacy.migrate import migrate, pending_layout
+
+        if not pending_layout(self.data.root):
+            return []
+        for problem in migrate(self.data.root, self):
+            self.warn(problem)
+        return [1]
 
     def rename_session(self, old: SessionName, new: SessionName) -> None:
         self._moves.rename(old, new)
@@ -87,3 +107,9 @@ class FileBackend:
 
     def finish_moves(self) -> list[tuple[str, ...]]:
         return self._moves.finish()
+
+    def _rename_rows(self, old: SessionName, new: SessionName) -> None:
+        rename_everywhere(self.db, old, new)
+
+    def _drop_rows(self, session: SessionName) -> None:
+        drop_everywhere(self.db, session)

@@ -40,6 +40,7 @@ from koogcli.core.messages import Message
 MAX_LINE_BYTES = 64 * 1024 * 1024
 TORN_MARK = b'{"torn": "the line above was cut short by a crash"}'
 _CHUNK = 1024 * 1024
+_TAIL = 256 * 1024  # `last` reads this much of the end first
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,28 @@ def read(path: Path, after: int, warn: Callable[[str], None] | None = None) -> l
 
 
 def last(path: Path, warn: Callable[[str], None] | None = None) -> Entry | None:
-    """The newest entry. The log is short (folded at half the document's size), so it is
-    read whole, in bounded pieces, and checked as `read` checks it."""
+    """The newest entry, from the end of the file when its last line is a whole entry (a
+    turn asks before every write: the earlier lines are checked by `read`); otherwise the
+    log is read as `read` reads it, so a torn or damaged end is told apart the same way."""
+    try:
+        with atomic.open_binary(path) as handle:
+            size = handle.seek(0, 2)
+            start = max(0, size - _TAIL)
+            handle.seek(start)
+            tail = handle.read(size - start)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise atomic.read_failure(path, exc) from exc
+    if not tail:
+        return None
+    cut = tail.rfind(b"\n", 0, len(tail) - 1)
+    raw = tail[cut + 1 : -1]
+    if tail.endswith(b"\n") and (cut >= 0 or start == 0) and raw != TORN_MARK:
+        try:
+            return _parse(raw, path)
+        except _Unreadable:
+            pass
     found = None
     for entry in _entries(path, warn):
         found = entry

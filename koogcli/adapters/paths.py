@@ -84,18 +84,9 @@ class DataDir:
     def session_file(self, session: SessionName) -> Path:
         return self._inside("sessions", f"{session.value}.json")
 
-    def transcript_file(self, session: SessionName) -> Path:
-        return self._inside("transcripts", f"{session.value}.jsonl")
-
     def lock_file(self, session: SessionName, purpose: str = "history") -> Path:
         suffix = "" if purpose == "history" else f".{purpose}"
         return self._inside("locks", f"{session.value}{suffix}.lock")
-
-    def pending_ingest_file(self, session: SessionName) -> Path:
-        return self._inside("memory-pending", f"{session.value}.json")
-
-    def checkpoint_dir(self, session: SessionName) -> Path:
-        return self._inside("checkpoints", session.value)
 
     @property
     def sessions_dir(self) -> Path:

@@ -17,10 +17,7 @@ if TYPE_CHECKING:
 
 def status(ctx: AppContext) -> dict[str, object]:
     """Backend, where it is (never a password), schema version and counts."""
-    info = ctx.storage.describe()
-    if info.get("backend") == "files":
-        info["counts"] = {"sessions": len(ctx.history.names())}
-    return info
+    return ctx.storage.describe()
 
 
 def migrate(ctx: AppContext) -> list[int]:

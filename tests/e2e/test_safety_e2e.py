@@ -21,7 +21,6 @@ from tests.e2e.test_persistence_e2e import TOOLS as PERSISTENCE_TOOLS
 from tests.e2e.test_persistence_e2e import call
 from tests.e2e.test_persistence_e2e import tool_log as log_of
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.stored import edit_checkpoint
 from tests.zygote import ForkedKoog, Zygote
 
 pytestmark = pytest.mark.e2e
@@ -209,11 +208,16 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
         assert ctx.history.load(SessionName(session))[-1].text == "three steps", (i, marks)
 
 
-def test_torn_transcript_tail_is_closed_off(run_koog: Run, data_dir: Path) -> None:
+def _sql(data_dir: Path, statement: str) -> None:
+    import sqlite3
+
+    with sqlite3.connect(data_dir / "koog.sqlite3") as db:
+        db.execute(statement)
+
+
+def test_a_damaged_transcript_row_is_skipped_with_a_warning(run_koog: Run, data_dir: Path) -> None:
     run_koog("chat", "-s", "t", "one")
-    transcript = data_dir / "transcripts" / "t.jsonl"
-    with transcript.open("ab") as handle:
-        handle.write(b'{"id": "torn", "role": "us')  # a full disk cut this line short
+    _sql(data_dir, 'UPDATE transcript SET body = \'{"id": "torn", "role": "us\' WHERE id = 1')
     assert run_koog("chat", "-s", "t", "two").returncode == 0
     shown = run_koog("history", "show", "-s", "t", "--transcript")
     assert shown.returncode == 0
@@ -239,16 +243,16 @@ def test_symlinks_in_the_data_dir_are_never_followed(
         link.symlink_to(target)
 
     cases = [
-        data_dir / "transcripts" / "s.jsonl",
-        data_dir / "checkpoints" / "s" / "objects.jsonl",
+        data_dir / "koog.sqlite3",
+        data_dir / "sessions" / "s.log",
         data_dir / "locks" / "s.lock",
-        data_dir / "checkpoints" / "s",
+        data_dir / "sessions",
     ]
     for link in cases:
         saved = tmp_path / "saved"
         shutil.rmtree(saved, ignore_errors=True)
         shutil.copytree(data_dir, saved, symlinks=True)
-        plant(link, victim if link.name != "s" else outside)
+        plant(link, victim if link.name != "sessions" else outside)
         for args in (("chat", "-s", "s", "two"), ("history", "delete", "-s", "s", "--yes")):
             result = run_koog(*args)
             assert result.returncode == 3, (link, args, result.stderr)
@@ -332,12 +336,11 @@ def test_other_malformed_inputs(run_koog: Run, data_dir: Path, configure_env: An
     # Wrongly typed checkpoint fields: listed as unreadable, refused by name, turns go on.
     listed = json.loads(run_koog("checkpoint", "list", "-s", "good", "--json").stdout)
     cid = next(c["id"] for c in listed if c["kind"] == "restore")
-    wrong = {"message_count": {"not": "a number"}}
-    pack = edit_checkpoint(
-        data_dir / "checkpoints" / "good", cid, lambda d: json.dumps({**d, **wrong})
-    )
+    _sql(data_dir, f"UPDATE checkpoints SET header = '{{\"reason\": 5}}' WHERE id = '{cid}'")
+    again = json.loads(run_koog("checkpoint", "list", "-s", "good", "--json").stdout)
+    assert [c["readable"] for c in again if c["id"] == cid] == [False]
     refused = run_koog("rollback", "-s", "good", cid, "--yes")
-    assert refused.returncode == 3 and f"{pack} ({cid})" in refused.stderr
+    assert refused.returncode == 3 and f"checkpoint {cid} of good" in refused.stderr
     assert run_koog("chat", "-s", "good", "still fine").returncode == 0
     # Non-UTF-8 standard input, an infinite timeout, a dropped memory table.
     binary = subprocess.run(
@@ -378,18 +381,17 @@ def configure_env(koog_env: dict[str, str], tmp_path: Path) -> Callable[[str], d
     return env
 
 
-def test_truncated_objects_file_is_never_restored_from(run_koog: Run, data_dir: Path) -> None:
+def test_a_checkpoint_whose_message_rows_are_gone_is_never_restored_from(
+    run_koog: Run, data_dir: Path
+) -> None:
     run_koog("chat", "-s", "o", "one")
     first = run_koog("checkpoint", "create", "-s", "o").stdout.strip()
     run_koog("chat", "-s", "o", "two")
-    objects = data_dir / "checkpoints" / "o" / "objects.jsonl"
-    lines = objects.read_text().splitlines(keepends=True)
-    objects.write_text("".join(lines[:1]))  # truncated: later seqs will be reused
-    run_koog("chat", "-s", "o", "three new messages take the freed numbers")
+    _sql(data_dir, "DELETE FROM messages WHERE body LIKE '%echo: one%'")
     before = snapshot(data_dir / "sessions")
     result = run_koog("rollback", "-s", "o", first, "--yes")
     assert result.returncode == 3, result.stderr
-    assert "objects" in result.stderr and "internal error" not in result.stderr
+    assert "message rows that are gone" in result.stderr and "internal error" not in result.stderr
     assert snapshot(data_dir / "sessions") == before
 
 
@@ -445,14 +447,11 @@ def test_base_url_credentials_are_masked(run_koog: Run, server: FakeOpenAIServer
 def test_an_edited_stored_message_is_never_restored(forked_koog: Run, data_dir: Path) -> None:
     forked_koog("chat", "-s", "e", "first words")
     forked_koog("chat", "-s", "e", "second")
-    objects = data_dir / "checkpoints" / "e" / "objects.jsonl"
-    text = objects.read_text()
-    assert "first words" in text
-    objects.write_text(text.replace("first words", "forged words"))  # its digest kept
+    _sql(data_dir, "UPDATE messages SET body = replace(body, 'first words', 'forged words')")
     result = forked_koog("rollback", "-s", "e", "--latest", "--yes")
     assert result.returncode == 3, result.stderr
     first = result.stderr.splitlines()[0]
-    assert str(objects) in first and "was changed after it was stored" in first
+    assert "koog.sqlite3" in first and "was changed after it was stored" in first
     shown = forked_koog("history", "show", "-s", "e")
     assert "forged" not in shown.stdout and "second" in shown.stdout
 

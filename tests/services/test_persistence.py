@@ -19,7 +19,7 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion
 from koogcli.services import checkpoints, rollback, turn
 from tests.fakes.chat_model import FakeChatModel, ProcessDeath, calls, mortal
-from tests.stored import edit_checkpoint, roll
+from tests.stored import roll
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -294,12 +294,8 @@ def test_unknown_version_refuses_resume_and_rollback(
     fake_model.enqueue(ProcessDeath())
     with pytest.raises(ProcessDeath):
         ask(ctx, "x")
-    if backend == "postgresql":  # as a newer koog would have written them
-        ctx.checkpoints.db.conn.execute("UPDATE checkpoints SET format_version = 7")
-    else:
-        for header in ctx.checkpoints.headers(S):
-            folder = ctx.data.checkpoint_dir(S)
-            edit_checkpoint(folder, header.id, lambda d: json.dumps({**d, "version": 7}))
+    with ctx.checkpoints.db.transaction() as cur:  # as a newer koog would have written them
+        cur.execute("UPDATE checkpoints SET format_version = 7")
     with pytest.raises(UnknownFormatError):
         turn.resume_turn(ctx, S)
     restore = checkpoints.list_(ctx, S)[0]
@@ -385,33 +381,34 @@ def test_a_turn_syncs_what_it_keeps_and_not_its_step_checkpoints(
         name[1:].rsplit(".", 3)[0] if name.startswith(".") and name.endswith(".tmp") else name
         for name in (path.rsplit("/", 1)[-1] for path in synced)
     ]
-    assert "sync.log" in names  # the history (its append log)
-    # The restore point and the tombstone; never the turn's step checkpoints (three or more).
-    assert names.count("checkpoints.jsonl") == 2, names
+    # The history (its append log) is synced before the turn counts as stored; checkpoints
+    # and the transcript are commits to koog.sqlite3's write-ahead log (synchronous=NORMAL:
+    # a killed process loses none of them).
+    assert names == ["sync.log"], names
     assert len(ctx.checkpoints.headers(SessionName("sync"))) >= 2 + 2 + 3 * 2
-    assert "sync.jsonl" in names  # the transcript
-    assert len(synced) <= 12, names
 
 
-@pytest.mark.files_only
+@pytest.mark.files_only  # PostgreSQL stores the history itself as rows too
 def test_each_turn_adds_only_its_own_messages_to_the_checkpoint_objects(
     make_ctx: Callable[..., Any],
 ) -> None:
-    """A new process finds the stored history's objects by the digests of the document's
-    lines: the objects file grows by what each turn adds, not by the history again."""
+    """A new process finds the stored history's message rows by their digests: the rows
+    grow by what each turn adds, not by the history again."""
     from koogcli.adapters import message_digests
     from koogcli.services.turn import TurnRequest, run_turn
 
     session = SessionName("grow")
-    lines = []
+    counts = []
     for text in ("one", "two", "three", "four"):
         message_digests.forget()  # as in a new process
         ctx = make_ctx()
         run_turn(ctx, TurnRequest(session, text))
-        objects = ctx.checkpoints.folder(session) / "objects.jsonl"
-        lines.append(len(objects.read_text().splitlines()))
+        found = ctx.checkpoints.db.rows(
+            "SELECT count(*) FROM messages WHERE session = %s", [session.value]
+        )
+        counts.append(int(found[0][0]))
     # The stored system prompt first reaches a checkpoint in the second turn's restore point.
-    assert [b - a for a, b in itertools.pairwise(lines)] == [3, 2, 2]
+    assert [b - a for a, b in itertools.pairwise(counts)] == [3, 2, 2]
 
 
 def test_a_turn_that_ends_while_it_is_looked_at_is_not_interrupted(

@@ -34,21 +34,22 @@ def test_prune_removes_old_steps_and_keeps_restore_points(make_ctx: Callable[...
     assert first.message_count == 0
 
 
-@pytest.mark.postgresql_only  # the file backend's objects compaction is tested with checkpoints
-def test_prune_deletes_messages_nothing_refers_to(make_ctx: Callable[..., Any]) -> None:
+def test_message_rows_go_with_the_last_checkpoint_referring_to_them(
+    make_ctx: Callable[..., Any],
+) -> None:
     ctx = make_ctx()
     for text in ("alpha", "beta"):
         run_turn(ctx, TurnRequest(S, text))
-    for c in ctx.checkpoints.headers(S):
-        ctx.checkpoints.delete(S, c.id)
-    history.clear(ctx, S)
-    for c in ctx.checkpoints.headers(S):  # the restore point `clear` took
-        ctx.checkpoints.delete(S, c.id)
 
     def count() -> Any:
         return storage.status(ctx)["counts"]["messages"]  # type: ignore[index]
 
     assert count() >= 5
+    for c in ctx.checkpoints.headers(S):
+        ctx.checkpoints.delete(S, c.id)
+    history.clear(ctx, S)
+    for c in ctx.checkpoints.headers(S):  # the restore point `clear` took
+        ctx.checkpoints.delete(S, c.id)
     storage.prune(ctx, older_than_days=0)
     assert count() == 0
     assert ctx.history.load(S) == []
@@ -69,7 +70,7 @@ def test_a_row_another_process_pruned_is_stored_again_not_referred_to(
     """A turn remembers the row of its new message from its step checkpoint; another
     process prunes that checkpoint and the row with it while the turn waits to store. The
     stored history must hold the message, not a reference to the deleted row."""
-    from koogcli.adapters.postgres import rows
+    from koogcli.adapters.sql import rows
     from koogcli.core.checkpoints import Checkpoint
     from koogcli.core.messages import user
 
@@ -81,7 +82,7 @@ def test_a_row_another_process_pruned_is_stored_again_not_referred_to(
         cur.execute("DELETE FROM checkpoints WHERE session = %s", [S.value])
         cur.execute("DELETE FROM messages WHERE session = %s", [S.value])
     ctx.history.write(S, [message], expected_revision=None)
-    rows.forget(S.value)  # read as a new process would
+    rows.forget(ctx.history.db, S.value)  # read as a new process would
     assert ctx.history.load(S) == [message]
 
 
@@ -91,7 +92,7 @@ def test_rows_of_a_history_that_changed_since_it_was_read_are_looked_at_again(
 ) -> None:
     """The rows of the history this process read need no look while the session is still
     that version; once another process rewrote it and pruned a row, they do."""
-    from koogcli.adapters.postgres import rows
+    from koogcli.adapters.sql import rows
     from koogcli.core.checkpoints import Checkpoint
     from koogcli.core.messages import user
 
@@ -102,5 +103,5 @@ def test_rows_of_a_history_that_changed_since_it_was_read_are_looked_at_again(
         cur.execute("UPDATE sessions SET revision = 2, items = '{}' WHERE name = %s", [S.value])
         cur.execute("DELETE FROM messages WHERE session = %s", [S.value])
     ctx.checkpoints.save(Checkpoint("c1", S.value, 0, "restore", "2026-01-01", loaded))
-    rows.forget(S.value)  # read as a new process would
+    rows.forget(ctx.history.db, S.value)  # read as a new process would
     assert ctx.checkpoints.get(S, "c1").messages == loaded

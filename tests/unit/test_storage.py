@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from koogcli.adapters.file_history import FileHistoryStore
-from koogcli.adapters.file_transcript import FileTranscriptStore
 from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import ToolCall, assistant, tool_result, user
@@ -90,14 +89,22 @@ def test_unreadable_document_raises_and_is_never_overwritten(
     assert path.read_text() == content
 
 
-def test_transcript_appends_and_skips_a_torn_last_line(tmp_path: Path) -> None:
-    transcript = FileTranscriptStore(DataDir(tmp_path))
+def test_transcript_appends_and_names_rows_that_are_no_message(tmp_path: Path) -> None:
+    from koogcli.adapters.sql.sqlite import SqliteDatabase
+    from koogcli.adapters.sql.transcript import SqlTranscriptStore
+
+    db = SqliteDatabase(tmp_path / "koog.sqlite3")
+    transcript = SqlTranscriptStore(db)
     transcript.append(S, [user("one"), assistant("two")], "t1")
-    path = transcript.data.transcript_file(S)
-    with path.open("a") as handle:
-        handle.write('{"id": "x", "role": "us')
-    assert [m.text for m in transcript.read(S)] == ["one", "two"]
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with db.transaction() as cur:  # a damaged row
+        cur.execute(
+            "INSERT INTO transcript (session, turn_id, body) VALUES (%s, 't2', '{')", [S.value]
+        )
+    transcript.append(S, [user("three")], "t3")
+    assert [m.text for m in transcript.read(S)] == ["one", "two", "three"]
+    assert transcript.unreadable(S) == [3]
+    assert [turn for _m, turn in transcript.entries(S)] == ["t1", "t1", "t3"]
+    assert stat.S_IMODE((tmp_path / "koog.sqlite3").stat().st_mode) == 0o600
 
 
 def test_paths_never_leave_the_data_dir(tmp_path: Path) -> None:

@@ -10,11 +10,12 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from koogcli.adapters.postgres import migrations, status
-from koogcli.adapters.postgres.checkpoints import PgCheckpointStore
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.locks import PgTurnLocks
-from koogcli.adapters.postgres.sessions import PgHistoryStore, drop_everywhere, rename_everywhere
-from koogcli.adapters.postgres.transcript import PgPendingIngestion, PgTranscriptStore
+from koogcli.adapters.postgres.sessions import PgHistoryStore
+from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
+from koogcli.adapters.sql.moves import drop_everywhere, rename_everywhere
+from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
 from koogcli.core.names import SessionName
 from koogcli.core.ports import MemoryStore, PendingIngestion
 
@@ -31,11 +32,11 @@ class PostgresBackend:
         self.language = language
         self._locks = PgTurnLocks(self.db)
         self.history = PgHistoryStore(self.db)
-        self.transcript = PgTranscriptStore(self.db)
-        self.checkpoints = PgCheckpointStore(self.db)
+        self.transcript = SqlTranscriptStore(self.db)
+        self.checkpoints = SqlCheckpointStore(self.db)
 
     def pending(self) -> PendingIngestion:
-        return PgPendingIngestion(self.db)
+        return SqlPendingIngestion(self.db)
 
     def memory(self, warn: Callable[[str], None]) -> MemoryStore:
         from koogcli.adapters.postgres.memory import PgMemoryStore
@@ -59,10 +60,10 @@ class PostgresBackend:
         return migrations.migrate(self.db)
 
     def rename_session(self, old: SessionName, new: SessionName) -> None:
-        rename_everywhere(self.db, old, new)
+        rename_everywhere(self.db, old, new, [("sessions", "name")], self.history.renamed(new))
 
     def drop_session(self, session: SessionName) -> None:
-        drop_everywhere(self.db, session)
+        drop_everywhere(self.db, session, [("sessions", "name")])
 
     def finish_moves(self) -> list[tuple[str, ...]]:
         return []  # one transaction each: nothing is ever left halfway

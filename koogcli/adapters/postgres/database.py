@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from koogcli.adapters.sql.dialect import POSTGRES
 from koogcli.core.errors import LockTimeoutError, StorageError
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class Database:
     per thread: a transaction belongs to its connection, so threads running turns side by
     side (`koog serve`) never share one."""
 
+    dialect = POSTGRES
+
     def __init__(
         self,
         url: str,
@@ -115,6 +118,15 @@ class Database:
     @property
     def where(self) -> str:
         return where(self.url)
+
+    @property
+    def label(self) -> str:
+        """The database as messages name it."""
+        return f"PostgreSQL {self.where}"
+
+    def exists(self) -> bool:
+        """The schema is there (it is created on first use)."""
+        return True
 
     def connect(self) -> psycopg.Connection[Any]:
         """A new connection (locks hold their own, so a turn's lock outlives no statement)."""

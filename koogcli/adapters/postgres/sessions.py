@@ -9,70 +9,16 @@ Invariants, the same as the file store's:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from koogcli.adapters.documents import PREVIEW_CHARS
-from koogcli.adapters.postgres import rows
 from koogcli.adapters.postgres.database import Database
+from koogcli.adapters.sql import rows
 from koogcli.core.errors import ConflictError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo, StoredHistory
-
-# Every table keyed by session name: a rename moves them all in one transaction.
-SESSION_TABLES = (
-    ("sessions", "name"),
-    ("messages", "session"),
-    ("transcript", "session"),
-    ("checkpoints", "session"),
-    ("compensations", "session"),
-    ("pending_ingestion", "session"),
-)
-
-
-def rename_everywhere(db: Database, old: SessionName, new: SessionName) -> None:
-    """Everything of `old` becomes `new` at once; a second call finds nothing to move."""
-    with db.transaction() as cur:
-        for table, column in SESSION_TABLES:
-            cur.execute(
-                f"UPDATE {table} SET {column} = %s WHERE {column} = %s", [new.value, old.value]
-            )
-        cur.execute(
-            "UPDATE sessions SET revision = revision + 1, updated_at = %s WHERE name = %s",
-            [utc_now(), new.value],
-        )
-
-
-def drop_everywhere(db: Database, session: SessionName) -> None:
-    """Everything of the session gone at once (history, messages, transcript, checkpoints,
-    journal, pending ingestion); a second call finds nothing."""
-    with db.transaction() as cur:
-        rows.guard(cur, session.value, exclusive=True)
-        for table, column in SESSION_TABLES:
-            cur.execute(f"DELETE FROM {table} WHERE {column} = %s", [session.value])
-    rows.forget(session.value)
-
-
-def drop_unreferenced(cur: Any, session: str, batch: int | None = None) -> int:
-    """Delete message rows of the session that neither its history nor a checkpoint refers
-    to (at most `batch` of them); how many."""
-    rows.guard(cur, session, exclusive=True)
-    cur.execute(
-        """
-        DELETE FROM messages WHERE id IN (
-            SELECT m.id FROM messages m
-            LEFT JOIN (
-                SELECT unnest(items) AS id FROM sessions WHERE name = %(s)s
-                UNION SELECT unnest(items) FROM checkpoints WHERE session = %(s)s
-            ) used ON used.id = m.id
-            WHERE m.session = %(s)s AND used.id IS NULL
-            LIMIT %(batch)s)
-        """,
-        {"s": session, "batch": batch},
-    )
-    rows.forget(session)
-    return int(cur.rowcount)
 
 
 def _preview(messages: Sequence[Message]) -> str:
@@ -101,8 +47,8 @@ class PgHistoryStore:
             return StoredHistory([], 0)
         revision, updated_at, items = row
         with self.db.errors():
-            messages = rows.load(self.db.conn, session.value, items, self._source(session))
-        rows.hold(session.value, revision, updated_at, items)
+            messages = rows.load(self.db, session.value, items, self._source(session))
+        rows.hold(self.db, session.value, revision, updated_at, items)
         return StoredHistory(messages, int(revision), updated_at)
 
     def tail(self, session: SessionName, count: int) -> list[Message]:
@@ -115,7 +61,7 @@ class PgHistoryStore:
         if row is None:
             return []
         with self.db.errors():
-            return rows.load(self.db.conn, session.value, row[0], self._source(session))
+            return rows.load(self.db, session.value, row[0], self._source(session))
 
     def write(
         self, session: SessionName, messages: Sequence[Message], expected_revision: int | None
@@ -123,7 +69,7 @@ class PgHistoryStore:
         name = session.value
         first, at = _preview(messages), utc_now()
         with self.db.transaction() as cur:
-            items = rows.store(cur, name, messages)
+            items = rows.store(cur, self.db, name, messages)
             values = {
                 "name": name,
                 "at": at,
@@ -159,8 +105,8 @@ class PgHistoryStore:
             row = cur.fetchone()
             if row is None:
                 raise ConflictError(f"session {name} changed since revision {expected_revision}")
-        rows.remember(name, messages, items)
-        rows.hold(name, row[0], at, items)
+        rows.remember(self.db, name, messages, items)
+        rows.hold(self.db, name, row[0], at, items)
         return int(row[0])
 
     def put(
@@ -169,7 +115,7 @@ class PgHistoryStore:
         name = session.value
         first = _preview(messages)
         with self.db.transaction() as cur:
-            items = rows.store(cur, name, messages)
+            items = rows.store(cur, self.db, name, messages)
             cur.execute(
                 "INSERT INTO sessions VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO "
                 "UPDATE SET revision = excluded.revision, updated_at = excluded.updated_at, "
@@ -177,7 +123,7 @@ class PgHistoryStore:
                 "preview = excluded.preview",
                 [name, revision, updated_at, items, len(items), first],
             )
-        rows.remember(name, messages, items)
+        rows.remember(self.db, name, messages, items)
 
     def exists(self, session: SessionName) -> bool:
         return self.db.one("SELECT 1 FROM sessions WHERE name = %s", [session.value]) is not None
@@ -191,12 +137,21 @@ class PgHistoryStore:
         )
         return [SessionInfo(n, c, int(r), at, preview=p) for n, c, r, at, p in found]
 
-    def rename(self, old: SessionName, new: SessionName) -> None:
-        rename_everywhere(self.db, old, new)
+    def renamed(self, new: SessionName) -> Callable[[Any], None]:
+        """A renamed session is a new revision (a turn that loaded the old name's history
+        stores it under the old name again, never over the renamed one)."""
+
+        def bump(cur: Any) -> None:
+            cur.execute(
+                "UPDATE sessions SET revision = revision + 1, updated_at = %s WHERE name = %s",
+                [utc_now(), new.value],
+            )
+
+        return bump
 
     def delete(self, session: SessionName) -> bool:
         with self.db.transaction() as cur:
             cur.execute("DELETE FROM sessions WHERE name = %s", [session.value])
             removed = cur.rowcount > 0
-            drop_unreferenced(cur, session.value)
+            rows.drop_unreferenced(cur, self.db, session.value)
         return removed

@@ -1,0 +1,265 @@
+"""The embedded database of the file backend: `koog.sqlite3` in the data dir (SPEC §4).
+
+Checkpoints, their message rows, the transcript, the compensation journal and pending
+ingestion live here, in tables shaped like the PostgreSQL backend's, and the same stores
+(adapters/sql/) write both. Long-term memory keeps its own file (`memory.sqlite3`): when
+it is what failed, the messages waiting for it are safe here.
+
+- WAL journal, `synchronous = NORMAL`: a commit survives the process being killed at any
+  instant (the session documents, the source of truth for a history, are synced apart).
+- A write is one `BEGIN IMMEDIATE` transaction: it holds the database's write lock from
+  its first statement, so writers queue (up to `busy_timeout`) instead of failing halfway,
+  and no advisory lock is needed.
+- One connection per thread. The schema is created when the file is new; a file of
+  another format or a newer version is refused (exit 3), never rewritten.
+- SQL is written with `%s` / `%(name)s` parameters, as for PostgreSQL; they are turned
+  into SQLite's `?` / `:name` here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sqlite3
+import stat
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from koogcli.adapters.paths import ensure_dir, symlink_error
+from koogcli.adapters.sql.dialect import SQLITE
+from koogcli.core.errors import (
+    CorruptDocumentError,
+    KoogError,
+    LockTimeoutError,
+    StorageError,
+    UnknownFormatError,
+)
+
+FORMAT, VERSION = "koog.store", "1"
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (session, digest)
+);
+CREATE TABLE transcript (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX transcript_by_session ON transcript (session, id);
+CREATE TABLE checkpoints (
+    session TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    manual INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    stored_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    format_version INTEGER NOT NULL,
+    header TEXT NOT NULL,
+    message_count INTEGER NOT NULL,
+    items TEXT NOT NULL,
+    PRIMARY KEY (session, seq),
+    UNIQUE (session, id)
+);
+CREATE TABLE row_epochs (session TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
+CREATE TABLE compensations (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    rollback_point TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (session, call_id, rollback_point)
+);
+CREATE TABLE pending_ingestion (session TEXT PRIMARY KEY, body TEXT NOT NULL);
+"""
+_KEEP = "koog never rewrites it; move it aside to start a new one"
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+class SqliteDatabase:
+    dialect = SQLITE
+    schema = "main"
+
+    def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._local = threading.local()
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._open()
+        return conn
+
+    def exists(self) -> bool:
+        """Whether the database was ever created (readers of a new data dir need not)."""
+        return getattr(self._local, "conn", None) is not None or self.path.exists()
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._explain(exc) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Cursor]:
+        """One write transaction holding the database's write lock from its start."""
+        conn = self.conn
+        with self.errors():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _Cursor(conn.cursor())
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def rows(self, sql: str, params: Sequence[object] | dict[str, object] = ()) -> list[Any]:
+        with self.errors():
+            return self.conn.execute(_sqlite(sql), params).fetchall()
+
+    def one(self, sql: str, params: Sequence[object] | dict[str, object] = ()) -> Any:
+        with self.errors():
+            return self.conn.execute(_sqlite(sql), params).fetchone()
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _open(self) -> sqlite3.Connection:
+        ensure_dir(self.path.parent)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+            kind = os.fstat(fd).st_mode
+            os.close(fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise symlink_error(self.path) from exc
+            raise StorageError(f"cannot open {self.path}: {exc.strerror}") from exc
+        if not stat.S_ISREG(kind):
+            raise StorageError(
+                f"cannot read {self.path}: it is not a regular file, where koog keeps a file",
+                hint="move it aside; koog never reads or removes it",
+            )
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._explain(exc) from exc
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._schema(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._explain(exc) from exc
+        except KoogError:
+            conn.close()
+            raise
+        return conn
+
+    def _schema(self, conn: sqlite3.Connection) -> None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if not conn.execute("SELECT 1 FROM sqlite_master").fetchone():
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.executemany(
+                        "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", VERSION)]
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            tables = {"meta"}
+        found = (
+            dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
+        )
+        if (found.get("format"), found.get("version")) != (FORMAT, VERSION):
+            raise UnknownFormatError(
+                f"{self.path} is not a koog database of version {VERSION} "
+                f"(format {found.get('format')!r}, version {found.get('version')!r})",
+                hint=_KEEP,
+            )
+
+    def _explain(self, exc: sqlite3.Error) -> StorageError:
+        """Locked, read-only and damaged are different problems with different remedies."""
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            return LockTimeoutError(
+                f"{self.path} stayed locked for {self.busy_timeout:g}s",
+                hint="another koog process is writing; retry when it is done",
+            )
+        if "readonly" in text or "read-only" in text or "unable to open" in text:
+            return StorageError(
+                f"{self.path} cannot be written or opened ({exc})",
+                hint="check the permissions of the file and of its folder",
+            )
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            return CorruptDocumentError(
+                f"{self.path} is not a readable SQLite database ({exc})", hint=_KEEP
+            )
+        if "no such table" in text or "no such column" in text:
+            return CorruptDocumentError(
+                f"{self.path} lacks part of koog's schema ({exc})", hint=_KEEP
+            )
+        return StorageError(f"{self.path}: {exc}")
+
+
+class _Cursor:
+    """A cursor taking PostgreSQL-style parameters."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: str, params: Sequence[object] | dict[str, object] = ()) -> _Cursor:
+        self._cursor.execute(_sqlite(sql), params)
+        return self
+
+    def executemany(self, sql: str, params: Sequence[Sequence[object]]) -> None:
+        self._cursor.executemany(_sqlite(sql), params)
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+
+_CACHE: dict[str, str] = {}
+
+
+def _sqlite(sql: str) -> str:
+    found = _CACHE.get(sql)
+    if found is None:
+        found = _CACHE[sql] = _NAMED.sub(r":\1", sql).replace("%s", "?")
+    return found
