@@ -57,8 +57,7 @@ class FileBackend:
         )
         from koogcli.adapters.legacy.migrate import pending_layout
 
-        if pending_layout(data.root):
-            self.migrate()
+        self._moved_at_open = bool(pending_layout(data.root) and self._migrate())
 
     def pending(self) -> PendingIngestion:
         return self._pending
@@ -90,14 +89,18 @@ class FileBackend:
         }
 
     def migrate(self) -> list[int]:
-        """Move an older layout into the database; [1] when something was moved."""
+        """[1] when an older layout was moved into the database (by this call, or when
+        this backend was opened: every command does that first), else []."""
+        return [1] if self._moved_at_open or self._migrate() else []
+
+    def _migrate(self) -> bool:
         from koogcli.adapters.legacy.migrate import migrate, pending_layout
 
         if not pending_layout(self.data.root):
-            return []
+            return False
         for problem in migrate(self.data.root, self):
             self.warn(problem)
-        return [1]
+        return True
 
     def rename_session(self, old: SessionName, new: SessionName) -> None:
         self._moves.rename(old, new)

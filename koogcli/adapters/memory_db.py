@@ -10,13 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from koogcli.core.errors import (
-    CorruptDocumentError,
-    KoogError,
-    LockTimeoutError,
-    StorageError,
-    UnknownFormatError,
-)
+from koogcli.adapters.sql.sqlite import explain as sqlite_explain
+from koogcli.core.errors import KoogError, StorageError, UnknownFormatError
 
 FORMAT, VERSION = "koog.memory", "2"
 P = ParamSpec("P")
@@ -85,27 +80,8 @@ def _run(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
-_KEEP = "koog never rewrites it; move it aside to start a new one"
-
-
 def explain(path: Path, exc: sqlite3.Error, timeout: float) -> StorageError:
-    """Locked, read-only and corrupt are different problems with different remedies."""
-    text = str(exc).lower()
-    if "locked" in text or "busy" in text:
-        return LockTimeoutError(
-            f"{path} stayed locked for {timeout:g}s",
-            hint="another koog process is writing long-term memory; retry when it is done",
-        )
-    if "readonly" in text or "read-only" in text or "unable to open" in text:
-        return StorageError(
-            f"{path} cannot be written or opened ({exc})",
-            hint="check the permissions of the file and of its folder",
-        )
-    if "no such table" in text or "no such column" in text:
-        return CorruptDocumentError(f"{path} lacks part of koog's schema ({exc})", hint=_KEEP)
-    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-        return CorruptDocumentError(f"{path} is not a readable SQLite database ({exc})", hint=_KEEP)
-    return StorageError(f"{path}: {exc}")
+    return sqlite_explain(path, exc, timeout, " long-term memory")
 
 
 def sqlite_errors(method: Callable[P, R]) -> Callable[P, R]:

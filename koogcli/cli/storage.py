@@ -41,16 +41,21 @@ def status(ctx: typer.Context, as_json: bool = JSON) -> None:
 
 @app.command()
 def migrate(ctx: typer.Context) -> None:
-    """Bring the PostgreSQL schema up to this koog's version.
+    """Bring storage up to this koog's version.
 
-    Migrations run one machine at a time, each in a transaction.
+    PostgreSQL: schema migrations, one machine at a time, each in a transaction. Files: an
+    older data dir (checkpoints/, transcripts/, memory-pending/) moved into koog.sqlite3.
     """
     from koogcli.services import storage
 
     app_ctx = globals_of(ctx).build()
     applied = storage.migrate(app_ctx)
     if app_ctx.storage.describe().get("backend") == "files":
-        render.note("the file backend keeps a format version in each file: nothing to migrate")
+        render.note(
+            "moved the older layout (checkpoints/, transcripts/, memory-pending/) into koog.sqlite3"
+            if applied
+            else "the data dir is in this koog's layout: nothing to migrate"
+        )
     elif applied:
         render.out(
             f"applied migration{'s' if len(applied) > 1 else ''} {', '.join(map(str, applied))}"

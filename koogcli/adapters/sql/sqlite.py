@@ -82,7 +82,7 @@ CREATE TABLE compensations (
 );
 CREATE TABLE pending_ingestion (session TEXT PRIMARY KEY, body TEXT NOT NULL);
 """
-_KEEP = "koog never rewrites it; move it aside to start a new one"
+KEEP = "koog never rewrites it; move it aside to start a new one"
 _NAMED = re.compile(r"%\((\w+)\)s")
 
 
@@ -204,31 +204,31 @@ class SqliteDatabase:
             raise UnknownFormatError(
                 f"{self.path} is not a koog database of version {VERSION} "
                 f"(format {found.get('format')!r}, version {found.get('version')!r})",
-                hint=_KEEP,
+                hint=KEEP,
             )
 
     def _explain(self, exc: sqlite3.Error) -> StorageError:
-        """Locked, read-only and damaged are different problems with different remedies."""
-        text = str(exc).lower()
-        if "locked" in text or "busy" in text:
-            return LockTimeoutError(
-                f"{self.path} stayed locked for {self.busy_timeout:g}s",
-                hint="another koog process is writing; retry when it is done",
-            )
-        if "readonly" in text or "read-only" in text or "unable to open" in text:
-            return StorageError(
-                f"{self.path} cannot be written or opened ({exc})",
-                hint="check the permissions of the file and of its folder",
-            )
-        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-            return CorruptDocumentError(
-                f"{self.path} is not a readable SQLite database ({exc})", hint=_KEEP
-            )
-        if "no such table" in text or "no such column" in text:
-            return CorruptDocumentError(
-                f"{self.path} lacks part of koog's schema ({exc})", hint=_KEEP
-            )
-        return StorageError(f"{self.path}: {exc}")
+        return explain(self.path, exc, self.busy_timeout)
+
+
+def explain(path: Path, exc: sqlite3.Error, timeout: float, what: str = "") -> StorageError:
+    """Locked, read-only and damaged are different problems with different remedies."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return LockTimeoutError(
+            f"{path} stayed locked for {timeout:g}s",
+            hint=f"another koog process is writing{what}; retry when it is done",
+        )
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return StorageError(
+            f"{path} cannot be written or opened ({exc})",
+            hint="check the permissions of the file and of its folder",
+        )
+    if "no such table" in text or "no such column" in text:
+        return CorruptDocumentError(f"{path} lacks part of koog's schema ({exc})", hint=KEEP)
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return CorruptDocumentError(f"{path} is not a readable SQLite database ({exc})", hint=KEEP)
+    return StorageError(f"{path}: {exc}")
 
 
 class _Cursor:
