@@ -7,29 +7,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from koogcli.core.errors import KoogError
 from koogcli.core.names import SessionName
 from koogcli.services.context import AppContext
 from koogcli.ui import render
+from koogcli.ui.reply import ReplyDisplay
 
 if TYPE_CHECKING:
     from koogcli.core.messages import ToolCall
     from koogcli.core.ports import Usage
     from koogcli.services.prompt_input import Attachment
-
-
-class ReplyDisplay(Protocol):
-    def delta(self, text: str) -> None: ...
-
-    def finish(self, text: str | None = None) -> None: ...
-
-    def abort(self) -> None: ...
-
-    def pause(self) -> None: ...
-
-    def waiting(self, label: str = "waiting") -> None: ...
 
 
 class ReplUI:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from koogcli.repl.state import ReplState, ReplyDisplay
+from koogcli.repl.state import ReplState
+from koogcli.ui.reply import ReplyDisplay
 
 if TYPE_CHECKING:
     from koogcli.core.messages import ToolCall

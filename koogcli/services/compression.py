@@ -21,6 +21,7 @@ from koogcli.core.errors import ConflictError, ResponseFormatError, StorageError
 from koogcli.core.messages import Message, assistant, user
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, StoredHistory
+from koogcli.core.results import CompressResult
 from koogcli.core.tokens import carry, request_tokens
 from koogcli.services.budget import context_limit, live_prompt, summary_model
 from koogcli.services.checkpoints import restore_point
@@ -52,20 +53,6 @@ class CompressRequest:
     model: str | None = None  # who summarises (-m); None: compression.model, else chat_model
     chat_model: str | None = None  # the model in use (the REPL's /model); None: llm.model
     system_prompt: str | None = None  # the live system prompt; None: llm.system_prompt
-
-
-@dataclass(frozen=True)
-class CompressResult:
-    session: str
-    strategy: str
-    before: list[Message]
-    after: list[Message]
-    requests: int
-    checkpoint: str | None
-    changed: bool
-    dry_run: bool
-    # What went wrong on the way without stopping it (answers that never became valid).
-    problems: tuple[str, ...] = ()
 
 
 FORMATS = ("json_schema", "json_object", "plain")

@@ -10,6 +10,7 @@ from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
+from koogcli.core.results import UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.services import tool_identity
 from koogcli.services.checkpoints import restore_point
@@ -162,14 +163,6 @@ def _parse_import(text: str, source: str) -> list[Message]:
         raise UsageError(f"{source} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     except KoogError as exc:
         raise UsageError(exc.message, hint="expected the output of `koog history export`") from exc
-
-
-@dataclass(frozen=True)
-class UsageTotals:
-    replies: int  # model answers recorded in the transcript
-    reported: int  # of them, those the server reported token counts for
-    prompt_tokens: int
-    completion_tokens: int
 
 
 def usage_totals(ctx: AppContext, session: SessionName) -> UsageTotals:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
+from koogcli.core.results import RollbackResult
 from koogcli.services import rollback
 from koogcli.services.context import AppContext
 
@@ -45,7 +46,7 @@ def last_turn(ctx: AppContext, session: SessionName) -> LastTurn:
 
 def undo(
     ctx: AppContext, session: SessionName, turn: LastTurn, approve: rollback.Approve | None = None
-) -> rollback.RollbackResult:
+) -> RollbackResult:
     return rollback.execute(ctx, rollback.plan(ctx, session, turn.target), approve)
 
 

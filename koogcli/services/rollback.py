@@ -17,8 +17,7 @@ and /retry alike.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
@@ -26,38 +25,11 @@ from koogcli.core.errors import KoogError, StorageError, UsageError
 from koogcli.core.messages import Message, ToolCall, local_time, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory, ToolOutcome
+from koogcli.core.results import Compensation, RollbackResult, call_text
 from koogcli.services.checkpoints import find, require_enabled, restore_point
 from koogcli.services.context import AppContext
 
 Approve = Callable[[ToolCall], str]
-Status = Literal["undone", "failed", "declined", "left in place", "already undone"]
-
-
-@dataclass(frozen=True)
-class Compensation:
-    """What became of one tool call a rollback took out of the history."""
-
-    call: ToolCall
-    outcome: ToolOutcome | None  # None: no compensating tool ran
-    status: Status = "undone"
-    reason: str = ""  # why it was left in place
-
-    @property
-    def failed(self) -> bool:
-        """Its effect remains though it was meant to be undone."""
-        return self.status in ("failed", "declined")
-
-    def describe(self) -> str:
-        """`undone: create_user(Alex)`, `left in place: create_user(Bob) (why)`."""
-        call = call_text(self.call)
-        said = " ".join((self.outcome.text if self.outcome else "").split())[:100]
-        if self.status == "undone":
-            return f"undone: {call}" + (f": {said}" if said else "")
-        if self.status == "failed":
-            return f"not undone (its compensation failed): {call}: {said}"
-        if self.status == "declined":
-            return f"left in place: {call} (the user {self.reason})"
-        return f"{self.status}: {call} ({self.reason})"
 
 
 @dataclass(frozen=True)
@@ -91,23 +63,6 @@ class RollbackPlan:
         if leave:
             what += f"; {len(leave)} left in place"
         return what
-
-
-@dataclass(frozen=True)
-class RollbackResult:
-    session: str
-    restored: Checkpoint
-    undo_point: str | None
-    messages_before: int
-    messages_after: int
-    compensations: list[Compensation] = field(default_factory=list)
-    undoes: str = ""
-    note: Message | None = None  # recorded with --force: effects undone since
-    finished: list[Compensation] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[Compensation]:
-        return [c for c in [*self.finished, *self.compensations] if c.failed]
 
 
 def choose(ctx: AppContext, session: SessionName, wanted: str | None, latest: bool) -> Checkpoint:
@@ -294,10 +249,6 @@ def finish_compensations(
             continue
         done.append(_run(ctx, session, entry.call, entry.rollback_point, approve))
     return done
-
-
-def call_text(call: ToolCall) -> str:
-    return f"{call.name}({core.arguments_text(call.arguments)})"
 
 
 def _journal(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt
@@ -30,6 +30,7 @@ from koogcli.core.messages import (
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
+from koogcli.core.results import Approval
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import distinct, identify
 from koogcli.services import interrupts, tool_identity
@@ -48,9 +49,6 @@ class TurnRequest:
     system_prompt: str | None = None
     stream: bool | None = None
     save: bool = True  # False (--no-save): read the session, write nothing at all
-
-
-Approval = Literal["y", "n", "a"]
 
 
 @dataclass

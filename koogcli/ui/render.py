@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from koogcli.core.errors import EndpointNotConfiguredError, KoogError
 
 if TYPE_CHECKING:  # kept out of start-up: `koog --help` needs none of them
     from koogcli.core.messages import Message, ToolCall
-    from koogcli.core.ports import ToolOutcome
+    from koogcli.core.ports import ToolOutcome, Usage
+    from koogcli.core.results import Approval
 
 
 def is_tty(stream: TextIO) -> bool:
@@ -70,7 +71,7 @@ def out(text: str, stream: TextIO | None = None) -> None:
         silence_stdout()  # `koog ... | head`: the reader has all it wanted
 
 
-def json_out(data: Any) -> None:
+def json_out(data: object) -> None:
     out(json.dumps(data, ensure_ascii=False, indent=2))
 
 
@@ -102,7 +103,7 @@ def note(text: str) -> None:
     out(text, sys.stderr)
 
 
-def usage_line(usage: Any) -> None:
+def usage_line(usage: Usage | None) -> None:
     """`-u`: token counts on stderr, whatever stdout carries."""
     if usage is None:
         note("tokens: not reported by the server")
@@ -220,7 +221,7 @@ def approval_question(call: ToolCall, undo: bool = False) -> str:
     return f"{what}? [y]es / [n]o / [a]lways for {call.name} in this session: "
 
 
-def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -> str:
+def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -> Approval:
     """Read y / n / a (always this tool, this session) from a terminal's stdin."""
     stream = stream or sys.stdin
     while True:
@@ -229,18 +230,27 @@ def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -
         line = stream.readline()
         if not line:
             return "n"
-        answer = line.strip().lower()[:1]
-        if answer in ("y", "n", "a"):
-            return answer
+        found = _ANSWERS.get(line.strip().lower()[:1])
+        if found is not None:
+            return found
 
 
-def tool_approver(undo: bool = False, writer: Any = None) -> Any:
+_ANSWERS: dict[str, Approval] = {"y": "y", "n": "n", "a": "a"}
+
+
+class Pausable(Protocol):
+    def pause(self) -> None: ...
+
+
+def tool_approver(
+    undo: bool = False, writer: Pausable | None = None
+) -> Callable[[ToolCall], Approval] | None:
     """An approval callback when stdin is a terminal; None elsewhere (calls are refused).
     A reply being shown is paused first, so the question is not drawn inside it."""
     if not is_tty(sys.stdin):
         return None
 
-    def approve(call: ToolCall) -> str:
+    def approve(call: ToolCall) -> Approval:
         if writer is not None:
             writer.pause()
         return ask_tool(call, undo=undo)

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypedDict
 
 from koogcli.ui.markdown_blocks import BlockSplitter
 from koogcli.ui.render import is_tty, silence_stdout, tool_call_line, tool_result_line
@@ -211,9 +211,32 @@ class Waiting:
         yield self.spinner
 
 
+class ReplyDisplay(Protocol):
+    """Where a streamed reply goes: ReplyWriter, Silent, or the REPL's display."""
+
+    def delta(self, text: str) -> None: ...
+
+    def finish(self, text: str | None = None) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def waiting(self, label: str = "waiting") -> None: ...
+
+
+class TurnHandlers(TypedDict):
+    on_delta: Callable[[str], None]
+    on_waiting: Callable[[str], None]
+    on_tool_call: Callable[[ToolCall], None]
+    on_tool_result: Callable[[ToolCall, ToolOutcome], None]
+    on_note: Callable[[str], None]
+    on_warning: Callable[[str], None]
+
+
 def turn_handlers(
-    display: ReplyWriter | Any, info: Callable[[str], None], warning: Callable[[str], None]
-) -> dict[str, Any]:
+    display: ReplyDisplay, info: Callable[[str], None], warning: Callable[[str], None]
+) -> TurnHandlers:
     """TurnEvents callbacks that keep diagnostics out of the reply's live region: the
     display is paused before any line is printed below it."""
 
@@ -230,11 +253,11 @@ def turn_handlers(
     def tool_result(call: ToolCall, outcome: ToolOutcome) -> None:
         paused(info)(tool_result_line(outcome))
 
-    return {
-        "on_delta": display.delta,
-        "on_waiting": display.waiting,
-        "on_tool_call": tool_call,
-        "on_tool_result": tool_result,
-        "on_note": paused(info),
-        "on_warning": paused(warning),
-    }
+    return TurnHandlers(
+        on_delta=display.delta,
+        on_waiting=display.waiting,
+        on_tool_call=tool_call,
+        on_tool_result=tool_result,
+        on_note=paused(info),
+        on_warning=paused(warning),
+    )

@@ -6,13 +6,15 @@ Shared by the CLI commands and the REPL's slash commands; writing is render.py's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from koogcli.core.messages import local_time
+from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.memory import MemoryRecord, SearchHit
+from koogcli.core.messages import Message, local_time
+from koogcli.core.results import Compensation, CompressResult, RollbackResult
 from koogcli.ui.render import one_line, table
 
 
-def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
+def checkpoint_rows(checkpoints: Sequence[Checkpoint]) -> str:
     rows = []
     for c in checkpoints:
         if not c.readable:
@@ -25,7 +27,7 @@ def checkpoint_rows(checkpoints: Sequence[Any]) -> str:
     return table(rows, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL"))
 
 
-def checkpoint_kind(c: Any) -> str:
+def checkpoint_kind(c: Checkpoint) -> str:
     if c.kind == "step":
         return f"step {c.step}"
     if c.kind == "tombstone":
@@ -35,8 +37,8 @@ def checkpoint_kind(c: Any) -> str:
     return str(c.kind)
 
 
-def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
-    data = {
+def checkpoint_dict(c: Checkpoint, with_messages: bool = False) -> dict[str, object]:
+    data: dict[str, object] = {
         "id": c.id,
         "session": c.session,
         "seq": c.seq,
@@ -58,7 +60,7 @@ def checkpoint_dict(c: Any, with_messages: bool = False) -> dict[str, Any]:
     return data
 
 
-def rollback_lines(result: Any, repl: bool = False) -> list[str]:
+def rollback_lines(result: RollbackResult, repl: bool = False) -> list[str]:
     """What a rollback did, one line per tool call it took out of the history (§5.6).
     `repl`: hints name the REPL's slash commands instead of shell commands."""
     lines = [
@@ -84,12 +86,12 @@ def rollback_lines(result: Any, repl: bool = False) -> list[str]:
     return lines
 
 
-def compensation_lines(compensations: Sequence[Any]) -> list[str]:
+def compensation_lines(compensations: Sequence[Compensation]) -> list[str]:
     """`undone: create_user(Alex)`, `left in place: ... (why)`: every removed call."""
     return [f"  {comp.describe()}" for comp in compensations]
 
 
-def rollback_dict(result: Any) -> dict[str, Any]:
+def rollback_dict(result: RollbackResult) -> dict[str, object]:
     """`rollback --json`."""
     return {
         "session": result.session,
@@ -104,7 +106,7 @@ def rollback_dict(result: Any) -> dict[str, Any]:
     }
 
 
-def compensation_dict(comp: Any) -> dict[str, Any]:
+def compensation_dict(comp: Compensation) -> dict[str, object]:
     return {
         "id": comp.call.id,
         "tool": comp.call.name,
@@ -116,7 +118,7 @@ def compensation_dict(comp: Any) -> dict[str, Any]:
     }
 
 
-def finished_lines(session: str, compensations: Sequence[Any]) -> list[str]:
+def finished_lines(session: str, compensations: Sequence[Compensation]) -> list[str]:
     """Compensations an interrupted rollback of the session left, run now."""
     if not compensations:
         return []
@@ -124,10 +126,10 @@ def finished_lines(session: str, compensations: Sequence[Any]) -> list[str]:
     return [head, *compensation_lines(compensations)]
 
 
-def compress_dict(result: Any) -> dict[str, Any]:
+def compress_dict(result: CompressResult) -> dict[str, object]:
     from koogcli.core.tokens import request_tokens as estimate_tokens
 
-    data = {
+    data: dict[str, object] = {
         "session": result.session,
         "strategy": result.strategy,
         "dry_run": result.dry_run,
@@ -145,15 +147,16 @@ def compress_dict(result: Any) -> dict[str, Any]:
     return data
 
 
-def compress_line(result: Any, repl: bool = False) -> str:
-    data = compress_dict(result)
+def compress_line(result: CompressResult, repl: bool = False) -> str:
+    from koogcli.core.tokens import request_tokens as estimate_tokens
+
     if not result.changed:
         return f"{result.strategy}: nothing to keep was found; the history of {result.session} is unchanged"
     verb = "would compress" if result.dry_run else "compressed"
     line = (
-        f"{verb} {result.session}: {data['before']['message_count']} → "
-        f"{data['after']['message_count']} messages, ~{data['before']['tokens']} → "
-        f"~{data['after']['tokens']} tokens, {result.requests} request(s)"
+        f"{verb} {result.session}: {len(result.before)} → {len(result.after)} messages, "
+        f"~{estimate_tokens(result.before)} → ~{estimate_tokens(result.after)} tokens, "
+        f"{result.requests} request(s)"
     )
     if result.checkpoint:
         line += (
@@ -164,8 +167,8 @@ def compress_line(result: Any, repl: bool = False) -> str:
     return line
 
 
-def record_dict(record: Any, hit: Any = None) -> dict[str, Any]:
-    data = {
+def record_dict(record: MemoryRecord, hit: SearchHit | None = None) -> dict[str, object]:
+    data: dict[str, object] = {
         "id": record.id,
         "namespace": record.namespace,
         "content": record.content,
@@ -178,7 +181,7 @@ def record_dict(record: Any, hit: Any = None) -> dict[str, Any]:
     return data
 
 
-def hits_table(hits: Sequence[Any]) -> str:
+def hits_table(hits: Sequence[SearchHit]) -> str:
     rows = [
         (f"{h.score:.3f}", h.record.id[:12], h.record.namespace, one_line(h.record.content, 80))
         for h in hits
@@ -186,7 +189,7 @@ def hits_table(hits: Sequence[Any]) -> str:
     return table(rows, ("SCORE", "ID", "NAMESPACE", "CONTENT"))
 
 
-def records_table(records: Sequence[Any]) -> str:
+def records_table(records: Sequence[MemoryRecord]) -> str:
     rows = [
         (r.id[:12], r.namespace, local_time(r.created_at), one_line(r.content, 70)) for r in records
     ]
@@ -198,7 +201,7 @@ def empty_history(session: str) -> str:
     return f"session {session} has no stored messages"
 
 
-def recent_exchanges(messages: Sequence[Any], pairs: int, lines_each: int = 4) -> str:
+def recent_exchanges(messages: Sequence[Message], pairs: int, lines_each: int = 4) -> str:
     """The last `pairs` user messages and what answered them, each cut to a few lines."""
     talk = [
         m

@@ -67,3 +67,22 @@ def test_module_imports_follow_the_layers(path: Path) -> None:
 def test_no_module_over_500_lines() -> None:
     long = [p.name for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 500]
     assert long == []
+
+
+UI_MODULES = sorted((PACKAGE / "ui").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", UI_MODULES, ids=lambda p: p.name)
+def test_what_services_hand_to_ui_is_typed(path: Path) -> None:
+    """HOUSE_STYLE §1: ui/ takes typed values. No public function or method of ui/ takes
+    or returns `Any` (rich's own objects, kept private, may be)."""
+    untyped = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith(
+            "_"
+        ):
+            annotations = [a.annotation for a in [*node.args.args, *node.args.kwonlyargs]]
+            for annotation in [*annotations, node.returns]:
+                if annotation is not None and "Any" in ast.unparse(annotation):
+                    untyped.append(f"{node.name}: {ast.unparse(annotation)}")
+    assert untyped == []

@@ -1,0 +1,84 @@
+"""What services hand back to be shown: typed values the CLI, the REPL and ui/ render (or
+turn into JSON), so nothing at that seam is untyped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from koogcli.core.checkpoints import Checkpoint, arguments_text
+from koogcli.core.messages import Message, ToolCall
+from koogcli.core.ports import ToolOutcome
+
+Approval = Literal["y", "n", "a"]  # yes, no, always (this tool, this session)
+Status = Literal["undone", "failed", "declined", "left in place", "already undone"]
+
+
+def call_text(call: ToolCall) -> str:
+    return f"{call.name}({arguments_text(call.arguments)})"
+
+
+@dataclass(frozen=True)
+class Compensation:
+    """What became of one tool call a rollback took out of the history."""
+
+    call: ToolCall
+    outcome: ToolOutcome | None  # None: no compensating tool ran
+    status: Status = "undone"
+    reason: str = ""  # why it was left in place
+
+    @property
+    def failed(self) -> bool:
+        """Its effect remains though it was meant to be undone."""
+        return self.status in ("failed", "declined")
+
+    def describe(self) -> str:
+        """`undone: create_user(Alex)`, `left in place: create_user(Bob) (why)`."""
+        call = call_text(self.call)
+        said = " ".join((self.outcome.text if self.outcome else "").split())[:100]
+        if self.status == "undone":
+            return f"undone: {call}" + (f": {said}" if said else "")
+        if self.status == "failed":
+            return f"not undone (its compensation failed): {call}: {said}"
+        if self.status == "declined":
+            return f"left in place: {call} (the user {self.reason})"
+        return f"{self.status}: {call} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    session: str
+    restored: Checkpoint
+    undo_point: str | None
+    messages_before: int
+    messages_after: int
+    compensations: list[Compensation] = field(default_factory=list)
+    undoes: str = ""
+    note: Message | None = None  # recorded with --force: effects undone since
+    finished: list[Compensation] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Compensation]:
+        return [c for c in [*self.finished, *self.compensations] if c.failed]
+
+
+@dataclass(frozen=True)
+class CompressResult:
+    session: str
+    strategy: str
+    before: list[Message]
+    after: list[Message]
+    requests: int
+    checkpoint: str | None
+    changed: bool
+    dry_run: bool
+    # What went wrong on the way without stopping it (answers that never became valid).
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    replies: int  # model answers recorded in the transcript
+    reported: int  # of them, those the server reported token counts for
+    prompt_tokens: int
+    completion_tokens: int
