@@ -31,6 +31,7 @@ import common  # noqa: F401  (puts the repository on sys.path)
 from memory_quality_set import queries, records
 
 from koogcli.config.schema import EmbeddingSettings
+from tests import searching
 
 DIM = 256
 CONCEPTS = {
@@ -116,16 +117,18 @@ def main() -> None:
         query_vectors = embed([q for q, _, _ in asked])
         modes: dict[str, Callable[[str, list[float]], list[str]]] = {
             "jaccard": lambda q, v: [
-                h.record.id for h in store.search_similarity(q, "default", 10)
+                h.record.id for h in searching.jaccard(store, q, "default", 10)
             ],
-            "fulltext": lambda q, v: [h.record.id for h in store.search_fulltext(q, "default", 10)],
+            "fulltext": lambda q, v: [
+                h.record.id for h in searching.fulltext(store, q, "default", 10)
+            ],
             "embedding": lambda q, v: [
                 h.record.id
-                for h in store.search_vectors(v, "default", "bench", 10, floor=args.floor)
+                for h in searching.vectors(store, v, "default", "bench", 10, floor=args.floor)
             ],
             "hybrid": lambda q, v: [
                 h.record.id
-                for h in store.search_hybrid(q, v, "default", "bench", 10, floor=args.floor)
+                for h in searching.hybrid(store, q, v, "default", "bench", 10, floor=args.floor)
             ],
         }
         kinds = sorted({kind for _, _, kind in asked})

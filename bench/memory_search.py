@@ -21,6 +21,8 @@ from pathlib import Path
 
 import common  # noqa: F401  (puts the repository on sys.path)
 
+from tests import searching
+
 
 def words(rng: random.Random, vocabulary: list[str], weights: list[float], n: int) -> str:
     return " ".join(rng.choices(vocabulary, weights, k=n))
@@ -81,9 +83,11 @@ def main() -> None:
             f"{size:.0f} MiB on disk"
         )
         sim, sim_found = median_ms(
-            lambda q: store.search_similarity(q, "default", 5), similarity_queries
+            lambda q: searching.jaccard(store, q, "default", 5), similarity_queries
         )
-        kw, kw_found = median_ms(lambda q: store.search_keyword(q, "default", 5), keyword_queries)
+        kw, kw_found = median_ms(
+            lambda q: searching.keyword(store, q, "default", 5), keyword_queries
+        )
         print(f"similarity top-5: median {sim:6.1f} ms ({sim_found} hits)   goal <= 50 ms")
         print(f"keyword    top-5: median {kw:6.1f} ms ({kw_found} hits)   goal <= 20 ms")
         few = max(5, args.queries // 10)
@@ -96,7 +100,7 @@ def main() -> None:
             f"keyword {naive_kw:6.1f} ms"
         )
         ft, ft_found = median_ms(
-            lambda q: store.search_fulltext(q, "default", 5), similarity_queries
+            lambda q: searching.fulltext(store, q, "default", 5), similarity_queries
         )
         print(f"fulltext   top-5: median {ft:6.1f} ms ({ft_found} hits)   goal <= 20 ms")
         if args.postgresql:
@@ -146,9 +150,9 @@ def vectors_bench(records: list, dim: int, queries: int) -> None:  # type: ignor
             store.add(records[i : i + 1000], vectors[i : i + 1000], "bench")
         insert = time.perf_counter() - start
         start = time.perf_counter()
-        store.search_vectors(asked[0], "default", "bench", 5)
+        searching.vectors(store, asked[0], "default", "bench", 5)
         first = time.perf_counter() - start
-        took, _ = median_ms(lambda q: store.search_vectors(q, "default", "bench", 5), asked)
+        took, _ = median_ms(lambda q: searching.vectors(store, q, "default", "bench", 5), asked)
         exact = np.asarray(vectors, dtype=np.float64)
         exact /= np.linalg.norm(exact, axis=1, keepdims=True)
         seq_of = {r.id: i for i, r in enumerate(records)}
@@ -156,7 +160,7 @@ def vectors_bench(records: list, dim: int, queries: int) -> None:  # type: ignor
         for q in asked:
             v = np.asarray(q, dtype=np.float64)
             truth = set(np.argsort(-(exact @ (v / np.linalg.norm(v))))[:5].tolist())
-            got = {seq_of[h.record.id] for h in store.search_vectors(q, "default", "bench", 5)}
+            got = {seq_of[h.record.id] for h in searching.vectors(store, q, "default", "bench", 5)}
             hit += len(truth & got)
         goal = 50 if dim <= 64 else 150
         print(

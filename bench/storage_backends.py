@@ -33,6 +33,8 @@ from pathlib import Path
 
 from common import KOOG, clean_env
 
+from tests import searching
+
 
 def cpu_and_wall(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     start = time.perf_counter()
@@ -112,7 +114,7 @@ def vectors(url: str, records: int, dim: int, queries: int, kind: str) -> None:
         store.add(rows[i : i + 2000], data[i : i + 2000], "bench")
     insert = time.perf_counter() - start
     start = time.perf_counter()
-    store.search_vectors(asked[0], "default", "bench", 5)
+    searching.vectors(store, asked[0], "default", "bench", 5)
     build = time.perf_counter() - start
     times = []
     seq_of = {r.id: i for i, r in enumerate(rows)}
@@ -122,7 +124,7 @@ def vectors(url: str, records: int, dim: int, queries: int, kind: str) -> None:
     gaps = []
     for q in asked:
         began = time.perf_counter()
-        found = store.search_vectors(q, "default", "bench", 5)
+        found = searching.vectors(store, q, "default", "bench", 5)
         times.append((time.perf_counter() - began) * 1000)
         v = np.asarray(q, dtype=np.float64)
         similarity = exact @ (v / np.linalg.norm(v))

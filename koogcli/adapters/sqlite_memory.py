@@ -31,11 +31,11 @@ from typing import Literal
 
 from koogcli.adapters import memory_queries as queries
 from koogcli.adapters.memory_db import explain, open_database, sqlite_errors, transaction
+from koogcli.adapters.memory_search import dispatch
 from koogcli.adapters.paths import ensure_dir
 from koogcli.adapters.vector_index import VectorIndex, bump_epoch
 from koogcli.core.errors import LockTimeoutError, StorageError
-from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
-from koogcli.core.ports import Namespaces
+from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
 
 _COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
 
@@ -215,100 +215,56 @@ class SqliteMemoryStore:
             ]
         )
 
-    def search_keyword(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]:
-        if threshold > 1.0:  # every keyword hit scores 1.0
-            return []
-        return self._by_words("keyword", query, namespace, limit, threshold, where)
+    def search(self, query: MemoryQuery) -> list[SearchHit]:
+        return dispatch(self, query)
 
-    def search_similarity(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]:
-        return self._by_words("jaccard", query, namespace, limit, threshold, where)
+    def _keyword(self, q: MemoryQuery) -> list[SearchHit]:
+        return self._by_words("keyword", q)
 
-    def search_fulltext(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]:
-        return self._by_words("bm25", query, namespace, limit, threshold, where)
+    def _jaccard(self, q: MemoryQuery) -> list[SearchHit]:
+        return self._by_words("jaccard", q)
+
+    def _bm25(self, q: MemoryQuery) -> list[SearchHit]:
+        return self._by_words("bm25", q)
 
     @sqlite_errors
     def _by_words(
-        self,
-        metric: Literal["keyword", "jaccard", "bm25"],
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float,
-        where: Mapping[str, str] | None,
+        self, metric: Literal["keyword", "jaccard", "bm25"], q: MemoryQuery
     ) -> list[SearchHit]:
         db = self._read()
         if db is None:
             return []
-        spaces, wanted = _spaces(namespace), where or {}
+        spaces, wanted = _spaces(q.namespaces), q.where or {}
         if metric == "keyword":
-            found = queries.keyword(db, query, spaces, wanted, limit)
+            found = queries.keyword(db, q.text, spaces, wanted, q.limit)
         elif metric == "jaccard":
-            found = queries.jaccard(db, query, spaces, wanted, limit, threshold)
+            found = queries.jaccard(db, q.text, spaces, wanted, q.limit, q.threshold)
         else:
-            found = queries.fulltext(db, query, spaces, wanted, limit, threshold)
+            found = queries.fulltext(db, q.text, spaces, wanted, q.limit, q.threshold)
         return self._hits(db, found, metric)
 
     @sqlite_errors
-    def search_vectors(
-        self,
-        vector: Sequence[float],
-        namespace: Namespaces,
-        model: str,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-        floor: float = -1.0,
-    ) -> list[SearchHit]:
+    def _cosine(self, q: MemoryQuery) -> list[SearchHit]:
         db = self._read()
         if db is None:
             return []
-        kept = queries.above(self._nearest(db, vector, namespace, model, limit, where or {}), floor)
-        return self._hits(db, [(seq, s) for seq, s in kept if s >= threshold], "cosine")
+        near = self._nearest(db, q.vector, q.namespaces, q.model, q.limit, q.where or {})
+        kept = queries.above(near, q.floor)
+        return self._hits(db, [(seq, s) for seq, s in kept if s >= q.threshold], "cosine")
 
     @sqlite_errors
-    def search_hybrid(
-        self,
-        query: str,
-        vector: Sequence[float],
-        namespace: Namespaces,
-        model: str,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-        floor: float = -1.0,
-    ) -> list[SearchHit]:
+    def _hybrid(self, q: MemoryQuery) -> list[SearchHit]:
         """Full-text and vector rankings fused by reciprocal rank: exact names and
         identifiers come through even where the embedding blurs them. A record with no
         full-text match counts only when its cosine is above `floor` (§5.16)."""
         db = self._read()
         if db is None:
             return []
-        depth, wanted = max(limit * 4, 20), where or {}
-        words = queries.fulltext(db, query, _spaces(namespace), wanted, depth, 0.0)
-        near = queries.above(self._nearest(db, vector, namespace, model, depth, wanted), floor)
-        fused = [(seq, s) for seq, s in queries.fuse([words, near], limit) if s >= threshold]
-        return self._hits(db, fused, "hybrid")
+        depth, wanted = max(q.limit * 4, 20), q.where or {}
+        words = queries.fulltext(db, q.text, _spaces(q.namespaces), wanted, depth, 0.0)
+        near = self._nearest(db, q.vector, q.namespaces, q.model, depth, wanted)
+        ranked = queries.fuse([words, queries.above(near, q.floor)], q.limit)
+        return self._hits(db, [(seq, s) for seq, s in ranked if s >= q.threshold], "hybrid")
 
     def _nearest(
         self,

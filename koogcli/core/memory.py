@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
@@ -51,6 +51,28 @@ class MemoryRecord:
 
     def with_content(self, content: str) -> MemoryRecord:
         return self if content == self.content else replace(self, content=content)
+
+
+Namespaces = str | Sequence[str] | None  # one namespace, several, or all
+Mode = Literal["keyword", "jaccard", "fulltext", "embedding", "hybrid"]
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    """One search of long-term memory. `text` for the word modes, `vector` (of `model`'s
+    embeddings) for embedding, both for hybrid; hits come best first, scores in 0-1, at
+    least `threshold`, carrying every `where` metadata value. `floor`: the cosine a record
+    sharing no word with the query needs to count (§5.16)."""
+
+    mode: Mode
+    text: str = ""
+    namespaces: Namespaces = None
+    limit: int = 10
+    threshold: float = 0.0
+    where: Mapping[str, str] | None = None
+    vector: Sequence[float] = ()
+    model: str = ""
+    floor: float = -1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from koogcli.core.messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from koogcli.core.checkpoints import Checkpoint, CompensationEntry
-    from koogcli.core.memory import MemoryRecord, SearchHit
+    from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit
     from koogcli.core.names import SessionName
 
 
@@ -234,9 +234,6 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
-Namespaces = str | Sequence[str] | None  # one namespace, several, or all
-
-
 class MemoryStore(Protocol):
     """Long-term memory records by namespace (SPEC §1, KOOG_SEMANTICS §4)."""
 
@@ -259,58 +256,7 @@ class MemoryStore(Protocol):
 
     def size(self, namespace: str) -> int: ...
 
-    # Each search takes one namespace, several, or None for all, and metadata values every
-    # hit must have (`where`); hits come best first, scores in 0-1.
-
-    def search_keyword(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]: ...
-
-    def search_similarity(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]: ...
-
-    def search_fulltext(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]: ...
-
-    def search_vectors(
-        self,
-        vector: Sequence[float],
-        namespace: Namespaces,
-        model: str,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-        floor: float = -1.0,
-    ) -> list[SearchHit]: ...
-
-    def search_hybrid(
-        self,
-        query: str,
-        vector: Sequence[float],
-        namespace: Namespaces,
-        model: str,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-        floor: float = -1.0,
-    ) -> list[SearchHit]: ...
+    def search(self, query: MemoryQuery) -> list[SearchHit]: ...
 
     def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]: ...
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from koogcli.core import memory as core
 from koogcli.core.errors import KoogError, UsageError
-from koogcli.core.memory import MemoryRecord, SearchHit
+from koogcli.core.memory import MemoryQuery, MemoryRecord, Mode, SearchHit
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.services.checkpoints import restore_point
@@ -68,7 +68,7 @@ def add(
 MODES = ("auto", "fulltext", "embedding", "hybrid", "jaccard", "keyword", "similarity")
 
 
-def resolve_mode(ctx: AppContext, mode: str | None) -> str:
+def resolve_mode(ctx: AppContext, mode: str | None) -> Mode:
     """The search actually run. `auto`: hybrid with an embedding model, else full-text;
     `similarity` (the name before version 2): embedding with a model, else Jaccard."""
     chosen = mode or ctx.settings.long_term_memory.retrieval.mode
@@ -79,6 +79,7 @@ def resolve_mode(ctx: AppContext, mode: str | None) -> str:
         return "hybrid" if model else "fulltext"
     if chosen == "similarity":
         return "embedding" if model else "jaccard"
+    ran = _RUN[chosen]
     if chosen in ("embedding", "hybrid") and not model:
         raise UsageError(
             f"search mode {chosen!r} needs an embedding model",
@@ -86,7 +87,10 @@ def resolve_mode(ctx: AppContext, mode: str | None) -> str:
         )
     if chosen in ("embedding", "hybrid") and not ctx.memory_store.vectors_supported():
         return "fulltext"
-    return chosen
+    return ran
+
+
+_RUN: dict[str, Mode] = {m: m for m in ("keyword", "jaccard", "fulltext", "embedding", "hybrid")}
 
 
 def search(
@@ -103,12 +107,9 @@ def search(
     store = ctx.memory_store
     spaces = None if all_namespaces else namespace_of(namespace, default_namespace(ctx))
     chosen = resolve_mode(ctx, mode)
-    if chosen == "keyword":
-        return store.search_keyword(query, spaces, top_k, threshold, where)
-    if chosen == "jaccard":
-        return store.search_similarity(query, spaces, top_k, threshold, where)
-    if chosen == "fulltext":
-        return store.search_fulltext(query, spaces, top_k, threshold, where)
+    asked = MemoryQuery(chosen, query, spaces, top_k, threshold, where)
+    if chosen in ("keyword", "jaccard", "fulltext"):
+        return store.search(asked)
     model = _embedding_model(ctx)
     if not query.strip():
         return []
@@ -121,9 +122,7 @@ def search(
         return []
     [vector] = _embed(ctx, [query])
     floor = ctx.settings.long_term_memory.embeddings.min_similarity  # §5.16
-    if chosen == "embedding":
-        return store.search_vectors(vector, spaces, model, top_k, threshold, where, floor)
-    return store.search_hybrid(query, vector, spaces, model, top_k, threshold, where, floor)
+    return store.search(replace(asked, vector=vector, model=model, floor=floor))
 
 
 def parse_where(pairs: Sequence[str]) -> dict[str, str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import searching
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
@@ -248,7 +249,7 @@ def test_a_version_1_database_is_migrated_in_place(run_koog: Run, data_dir: Path
     assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("2",)
     store = SqliteMemoryStore(target)
     assert store.vector_count("embed-4") == 3
-    [best, *_] = store.search_vectors([0.0, 0.9, 0.1, 0.0], None, "embed-4", 3)
+    [best, *_] = searching.vectors(store, [0.0, 0.9, 0.1, 0.0], None, "embed-4", 3)
     assert best.record.content == "Le déploiement se fait le vendredi"
     assert search(run_koog, "billing", "--namespace", "work", "--where", "team=ops") == []
 

@@ -13,6 +13,7 @@ import pytest
 from koogcli.adapters.sqlite_memory import SqliteMemoryStore
 from koogcli.core.errors import CorruptDocumentError, LockTimeoutError, StorageError
 from koogcli.core.memory import MemoryRecord
+from tests import searching
 
 
 def _add(path: str, text: str, start: multiprocessing.synchronize.Event) -> None:
@@ -90,7 +91,7 @@ def _add_and_search(path: str, worker: int, start: multiprocessing.synchronize.E
             [rid] = store.add([MemoryRecord(f"w{worker} r{i}")], [vector], "m")
             if i % 3 == 2:
                 store.delete(rid)
-            store.search_vectors(vector, None, "m", 3)
+            searching.vectors(store, vector, None, "m", 3)
     except Exception as exc:  # reported through the exit code to the parent
         print(f"{type(exc).__name__}: {exc}", flush=True)
         os._exit(1)
@@ -113,5 +114,5 @@ def test_the_vector_index_stays_true_under_concurrent_writers(tmp_path: Path) ->
     store = SqliteMemoryStore(path)
     left = {r.content for r in store.records()}
     assert len(left) == 4 * 8
-    found = store.search_vectors([1.0, 1.0, 1.0, 1.0], None, "m", 100)
+    found = searching.vectors(store, [1.0, 1.0, 1.0, 1.0], None, "m", 100)
     assert {h.record.content for h in found} == left

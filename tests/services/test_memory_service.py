@@ -64,19 +64,22 @@ def test_case53_no_retrieval_no_augmentation(
     assert all("Relevant information" not in m.text for m in fake_model.requests[0].messages)
 
 
-@pytest.mark.parametrize(
-    ("mode", "method"), [("jaccard", "search_similarity"), ("auto", "search_fulltext")]
-)
+@pytest.mark.parametrize(("mode", "ran"), [("jaccard", "jaccard"), ("auto", "fulltext")])
 def test_case54_the_search_receives_the_user_input(
-    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], mode: str, method: str
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], mode: str, ran: str
 ) -> None:
     retrieval(write_config, mode=f'"{mode}"')
     ctx = make_ctx()
-    seen: list[str] = []
-    original = getattr(ctx.memory_store, method)
-    setattr(ctx.memory_store, method, lambda q, *a, **k: seen.append(q) or original(q, *a, **k))
+    seen: list[tuple[str, str]] = []
+    original = ctx.memory_store.search
+
+    def search(query: Any) -> Any:
+        seen.append((query.mode, query.text))
+        return original(query)
+
+    ctx.memory_store.search = search
     ask(ctx, "weather")
-    assert seen == ["weather"]
+    assert seen == [(ran, "weather")]
 
 
 def test_user_augmenter_and_query_of_several_messages(

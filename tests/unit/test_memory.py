@@ -16,6 +16,7 @@ from koogcli.core import memory as core
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import Message, system, user
+from tests import searching
 
 
 @pytest.fixture
@@ -44,21 +45,21 @@ def test_case47_keyword_substring(store: Any) -> None:
             ]
         ]
     )
-    assert len(store.search_keyword("programming", "default", 10)) == 2
+    assert len(searching.keyword(store, "programming", "default", 10)) == 2
 
 
 def test_case48_keyword_limit_and_case(store: Any) -> None:
     store.add([MemoryRecord(f"Test {i}") for i in range(3)])
-    assert len(store.search_keyword("Test", "default", 2)) == 2
+    assert len(searching.keyword(store, "Test", "default", 2)) == 2
     store.add([MemoryRecord("KOTLIN is great", "k"), MemoryRecord("kotlin is awesome", "k")])
-    assert len(store.search_keyword("Kotlin", "k", 10)) == 2
+    assert len(searching.keyword(store, "Kotlin", "k", 10)) == 2
 
 
 def test_case49_jaccard(store: Any) -> None:
     store.add([MemoryRecord("apple orange banana"), MemoryRecord("car truck motorcycle")])
-    hits = store.search_similarity("banana apple", "default", 10)
+    hits = searching.jaccard(store, "banana apple", "default", 10)
     assert contents(hits) == ["apple orange banana"] and hits[0].score == pytest.approx(2 / 3)
-    assert store.search_similarity("banana apple", "default", 10, threshold=0.7) == []
+    assert searching.jaccard(store, "banana apple", "default", 10, threshold=0.7) == []
 
 
 def test_case50_no_overlap_no_results(store: Any) -> None:
@@ -68,7 +69,7 @@ def test_case50_no_overlap_no_results(store: Any) -> None:
             MemoryRecord("Kotlin coroutines simplify async programming"),
         ]
     )
-    assert store.search_similarity("Tell me about Python and Django", "default", 10) == []
+    assert searching.jaccard(store, "Tell me about Python and Django", "default", 10) == []
 
 
 def test_case51_tokenisation_is_ascii_words() -> None:
@@ -105,9 +106,9 @@ def test_user_augmenter_targets_the_last_user_message() -> None:
 
 def test_namespaces_are_isolated(store: Any) -> None:
     store.add([MemoryRecord("secret plan", "a"), MemoryRecord("public plan", "b")])
-    assert contents(store.search_keyword("plan", "a", 10)) == ["secret plan"]
-    assert contents(store.search_similarity("plan", "b", 10)) == ["public plan"]
-    assert store.search_keyword("plan", "nowhere", 10) == []
+    assert contents(searching.keyword(store, "plan", "a", 10)) == ["secret plan"]
+    assert contents(searching.jaccard(store, "plan", "b", 10)) == ["public plan"]
+    assert searching.keyword(store, "plan", "nowhere", 10) == []
 
 
 def test_store_agrees_with_the_reference_on_random_data(store: Any) -> None:
@@ -122,12 +123,12 @@ def test_store_agrees_with_the_reference_on_random_data(store: Any) -> None:
         query = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 4)))
         threshold = rng.choice([0.0, 0.1, 0.25])
         expected = core.naive_similarity(records, query, 7, threshold)
-        got = store.search_similarity(query, "default", 7, threshold)
+        got = searching.jaccard(store, query, "default", 7, threshold)
         assert [(h.record.id, round(h.score, 9)) for h in got] == [
             (h.record.id, round(h.score, 9)) for h in expected
         ]
         needle = rng.choice(vocabulary)[: rng.randint(1, 4)]
-        assert [h.record.id for h in store.search_keyword(needle, "default", 9)] == [
+        assert [h.record.id for h in searching.keyword(store, needle, "default", 9)] == [
             h.record.id for h in core.naive_keyword(records, needle, 9)
         ]
 
@@ -142,13 +143,13 @@ def test_sources_deduplicate(store: Any) -> None:
 def test_delete_removes_from_every_index(store: Any) -> None:
     [gone, _] = store.add([MemoryRecord("alpha beta"), MemoryRecord("alpha gamma")])
     assert store.delete(gone) and not store.delete(gone)
-    assert contents(store.search_similarity("alpha beta", "default", 10)) == ["alpha gamma"]
-    assert contents(store.search_keyword("alpha", "default", 10)) == ["alpha gamma"]
+    assert contents(searching.jaccard(store, "alpha beta", "default", 10)) == ["alpha gamma"]
+    assert contents(searching.keyword(store, "alpha", "default", 10)) == ["alpha gamma"]
 
 
 def test_vectors_rank_by_cosine(store: Any) -> None:
     store.add([MemoryRecord("east"), MemoryRecord("north")], [[1.0, 0.0], [0.0, 1.0]], "m")
-    hits = store.search_vectors([0.9, 0.1], "default", "m", 10)
+    hits = searching.vectors(store, [0.9, 0.1], "default", "m", 10)
     assert contents(hits) == ["east", "north"] and hits[0].metric == "cosine"
     assert store.vector_count("m") == 2 and store.without_vectors("default", "m") == []
 
@@ -156,7 +157,7 @@ def test_vectors_rank_by_cosine(store: Any) -> None:
 def test_database_is_private_and_reads_do_not_create_it(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite3"
     reader = SqliteMemoryStore(path)
-    assert reader.search_keyword("x", "default", 5) == [] and not path.exists()
+    assert searching.keyword(reader, "x", "default", 5) == [] and not path.exists()
     SqliteMemoryStore(path).add([MemoryRecord("x")])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
@@ -165,7 +166,7 @@ def test_corrupt_database_is_exit_3_and_untouched(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite3"
     path.write_bytes(b"this is not sqlite at all" * 100)
     for action in (
-        lambda s: s.search_keyword("x", "default", 5),
+        lambda s: searching.keyword(s, "x", "default", 5),
         lambda s: s.add([MemoryRecord("x")]),
     ):
         with pytest.raises(CorruptDocumentError) as info:

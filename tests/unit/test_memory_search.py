@@ -12,6 +12,7 @@ import pytest
 from koogcli.adapters.memory_queries import fuse
 from koogcli.adapters.sqlite_memory import SqliteMemoryStore
 from koogcli.core.memory import MemoryRecord
+from tests import searching
 
 
 def store_with(new: Callable[[], Any], *texts: str, **meta: str) -> Any:
@@ -28,25 +29,25 @@ def test_fulltext_scores_say_how_much_of_the_query_matched(
     new_memory_store: Callable[[], Any],
 ) -> None:
     store = store_with(new_memory_store, "deploys are blue-green", "blue notebooks", "green tea")
-    [only] = store.search_fulltext("how do we deploy on tuesday", "default", 5)
+    [only] = searching.fulltext(store, "how do we deploy on tuesday", "default", 5)
     assert only.record.content == "deploys are blue-green" and only.metric == "bm25"
     assert only.score == pytest.approx(0.5)  # the best hit, holding one word of two
-    both = store.search_fulltext("blue green", "default", 5)
+    both = searching.fulltext(store, "blue green", "default", 5)
     assert contents(both)[0] == "deploys are blue-green" and both[0].score == pytest.approx(1.0)
     assert all(0 < h.score <= 1 for h in both)
-    assert contents(store.search_fulltext("blue green", "default", 5, threshold=0.9)) == [
+    assert contents(searching.fulltext(store, "blue green", "default", 5, threshold=0.9)) == [
         "deploys are blue-green"
     ]
-    assert store.search_fulltext("", "default", 5) == []
-    assert store.search_fulltext('"; DROP TABLE records; --', "default", 5) == []
+    assert searching.fulltext(store, "", "default", 5) == []
+    assert searching.fulltext(store, '"; DROP TABLE records; --', "default", 5) == []
 
 
 def test_fulltext_follows_deletes(new_memory_store: Callable[[], Any]) -> None:
     store = store_with(new_memory_store, "deploys are blue-green", "deploy on fridays")
-    first = store.search_fulltext("deploy", "default", 5)
+    first = searching.fulltext(store, "deploy", "default", 5)
     assert len(first) == 2
     store.delete(first[0].record.id)
-    assert len(store.search_fulltext("deploy", "default", 5)) == 1
+    assert len(searching.fulltext(store, "deploy", "default", 5)) == 1
 
 
 def test_metadata_filters_and_several_namespaces(new_memory_store: Callable[[], Any]) -> None:
@@ -58,22 +59,24 @@ def test_metadata_filters_and_several_namespaces(new_memory_store: Callable[[], 
             MemoryRecord("pager duty", "b", metadata={"team": "infra"}),
         ]
     )
-    assert contents(store.search_fulltext("pager", "a", 5, where={"team": "infra"})) == [
+    assert contents(searching.fulltext(store, "pager", "a", 5, where={"team": "infra"})) == [
         "pager rota"
     ]
-    assert contents(store.search_fulltext("pager", "a", 5, where={"level": "2"})) == ["pager rota"]
+    assert contents(searching.fulltext(store, "pager", "a", 5, where={"level": "2"})) == [
+        "pager rota"
+    ]
     assert set(
-        contents(store.search_fulltext("pager", ["a", "b"], 5, where={"team": "infra"}))
+        contents(searching.fulltext(store, "pager", ["a", "b"], 5, where={"team": "infra"}))
     ) == {
         "pager rota",
         "pager duty",
     }
-    assert contents(store.search_keyword("pager", None, 5, where={"team": "mobile"})) == [
+    assert contents(searching.keyword(store, "pager", None, 5, where={"team": "mobile"})) == [
         "pager app"
     ]
-    assert contents(store.search_similarity("pager duty", None, 5, where={"team": "infra"}))[0] == (
-        "pager duty"
-    )
+    assert contents(searching.jaccard(store, "pager duty", None, 5, where={"team": "infra"}))[
+        0
+    ] == ("pager duty")
     assert [r.content for r in store.records(None, {"team": "infra"})] == [
         "pager rota",
         "pager duty",
@@ -99,32 +102,32 @@ def vector_store(tmp_path: Path) -> SqliteMemoryStore:
 
 def test_the_vector_index_follows_additions_and_deletes(tmp_path: Path) -> None:
     store = vector_store(tmp_path)
-    assert contents(store.search_vectors([0, 0, 0, 1, 0, 0], None, "m", 1)) == ["r3"]
-    assert contents(store.search_vectors([0, 0, 0, 1, 0, 0], "b", "m", 1))[0] != "r3"
+    assert contents(searching.vectors(store, [0, 0, 0, 1, 0, 0], None, "m", 1)) == ["r3"]
+    assert contents(searching.vectors(store, [0, 0, 0, 1, 0, 0], "b", "m", 1))[0] != "r3"
     store.add([MemoryRecord("r6", "a")], [[0, 0, 0, 0.9, 0.1, 0]], "m")  # appended
-    assert contents(store.search_vectors([0, 0, 0, 1, 0, 0], "a", "m", 2)) == ["r3", "r6"]
-    [r3] = store.search_vectors([0, 0, 0, 1, 0, 0], "a", "m", 1)
+    assert contents(searching.vectors(store, [0, 0, 0, 1, 0, 0], "a", "m", 2)) == ["r3", "r6"]
+    [r3] = searching.vectors(store, [0, 0, 0, 1, 0, 0], "a", "m", 1)
     for path in (tmp_path / "memory-vectors").iterdir():
         assert path.stat().st_mode & 0o777 == 0o600, path
     assert (tmp_path / "memory-vectors").stat().st_mode & 0o777 == 0o700
     store.delete(r3.record.id)  # a delete rebuilds the index
-    assert contents(store.search_vectors([0, 0, 0, 1, 0, 0], "a", "m", 1)) == ["r6"]
+    assert contents(searching.vectors(store, [0, 0, 0, 1, 0, 0], "a", "m", 1)) == ["r6"]
     # Another process's store sees the same.
     other = SqliteMemoryStore(tmp_path / "memory.sqlite3")
-    assert contents(other.search_vectors([0, 0, 0, 1, 0, 0], None, "m", 1)) == ["r6"]
+    assert contents(searching.vectors(other, [0, 0, 0, 1, 0, 0], None, "m", 1)) == ["r6"]
 
 
 def test_a_torn_or_lost_index_is_rebuilt_from_the_database(tmp_path: Path) -> None:
     store = vector_store(tmp_path)
-    assert contents(store.search_vectors([0, 1, 0, 0, 0, 0], None, "m", 1)) == ["r1"]
+    assert contents(searching.vectors(store, [0, 1, 0, 0, 0, 0], None, "m", 1)) == ["r1"]
     folder = tmp_path / "memory-vectors"
     [data] = folder.glob("*.f32")
     data.write_bytes(data.read_bytes()[:10])  # torn
-    assert contents(store.search_vectors([0, 1, 0, 0, 0, 0], None, "m", 1)) == ["r1"]
+    assert contents(searching.vectors(store, [0, 1, 0, 0, 0, 0], None, "m", 1)) == ["r1"]
     for path in folder.iterdir():
         path.unlink()  # lost
-    assert contents(store.search_vectors([0, 0, 1, 0, 0, 0], None, "m", 1)) == ["r2"]
-    assert store.search_vectors([1, 0, 0], None, "m", 1) == []  # another dimension: nothing
+    assert contents(searching.vectors(store, [0, 0, 1, 0, 0, 0], None, "m", 1)) == ["r2"]
+    assert searching.vectors(store, [1, 0, 0], None, "m", 1) == []  # another dimension: nothing
 
 
 def test_agent_nouns_find_their_verbs(new_memory_store: Callable[[], Any]) -> None:
@@ -136,8 +139,8 @@ def test_agent_nouns_find_their_verbs(new_memory_store: Callable[[], Any]) -> No
         "the scheduler runbook is on the wiki",
         "we run nightly jobs",
     )
-    top = store.search_fulltext("scheduler owner", "default", 5)
+    top = searching.fulltext(store, "scheduler owner", "default", 5)
     assert contents(top)[0] == "The scheduler service is owned by the platform team"
     assert top[0].score == pytest.approx(1.0)
-    assert contents(store.search_fulltext("runners", "default", 5)) == ["we run nightly jobs"]
-    assert [h.score for h in store.search_fulltext("owners", "default", 5)] == [1.0]
+    assert contents(searching.fulltext(store, "runners", "default", 5)) == ["we run nightly jobs"]
+    assert [h.score for h in searching.fulltext(store, "owners", "default", 5)] == [1.0]

@@ -29,12 +29,12 @@ from koogcli.adapters.memory_queries import (
     record_from_row,
     relative_scores,
 )
+from koogcli.adapters.memory_search import dispatch
 from koogcli.adapters.postgres import text_search
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.text_search import fold
 from koogcli.adapters.postgres.vectors import binary, register_binary_arrays
-from koogcli.core.memory import MemoryRecord, SearchHit, tokenize
-from koogcli.core.ports import Namespaces
+from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
 
 _COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
 
@@ -287,39 +287,26 @@ class PgMemoryStore:
 
     # -- search --------------------------------------------------------------------
 
-    def search_keyword(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]:
-        if threshold > 1.0:  # every keyword hit scores 1.0
-            return []
-        condition, args = _scope(namespace, where)
+    def search(self, query: MemoryQuery) -> list[SearchHit]:
+        return dispatch(self, query)
+
+    def _keyword(self, q: MemoryQuery) -> list[SearchHit]:
+        condition, args = _scope(q.namespaces, q.where)
         found = self._rows(
             f"SELECT seq FROM memory_records r WHERE strpos(r.content_lower, %s) > 0{condition} "
             "ORDER BY seq LIMIT %s",
-            [query.lower(), *args, limit],
+            [q.text.lower(), *args, q.limit],
         )
         return self._hits([(int(r[0]), 1.0) for r in found], "keyword")
 
-    def search_similarity(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]:
-        words = sorted(tokenize(query))
+    def _jaccard(self, q: MemoryQuery) -> list[SearchHit]:
+        words = sorted(tokenize(q.text))
         if not words:
             return []
-        spaces = _spaces(namespace)
+        spaces = _spaces(q.namespaces)
         join, condition, args = "", "", list[object]()
-        if where:  # records are joined only for metadata filters
-            condition, args = _scope(None, where)
+        if q.where:  # records are joined only for metadata filters
+            condition, args = _scope(None, q.where)
             join = " JOIN memory_records r ON r.seq = t.record"
         found = self._rows(
             "SELECT t.record, count(*)::float8 / (%s + t.ntokens - count(*)) AS score "
@@ -334,21 +321,15 @@ class PgMemoryStore:
                 *([spaces] if spaces is not None else []),
                 *args,
                 len(words),
-                threshold,
-                limit,
+                q.threshold,
+                q.limit,
             ],
         )
         return self._hits([(int(s), float(v)) for s, v in found], "jaccard")
 
-    def search_fulltext(
-        self,
-        query: str,
-        namespace: Namespaces,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-    ) -> list[SearchHit]:
-        return self._hits(self._fulltext(query, namespace, where, limit, threshold), "bm25")
+    def _bm25(self, q: MemoryQuery) -> list[SearchHit]:
+        found = self._fulltext(q.text, q.namespaces, q.where, q.limit, q.threshold)
+        return self._hits(found, "bm25")
 
     def _fulltext(
         self,
@@ -398,34 +379,15 @@ class PgMemoryStore:
     def _record(self, row: Sequence[Any]) -> MemoryRecord:
         return record_from_row(row, f"table memory_records of PostgreSQL {self.db.where}")
 
-    def search_vectors(
-        self,
-        vector: Sequence[float],
-        namespace: Namespaces,
-        model: str,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-        floor: float = -1.0,
-    ) -> list[SearchHit]:
-        near = above(self._nearest(vector, namespace, model, limit, where), floor)
-        return self._hits([(seq, s) for seq, s in near if s >= threshold], "cosine")
+    def _cosine(self, q: MemoryQuery) -> list[SearchHit]:
+        near = above(self._nearest(q.vector, q.namespaces, q.model, q.limit, q.where), q.floor)
+        return self._hits([(seq, s) for seq, s in near if s >= q.threshold], "cosine")
 
-    def search_hybrid(
-        self,
-        query: str,
-        vector: Sequence[float],
-        namespace: Namespaces,
-        model: str,
-        limit: int,
-        threshold: float = 0.0,
-        where: Mapping[str, str] | None = None,
-        floor: float = -1.0,
-    ) -> list[SearchHit]:
-        depth = max(limit * 4, 20)
-        words = self._fulltext(query, namespace, where, depth, 0.0)
-        near = above(self._nearest(vector, namespace, model, depth, where), floor)
-        fused = [(seq, s) for seq, s in fuse([words, near], limit) if s >= threshold]
+    def _hybrid(self, q: MemoryQuery) -> list[SearchHit]:
+        depth = max(q.limit * 4, 20)
+        words = self._fulltext(q.text, q.namespaces, q.where, depth, 0.0)
+        near = above(self._nearest(q.vector, q.namespaces, q.model, depth, q.where), q.floor)
+        fused = [(seq, s) for seq, s in fuse([words, near], q.limit) if s >= q.threshold]
         return self._hits(fused, "hybrid")
 
     def _nearest(
