@@ -9,33 +9,31 @@ once, at the store step; a failed or cancelled turn writes nothing to it (§5.2)
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt, merge
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import ContextOverflowError, CorruptDocumentError
+from koogcli.core.errors import ContextOverflowError
 from koogcli.core.messages import Message, new_id, system
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
+from koogcli.core.step_details import StepDetails, owner_of
 from koogcli.services import budget
 from koogcli.services.budget import live_prompt
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
 from koogcli.services.rollback import finish_compensations
-from koogcli.services.turn_steps import (
+from koogcli.services.turn_state import (
     TurnEvents,
     TurnRequest,
     TurnResult,
     TurnState,
-    after_store,
-    drive,
     fail,
     result,
     tombstone,
     tombstone_for,
 )
+from koogcli.services.turn_steps import after_store, drive
 
 __all__ = [
     "TurnEvents",
@@ -47,8 +45,6 @@ __all__ = [
     "run_turn",
 ]
 
-T = TypeVar("T")
-
 
 def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
     if not request.save:  # --no-save writes nothing at all, not even a lock file
@@ -57,12 +53,32 @@ def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = 
         return _run_turn(ctx, request, events)
 
 
-def _run_turn(
-    ctx: AppContext, request: TurnRequest, events: TurnEvents | None, recovering: bool = False
-) -> TurnResult:
+def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) -> TurnResult:
+    """One turn. A turn the server refuses as too long before any tool ran (nothing has
+    happened yet) is compressed and sent once more; any other refusal is final."""
     events = events or TurnEvents()
-    if request.save and not recovering:
+    if request.save:
         _finish_rollback(ctx, request.session, events)
+    recovering = False
+    while True:
+        turn = _start(ctx, request, events, recovering)
+        try:
+            return drive(turn)
+        except ContextOverflowError as err:
+            automatic = bool(ctx.settings.compression.auto_at)
+            if recovering or turn.rounds or not automatic or not turn.loaded.base:
+                raise _overflow(ctx, request, turn, err, recovering) from err
+            events.warn(
+                f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
+            )
+            recovering = True
+
+
+def _start(
+    ctx: AppContext, request: TurnRequest, events: TurnEvents, recovering: bool
+) -> TurnState:
+    """The turn loaded (compressed first when over budget), its restore point taken and
+    its user message recorded."""
     model = request.model or ctx.settings.llm.model
     live = live_prompt(ctx, request.system_prompt)
     loaded, stored = _within_budget(ctx, request, model, live, events, recovering)
@@ -93,17 +109,7 @@ def _run_turn(
     except BaseException:
         fail(turn, "failed")
         raise
-    try:
-        return drive(turn)
-    except ContextOverflowError as err:
-        # Only a turn refused before any tool ran may be sent again: nothing happened yet.
-        automatic = bool(ctx.settings.compression.auto_at)
-        if recovering or turn.rounds or not automatic or not turn.loaded.base:
-            raise _overflow(ctx, request, turn, err, recovering) from err
-        events.warn(
-            f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
-        )
-        return _run_turn(ctx, request, events, recovering=True)
+    return turn
 
 
 def _overflow(
@@ -274,7 +280,7 @@ def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
         return None
 
     def alive(c: Checkpoint) -> bool:
-        return ctx.owner_alive(c.details.get("owner"))
+        return ctx.owner_alive(owner_of(c.details))
 
     if core.interrupted_turn(ctx.checkpoints.headers(session), alive) is None:
         return None
@@ -301,25 +307,22 @@ def _resume_turn(
     if header is None:
         return None
     step = ctx.checkpoints.get(session, header.id)  # refuses unknown format versions (exit 3)
-    d = step.details
+    d = StepDetails.from_dict(step.details)
     messages = list(step.messages)
-    base_count = _field(d, "base_count", int)
-    history, new = messages[:base_count], messages[base_count:]
-    live = [system(text) for text in _field(d, "system_prompt", list) if isinstance(text, str)]
-    restore_id = d.get("restore_point")
-    temperature = d.get("temperature")
+    history, new = messages[: d.base_count], messages[d.base_count :]
+    live = [system(text) for text in d.system_prompt]
     turn = TurnState(
         ctx,
         session,
         step.turn_id or new_id(),
         live,
-        LoadedPrompt(merge(live, history), _field(d, "base_revision", int), history),
+        LoadedPrompt(merge(live, history), d.base_revision, history),
         new,
-        _field(d, "model", str),
-        float(temperature) if isinstance(temperature, (int, float)) else None,
-        _field(d, "stream", bool),
-        restore_id if isinstance(restore_id, str) else None,
-        _field(d, "rounds", int),
+        d.model,
+        d.temperature,
+        d.stream,
+        d.restore_point,
+        d.rounds,
         events=events or TurnEvents(),
         written=list(new),
     )
@@ -331,16 +334,6 @@ def _resume_turn(
         stored = ctx.history.read(session)
         return result(turn, stored.revision, len(stored.messages), step.step)
     return drive(turn, resumed_after=step.step)
-
-
-def _field(details: dict[str, object], key: str, kind: type[T]) -> T:
-    value = details.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
-        raise CorruptDocumentError(
-            f"step checkpoint lacks a valid {key!r}; cannot resume",
-            hint="abandon the turn with `koog chat --no-resume`",
-        )
-    return value
 
 
 def abandon(ctx: AppContext, session: SessionName) -> Checkpoint | None:

@@ -1,4 +1,4 @@
-"""The steps of a turn and the state they share (see services/turn.py for the whole).
+"""The steps of a turn (its state is services/turn_state.py, the whole services/turn.py).
 
 Each step records what it produced in the transcript and, with automatic persistence, in
 a step checkpoint: a model request (`model:N`), a tool call (`tool:N.K`), the store.
@@ -11,13 +11,8 @@ preprocessors first; the request of the turn in progress is sent as typed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from koogcli.core import checkpoints as core
-from koogcli.core.chat_memory import LoadedPrompt
-from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
     Message,
@@ -25,128 +20,25 @@ from koogcli.core.messages import (
     assistant,
     for_api,
     tool_result,
-    utc_now,
 )
 from koogcli.core.messages import user as user_message
-from koogcli.core.names import SessionName
-from koogcli.core.ports import ModelRequest, ToolOutcome, Usage
-from koogcli.core.results import Approval
+from koogcli.core.ports import ModelRequest, ToolOutcome
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import distinct, identify
 from koogcli.services import interrupts, tool_identity
 from koogcli.services.budget import context_limit
-from koogcli.services.context import AppContext
 
 if TYPE_CHECKING:
     from koogcli.services.memory import Retrieval
 
 
-@dataclass(frozen=True, slots=True)
-class TurnRequest:
-    session: SessionName
-    text: str
-    model: str | None = None
-    system_prompt: str | None = None
-    stream: bool | None = None
-    save: bool = True  # False (--no-save): read the session, write nothing at all
-
-
-@dataclass
-class TurnEvents:
-    on_delta: Callable[[str], None] | None = None
-    # A model request went out, or a tool started: nothing to show until the next event.
-    on_waiting: Callable[[str], None] | None = None
-    on_tool_call: Callable[[ToolCall], None] | None = None
-    on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
-    on_note: Callable[[str], None] | None = None
-    on_warning: Callable[[str], None] | None = None
-    # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
-    approve: Callable[[ToolCall], Approval] | None = None
-
-    def warn(self, text: str) -> None:
-        if self.on_warning:
-            self.on_warning(text)
-        elif self.on_note:
-            self.on_note(text)
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    session: str
-    reply: str
-    usage: Usage | None
-    model: str
-    revision: int
-    stored_messages: int
-    checkpoint: str | None = None
-    resumed_after: str | None = None
-
-
-@dataclass
-class TurnState:
-    """The mutable state of one turn; everything resume needs is in its step checkpoints."""
-
-    ctx: AppContext
-    session: SessionName
-    turn_id: str
-    live: list[Message]
-    loaded: LoadedPrompt
-    new: list[Message]
-    model: str
-    temperature: float | None
-    stream: bool
-    restore_id: str | None
-    rounds: int = 0
-    usage: Usage | None = None
-    events: TurnEvents = field(default_factory=TurnEvents)
-    # `new` as written to files (redacted); `new` itself is what the model is sent.
-    written: list[Message] = field(default_factory=list)
-    retrieval_failed: bool = False
-    # Sent with the next model request only: what the model got wrong in its last answer.
-    corrections: list[Message] = field(default_factory=list)
-    save: bool = True
-
-    def checkpoint(self, step: str, output: str | None) -> None:
-        settings = self.ctx.settings.persistence
-        if not (self.save and settings.enabled and settings.automatic):
-            return
-        base = self.loaded.base
-        details: dict[str, object] = {
-            "base_count": len(base),
-            "system_prompt": [m.text for m in self.live if m.role == "system"],
-            "owner": self.ctx.turn_owner(),
-            "base_revision": self.loaded.revision,
-            "model": self.model,
-            "temperature": self.temperature,
-            "stream": self.stream,
-            "rounds": self.rounds,
-            "restore_point": self.restore_id,
-            "tools": self.ctx.toolbox.names(),
-        }
-        self.ctx.checkpoints.save(
-            Checkpoint(
-                id=core.new_checkpoint_id(),
-                session=self.session.value,
-                seq=0,
-                kind="step",
-                created_at=utc_now(),
-                turn_id=self.turn_id,
-                step=step,
-                output=None if output is None else self.ctx.pipeline.redacts(output),
-                details=details,
-                messages=(*base, *self.written),
-            )
-        )
-
-    def record(self, message: Message, step: str, output: str | None) -> None:
-        """A step's message: checkpointed first, then appended to the transcript, so a
-        result visible anywhere is one that resume knows about (no tool runs twice)."""
-        self.new.append(message)
-        [safe] = self.ctx.pipeline.redact([message])
-        self.written.append(safe)
-        self.checkpoint(step, output)
-        if self.save:
-            self.ctx.transcript.append(self.session, [safe], self.turn_id)
+from koogcli.services.turn_state import (
+    TurnResult,
+    TurnState,
+    fail,
+    result,
+    tombstone,
+)
 
 
 def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
@@ -196,18 +88,6 @@ def after_store(turn: TurnState) -> None:
         turn.events.warn(f"the turn is stored, but closing its checkpoints failed: {err.message}")
     if problem is not None and turn.ctx.settings.long_term_memory.on_error == "fail":
         raise problem
-
-
-def fail(turn: TurnState, reason: str) -> None:
-    """Close a failed or cancelled turn: tombstone it and drop its restore point, so it is
-    neither offered for resume nor mistaken for a change by `rollback --latest`. Cleanup
-    problems must not hide the failure being reported."""
-    if not turn.save:
-        return
-    with interrupts.deferred(), contextlib.suppress(KoogError):  # never half-closed
-        tombstone(turn, reason)
-        if turn.restore_id and turn.ctx.settings.persistence.enabled:
-            turn.ctx.checkpoints.delete(turn.session, turn.restore_id)
 
 
 def ingest(turn: TurnState) -> KoogError | None:
@@ -361,37 +241,3 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
         )
     index = len(turn.new) - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
     turn.record(message, f"tool:{turn.rounds}.{index}", outcome.text)
-
-
-def tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Checkpoint:
-    return Checkpoint(
-        id=core.new_checkpoint_id(),
-        session=session.value,
-        seq=0,
-        kind="tombstone",
-        created_at=utc_now(),
-        turn_id=turn_id,
-        reason=reason,
-    )
-
-
-def tombstone(turn: TurnState, reason: str) -> None:
-    settings = turn.ctx.settings.persistence
-    if not (settings.enabled and settings.automatic):
-        return
-    turn.ctx.checkpoints.save(tombstone_for(turn.session, turn.turn_id, reason))
-    turn.ctx.checkpoints.prune(turn.session, settings.keep_last)
-
-
-def result(turn: TurnState, revision: int, stored: int, resumed_after: str | None) -> TurnResult:
-    reply = next((m.text for m in reversed(turn.new) if m.role == "assistant"), "")
-    return TurnResult(
-        turn.session.value,
-        reply,
-        turn.usage,
-        turn.model,
-        revision,
-        stored,
-        turn.restore_id,
-        resumed_after,
-    )

@@ -1,0 +1,175 @@
+"""The state of one turn and how it is recorded: its request, events and result, the
+step checkpoints and transcript lines each step writes, and the tombstone that closes it
+(services/turn_steps.py runs the steps, services/turn.py the whole)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from koogcli.core import checkpoints as core
+from koogcli.core.chat_memory import LoadedPrompt
+from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.errors import KoogError
+from koogcli.core.messages import Message, ToolCall, utc_now
+from koogcli.core.names import SessionName
+from koogcli.core.ports import ToolOutcome, Usage
+from koogcli.core.results import Approval
+from koogcli.core.step_details import StepDetails
+from koogcli.services import interrupts
+from koogcli.services.context import AppContext
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    session: SessionName
+    text: str
+    model: str | None = None
+    system_prompt: str | None = None
+    stream: bool | None = None
+    save: bool = True  # False (--no-save): read the session, write nothing at all
+
+
+@dataclass
+class TurnEvents:
+    on_delta: Callable[[str], None] | None = None
+    # A model request went out, or a tool started: nothing to show until the next event.
+    on_waiting: Callable[[str], None] | None = None
+    on_tool_call: Callable[[ToolCall], None] | None = None
+    on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
+    on_note: Callable[[str], None] | None = None
+    on_warning: Callable[[str], None] | None = None
+    # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
+    approve: Callable[[ToolCall], Approval] | None = None
+
+    def warn(self, text: str) -> None:
+        if self.on_warning:
+            self.on_warning(text)
+        elif self.on_note:
+            self.on_note(text)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    session: str
+    reply: str
+    usage: Usage | None
+    model: str
+    revision: int
+    stored_messages: int
+    checkpoint: str | None = None
+    resumed_after: str | None = None
+
+
+@dataclass
+class TurnState:
+    """The mutable state of one turn; everything resume needs is in its step checkpoints."""
+
+    ctx: AppContext
+    session: SessionName
+    turn_id: str
+    live: list[Message]
+    loaded: LoadedPrompt
+    new: list[Message]
+    model: str
+    temperature: float | None
+    stream: bool
+    restore_id: str | None
+    rounds: int = 0
+    usage: Usage | None = None
+    events: TurnEvents = field(default_factory=TurnEvents)
+    # `new` as written to files (redacted); `new` itself is what the model is sent.
+    written: list[Message] = field(default_factory=list)
+    retrieval_failed: bool = False
+    # Sent with the next model request only: what the model got wrong in its last answer.
+    corrections: list[Message] = field(default_factory=list)
+    save: bool = True
+
+    def checkpoint(self, step: str, output: str | None) -> None:
+        settings = self.ctx.settings.persistence
+        if not (self.save and settings.enabled and settings.automatic):
+            return
+        base = self.loaded.base
+        details = StepDetails(
+            base_count=len(base),
+            base_revision=self.loaded.revision,
+            system_prompt=tuple(m.text for m in self.live if m.role == "system"),
+            model=self.model,
+            temperature=self.temperature,
+            stream=self.stream,
+            rounds=self.rounds,
+            restore_point=self.restore_id,
+            owner=self.ctx.turn_owner(),
+            tools=tuple(self.ctx.toolbox.names()),
+        )
+        self.ctx.checkpoints.save(
+            Checkpoint(
+                id=core.new_checkpoint_id(),
+                session=self.session.value,
+                seq=0,
+                kind="step",
+                created_at=utc_now(),
+                turn_id=self.turn_id,
+                step=step,
+                output=None if output is None else self.ctx.pipeline.redacts(output),
+                details=details.to_dict(),
+                messages=(*base, *self.written),
+            )
+        )
+
+    def record(self, message: Message, step: str, output: str | None) -> None:
+        """A step's message: checkpointed first, then appended to the transcript, so a
+        result visible anywhere is one that resume knows about (no tool runs twice)."""
+        self.new.append(message)
+        [safe] = self.ctx.pipeline.redact([message])
+        self.written.append(safe)
+        self.checkpoint(step, output)
+        if self.save:
+            self.ctx.transcript.append(self.session, [safe], self.turn_id)
+
+
+def fail(turn: TurnState, reason: str) -> None:
+    """Close a failed or cancelled turn: tombstone it and drop its restore point, so it is
+    neither offered for resume nor mistaken for a change by `rollback --latest`. Cleanup
+    problems must not hide the failure being reported."""
+    if not turn.save:
+        return
+    with interrupts.deferred(), contextlib.suppress(KoogError):  # never half-closed
+        tombstone(turn, reason)
+        if turn.restore_id and turn.ctx.settings.persistence.enabled:
+            turn.ctx.checkpoints.delete(turn.session, turn.restore_id)
+
+
+def tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Checkpoint:
+    return Checkpoint(
+        id=core.new_checkpoint_id(),
+        session=session.value,
+        seq=0,
+        kind="tombstone",
+        created_at=utc_now(),
+        turn_id=turn_id,
+        reason=reason,
+    )
+
+
+def tombstone(turn: TurnState, reason: str) -> None:
+    settings = turn.ctx.settings.persistence
+    if not (settings.enabled and settings.automatic):
+        return
+    turn.ctx.checkpoints.save(tombstone_for(turn.session, turn.turn_id, reason))
+    turn.ctx.checkpoints.prune(turn.session, settings.keep_last)
+
+
+def result(turn: TurnState, revision: int, stored: int, resumed_after: str | None) -> TurnResult:
+    reply = next((m.text for m in reversed(turn.new) if m.role == "assistant"), "")
+    return TurnResult(
+        turn.session.value,
+        reply,
+        turn.usage,
+        turn.model,
+        revision,
+        stored,
+        turn.restore_id,
+        resumed_after,
+    )
