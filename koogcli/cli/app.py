@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import sys
 from typing import Any
@@ -12,6 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from koogcli import __version__
+from koogcli.cli import process
 from koogcli.cli.options import Globals
 from koogcli.core.errors import KoogError
 from koogcli.ui import render
@@ -205,36 +204,11 @@ _register()
 
 
 def main() -> None:
-    # A command lives for a second or two and frees nearly everything by reference
-    # counting; the cyclic collector would only walk the heap again and again as it grows
-    # (a turn over 50,000 messages spent 0.2 s of CPU in it, a short turn 0.09 s, mostly
-    # while the openai SDK is imported). The REPL, which lives for hours, turns it back on.
-    gc.disable()
-    os.umask(0o077)  # §4: whatever koog creates is private to the user
-    # koog uses no pydantic plugins; without this, pydantic scans every installed
-    # package's entry points on first use, a measurable part of start-up.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    process.one_shot()
     try:
         app()
     except SystemExit as exc:
         code = exc.code
     else:
         code = 0
-    leave(code)
-
-
-def leave(code: object) -> None:
-    """Exit without interpreter teardown. By now every file koog wrote is closed and
-    synced; tearing down the modules (the openai SDK's above all) would only cost a fifth
-    of a second per command. Output still buffered is flushed first. KOOG_DEBUG=1 exits
-    the usual way, for tools that report at exit."""
-    if isinstance(code, str):
-        sys.stderr.write(code + "\n")
-        code = 1
-    status = code if isinstance(code, int) else 0
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a reader that went away is done
-            stream.flush()
-    if os.environ.get("KOOG_DEBUG") == "1":
-        sys.exit(status)
-    os._exit(status)
+    process.leave(code)

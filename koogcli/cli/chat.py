@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from koogcli.cli import process
 from koogcli.cli.options import complete_roles, globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
@@ -96,7 +97,15 @@ def chat(
             built: AppContext = globals_of(ctx).build({**flags, **role})
             return built
 
-        run(app_ctx, name, offer_resume=resume is None, save=not no_save, rebuild=rebuild)
+        with process.long_lived():
+            run(
+                app_ctx,
+                name,
+                offer_resume=resume is None,
+                save=not no_save,
+                rebuild=rebuild,
+                per_line=process.per_line,
+            )
         return
     limit = app_ctx.settings.chat.max_attachment_bytes
     max_input = app_ctx.settings.chat.max_input_bytes

@@ -7,8 +7,8 @@ command is reported and the loop goes on.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
@@ -44,8 +44,10 @@ def run(
     offer_resume: bool = True,
     save: bool = True,
     rebuild: Callable[[dict[str, object]], AppContext] | None = None,
+    per_line: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> None:
-    gc.enable()  # off for one-shot commands (cli/app.py); a session lives for hours
+    """The REPL until EOF or /exit. `per_line`: entered around each line (the process's
+    collector switch, cli/process.py)."""
     state = ReplState(
         ctx,
         session,
@@ -81,24 +83,17 @@ def run(
             break
         if not line.strip():
             continue
-        # A line is handled without collector pauses (a turn over 50,000 messages waited
-        # 0.1-0.2 s longer for them). Once it is done, what it allocated is collected (the
-        # young generations: about 20 ms after such a turn, where a full collection of a
-        # heap holding the openai SDK takes 0.1 s), while the reply is read.
-        gc.disable()
         try:
-            if line.startswith("/"):
-                _finish_rollback(state)
-                REGISTRY.dispatch(state, line)
-            else:
-                turns.send(state, line)
+            with per_line():
+                if line.startswith("/"):
+                    _finish_rollback(state)
+                    REGISTRY.dispatch(state, line)
+                else:
+                    turns.send(state, line)
         except (TurnCancelledError, KeyboardInterrupt):
             state.ui.info("(cancelled)")
         except KoogError as err:
             state.ui.error(err)
-        finally:
-            gc.enable()
-            gc.collect(1)
 
 
 def _finish_rollback(state: ReplState) -> None:

@@ -359,17 +359,41 @@ def test_banner_names_session_count_and_model_and_no_save_writes_nothing(
 
 
 def test_the_repl_collects_cycles_though_one_shot_commands_do_not(
-    repl: Callable[..., Any],
+    make_ctx: Callable[..., Any],
 ) -> None:
     """koog's main() turns the cyclic collector off (a command lives a second or two); a
-    REPL session lives for hours and must not keep every cycle it ever made."""
+    REPL session, as `koog chat` runs it, lives for hours and must not keep every cycle it
+    ever made: the collector is on between lines, and off again once it ends."""
     import gc
+
+    from koogcli.cli import process
+
+    seen: list[bool] = []
+
+    class Looking(FakeChatModel):
+        def complete(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(gc.isenabled())
+            return super().complete(*args, **kwargs)
 
     gc.disable()  # as main() leaves it
     try:
-        ui, _ctx = repl("hello" + ENTER + CTRL_D)
-        assert gc.isenabled()
+        ui = Recorder()
+        with create_pipe_input() as inp, process.long_lived():
+            inp.send_text("hello" + ENTER + "/history" + ENTER + CTRL_D)
+            original = ui.info
+            ui.info = lambda text: (seen.append(gc.isenabled()), original(text))  # type: ignore[method-assign]
+            loop.run(
+                make_ctx(Looking()),
+                SessionName("c"),
+                input=inp,
+                output=DummyOutput(),
+                ui=ui,
+                per_line=process.per_line,
+            )
+            between = gc.isenabled()
         assert ui.replies == ["echo: hello"]
+        assert between and not gc.isenabled()
+        assert seen[-1] is False  # /history's output: inside a line, no collector pauses
     finally:
         gc.enable()
 
@@ -378,6 +402,8 @@ def test_no_collection_pauses_a_turn(make_ctx: Callable[..., Any]) -> None:
     """A turn over a long history allocates a lot; the collector must not run in the
     middle of it (the reply would wait for it), and is on again once the turn is done."""
     import gc
+
+    from koogcli.cli import process
 
     collections_in_turn: list[int] = []
     in_turn = [False]
@@ -401,11 +427,18 @@ def test_no_collection_pauses_a_turn(make_ctx: Callable[..., Any]) -> None:
         ui = Recorder()
         with create_pipe_input() as inp:
             inp.send_text("hello" + ENTER + CTRL_D)
-            loop.run(
-                make_ctx(Allocating()), SessionName("g"), input=inp, output=DummyOutput(), ui=ui
-            )
+            with process.long_lived():
+                loop.run(
+                    make_ctx(Allocating()),
+                    SessionName("g"),
+                    input=inp,
+                    output=DummyOutput(),
+                    ui=ui,
+                    per_line=process.per_line,
+                )
+                assert gc.isenabled()  # on again once the turn is done
     finally:
         gc.callbacks.remove(watch)
+        gc.enable()
     assert ui.replies == ["echo: hello"]
     assert collections_in_turn == []
-    assert gc.isenabled()
