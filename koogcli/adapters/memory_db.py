@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from koogcli.adapters.sql.sqlite import explain as sqlite_explain
+from koogcli.adapters.sql.sqlite import use_wal
 from koogcli.core.errors import KoogError, StorageError, UnknownFormatError
 
 FORMAT, VERSION = "koog.memory", "2"
@@ -125,8 +126,7 @@ def open_database(path: Path, busy_timeout: float) -> sqlite3.Connection:
                 f"(format {found[0]!r}, version {found[1]!r})",
                 hint="koog never rewrites it; move it aside to start a new one",
             )
-        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            db.execute("PRAGMA journal_mode=WAL")
+        use_wal(db, busy_timeout)
     except sqlite3.Error as exc:
         db.close()
         raise explain(path, exc, busy_timeout) from exc

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import re
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -168,8 +170,7 @@ class SqliteDatabase:
         except sqlite3.Error as exc:
             raise self._explain(exc) from exc
         try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, self.busy_timeout)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._schema(conn)
         except sqlite3.Error as exc:
@@ -209,6 +210,30 @@ class SqliteDatabase:
 
     def _explain(self, exc: sqlite3.Error) -> StorageError:
         return explain(self.path, exc, self.busy_timeout)
+
+
+def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch a database to WAL, waiting up to `timeout` for other processes.
+
+    The switch needs the file to itself, and SQLite answers "locked" at once, without
+    its busy handler, when processes opening a new database at the same time collide,
+    so the wait is here.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            # A refused switch may also answer with the mode it kept.
+            if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal":
+                return
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError("database is locked")
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                raise
+        time.sleep(random.uniform(0.005, 0.05))
 
 
 def explain(path: Path, exc: sqlite3.Error, timeout: float, what: str = "") -> StorageError:
