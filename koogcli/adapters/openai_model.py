@@ -99,7 +99,7 @@ class OpenAIChatModel:
         # The messages are already in wire shape. Passing them as `extra_body` (which the
         # client merges over the typed fields) skips the client's per-field transform, which
         # costs over a second on a 10,000-message history.
-        body: dict[str, Any] = dict(self.options.extra_body)
+        body: dict[str, Any] = {**self.options.extra_body, **request.extra}
         body["messages"] = [message_to_wire(m) for m in request.messages]
         kwargs: dict[str, Any] = {"model": request.model, "messages": [], "extra_body": body}
         if request.temperature is not None:
@@ -215,6 +215,17 @@ class OpenAIChatModel:
             raise self._explain(exc, "") from exc
 
     def _explain(self, exc: Exception, model: str) -> ModelError:
+        error = self._explained(exc, model)
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int):
+            error.status = status
+            body = getattr(exc, "body", None)
+            found = body.get("error", body) if isinstance(body, dict) else None
+            if isinstance(found, dict) and isinstance(found.get("message"), str):
+                error.upstream = {k: found.get(k) for k in ("message", "type", "param", "code")}
+        return error
+
+    def _explained(self, exc: Exception, model: str) -> ModelError:
         import openai
 
         url = self.endpoint.shown_url

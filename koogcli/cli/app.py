@@ -185,6 +185,7 @@ def _register() -> None:
         config_cmd,
         history,
         memory,
+        serve,
         storage,
     )
 
@@ -198,6 +199,7 @@ def _register() -> None:
     app.add_typer(memory.app, name="memory")
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(storage.app, name="storage")
+    app.command("serve")(serve.serve)
 
 
 _register()

@@ -26,18 +26,7 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
 
     sessions = history.list_sessions(globals_of(ctx).build())
     if as_json:
-        render.json_out(
-            [
-                {
-                    "session": s.name,
-                    "message_count": s.messages,
-                    "updated_at": s.updated_at,
-                    "preview": s.preview,
-                    "error": s.problem,
-                }
-                for s in sessions
-            ]
-        )
+        render.json_out([views.session_dict(s) for s in sessions])
     elif sessions:
         rows = [
             (

@@ -250,6 +250,28 @@ class StorageSettings(_Strict):
     statement_timeout_seconds: float = Field(default=60.0, gt=0.0, le=86400.0)
 
 
+class ServeToken(_Strict):
+    # A bearer token a client of `koog serve` sends (`Authorization: Bearer ...`).
+    token: str = Field(min_length=16)
+    # Session-name prefixes the token may use ("" grants every session).
+    sessions: list[str] = []
+    # Long-term memory namespaces the token may use.
+    namespaces: list[Annotated[str, Field(pattern=NAMESPACE)]] = []
+
+
+class ServeSettings(_Strict):
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8765, ge=0, le=65535)
+    # How long a request waits while another request on its session runs, before 409.
+    session_wait_seconds: float = Field(default=30.0, gt=0.0, le=3600.0)
+    # Seconds between SSE comments sent while the upstream has not answered yet.
+    keepalive_seconds: float = Field(default=10.0, gt=0.0, le=600.0)
+    # Seconds a stop (SIGTERM, Ctrl-C) waits for replies in flight.
+    shutdown_seconds: float = Field(default=30.0, ge=0.0, le=3600.0)
+    # Required to bind anything but a loopback address; with any set, every request needs one.
+    tokens: list[ServeToken] = []
+
+
 class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
@@ -262,3 +284,4 @@ class Settings(_Strict):
     tool_settings: ToolSettings = ToolSettings()
     tools: list[ToolSpec] = []
     storage: StorageSettings = StorageSettings()
+    serve: ServeSettings = ServeSettings()

@@ -38,6 +38,10 @@ class EndpointNotConfiguredError(UsageError):
 
 class ModelError(KoogError):
     exit_code = 1
+    # The HTTP status the server answered with and its own error object, when it answered
+    # (`koog serve` passes both on to its client).
+    status: int | None = None
+    upstream: dict[str, object] | None = None
 
 
 class ContextOverflowError(ModelError):

@@ -1,4 +1,5 @@
-"""Session names (SPEC §4): 1-64 of letters, digits, '.', '_', '-', not starting with '.'.
+"""Session names (SPEC §4): 1-64 of letters, digits, '.', '_', '-', not starting with '.';
+also '~' after the first character, which `koog serve` uses for forks (`work~2`).
 
 A name is validated before any path is built from it, so no name can escape the data dir.
 """
@@ -11,7 +12,7 @@ from datetime import datetime
 
 from koogcli.core.errors import InvalidSessionNameError
 
-_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}", re.ASCII)
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._~-]{0,63}", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ class SessionName:
             )
             raise InvalidSessionNameError(
                 f"invalid session name: '{shown[:80]}'",
-                hint="use 1-64 ASCII letters, digits, '.', '_' or '-', not starting with '.'",
+                hint="use 1-64 ASCII letters, digits, '.', '_', '-' or '~', not starting with '.' or '~'",
             )
         return cls(raw)
 

@@ -125,6 +125,9 @@ class ModelRequest:
     tools: Sequence[dict[str, object]] = field(default_factory=tuple)
     # OpenAI's `response_format` (json_schema / json_object); None: plain text.
     response_format: dict[str, object] | None = None
+    # Further request fields a client of `koog serve` sent (tool_choice, top_p, seed, ...),
+    # passed on as they came.
+    extra: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -192,6 +192,18 @@ class AppContext:
 
         return ChatMemory(self.history, self.pipeline)
 
+    def with_settings(self, settings: Settings) -> AppContext:
+        """A new context with other settings over the same storage, model, tools and
+        preprocessors (this one is left as it is)."""
+        from dataclasses import replace
+
+        config = replace(self.config, settings=settings)
+        derived = replace(self, load_config=lambda: config, _model=self.model())
+        for shared in ("storage", "pipeline", "toolbox", "memory_store"):
+            if shared in self.__dict__:
+                derived.__dict__[shared] = self.__dict__[shared]
+        return derived
+
     def require_endpoint(self) -> str | None:
         """Fail early (first-run guide, exit 2) when no endpoint is configured at all and no
         local server answers; returns a line to show when a local server's model is used.

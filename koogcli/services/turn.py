@@ -81,7 +81,7 @@ def _start(
     its user message recorded."""
     model = request.model or ctx.settings.llm.model
     live = live_prompt(ctx, request.system_prompt)
-    loaded, stored = _within_budget(ctx, request, model, live, events, recovering)
+    loaded, stored, compressed = _within_budget(ctx, request, model, live, events, recovering)
     undo = (
         restore_point(
             ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
@@ -103,9 +103,11 @@ def _start(
         undo.id if undo else None,
         events=events,
         save=request.save,
+        client=request.client,
+        compressed=compressed,
     )
     try:
-        turn.record(user_message(request.text), "load", None)
+        turn.record_all(request.tail or (user_message(request.text),), "load", None)
     except BaseException:
         fail(turn, "failed")
         raise
@@ -155,13 +157,16 @@ def _within_budget(
     live: list[Message],
     events: TurnEvents,
     recovering: bool,
-) -> tuple[LoadedPrompt, StoredHistory]:
+) -> tuple[LoadedPrompt, StoredHistory, bool]:
     """The history the turn starts from, compressed first when the configured limits say
     so (compression.auto_after_messages, compression.auto_at) or the server refused the
     turn as too long (`recovering`). A saved turn compresses the stored history, with a
     restore point of its own, so `rollback --latest` undoes the turn and the next rollback
     the compression; --no-save compresses the request only."""
-    stored = ctx.history.read(request.session)
+    if request.history is not None and not request.save:
+        stored = StoredHistory(list(request.history), 0)
+    else:
+        stored = ctx.history.read(request.session)
     loaded = ctx.memory.prepare(stored, live)
     reason = (
         "the server said the request was too long"
@@ -169,7 +174,7 @@ def _within_budget(
         else _compress_reason(ctx, request, model, loaded)
     )
     if reason is None:
-        return loaded, stored
+        return loaded, stored, False
     try:
         if request.save:
             _compress(ctx, request, model, events, reason)
@@ -196,12 +201,15 @@ def _within_budget(
             hint=f"run `koog compress -s {request.session.value} --strategy last-n`, or start "
             "a new session",
         )
-    return loaded, stored
+    return loaded, stored, True
 
 
 def _size(ctx: AppContext, request: TurnRequest, model: str, loaded: LoadedPrompt) -> budget.Size:
     return budget.size_of(
-        ctx.settings, model, [*loaded.messages, user_message(request.text)], loaded.messages
+        ctx.settings,
+        model,
+        [*loaded.messages, *(request.tail or (user_message(request.text),))],
+        loaded.messages,
     )
 
 

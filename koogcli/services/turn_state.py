@@ -5,7 +5,7 @@ step checkpoints and transcript lines each step writes, and the tombstone that c
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from koogcli.core import checkpoints as core
@@ -22,6 +22,17 @@ from koogcli.services.context import AppContext
 
 
 @dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """A turn asked for by a client of `koog serve`: its own tools (their calls go back to
+    it, koog's `[[tools]]` are not offered) and request fields passed on as they came."""
+
+    tools: tuple[dict[str, object], ...] = ()
+    temperature: float | None = None
+    response_format: dict[str, object] | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRequest:
     session: SessionName
     text: str
@@ -29,6 +40,22 @@ class TurnRequest:
     system_prompt: str | None = None
     stream: bool | None = None
     save: bool = True  # False (--no-save): read the session, write nothing at all
+    # The messages the turn adds instead of `text` as a user message (a client's new tail:
+    # user messages, or results of its own tool calls).
+    tail: tuple[Message, ...] = ()
+    client: ClientOptions | None = None
+    # With save=False: the history the turn starts from instead of the stored one.
+    history: tuple[Message, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What shaped a model request, as it goes out (a server puts it in its headers)."""
+
+    session: str
+    memory_used: tuple[str, ...]
+    context: str
+    compressed: bool
 
 
 @dataclass
@@ -40,6 +67,7 @@ class TurnEvents:
     on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
     on_note: Callable[[str], None] | None = None
     on_warning: Callable[[str], None] | None = None
+    on_request: Callable[[RequestInfo], None] | None = None
     # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
     approve: Callable[[ToolCall], Approval] | None = None
 
@@ -60,6 +88,14 @@ class TurnResult:
     stored_messages: int
     checkpoint: str | None = None
     resumed_after: str | None = None
+    # The last message the model sent (its tool calls included), and why it stopped.
+    message: Message | None = None
+    finish_reason: str | None = None
+    # Long-term memory records injected into the turn's requests, by id.
+    memory_used: tuple[str, ...] = ()
+    # The last request's size against the model's context ("1234/128000", "1234/unknown").
+    context: str = ""
+    compressed: bool = False
 
 
 @dataclass
@@ -85,6 +121,11 @@ class TurnState:
     # Sent with the next model request only: what the model got wrong in its last answer.
     corrections: list[Message] = field(default_factory=list)
     save: bool = True
+    client: ClientOptions | None = None
+    finish_reason: str | None = None
+    memory_used: list[str] = field(default_factory=list)
+    context: str = ""
+    compressed: bool = False
 
     def checkpoint(self, step: str, output: str | None) -> None:
         settings = self.ctx.settings.persistence
@@ -121,12 +162,16 @@ class TurnState:
     def record(self, message: Message, step: str, output: str | None) -> None:
         """A step's message: checkpointed first, then appended to the transcript, so a
         result visible anywhere is one that resume knows about (no tool runs twice)."""
-        self.new.append(message)
-        [safe] = self.ctx.pipeline.redact([message])
-        self.written.append(safe)
+        self.record_all((message,), step, output)
+
+    def record_all(self, messages: Sequence[Message], step: str, output: str | None) -> None:
+        """Messages under one step checkpoint (a client's tail comes as several)."""
+        self.new.extend(messages)
+        safe = self.ctx.pipeline.redact(list(messages))
+        self.written.extend(safe)
         self.checkpoint(step, output)
         if self.save:
-            self.ctx.transcript.append(self.session, [safe], self.turn_id)
+            self.ctx.transcript.append(self.session, safe, self.turn_id)
 
 
 def fail(turn: TurnState, reason: str) -> None:
@@ -162,14 +207,19 @@ def tombstone(turn: TurnState, reason: str) -> None:
 
 
 def result(turn: TurnState, revision: int, stored: int, resumed_after: str | None) -> TurnResult:
-    reply = next((m.text for m in reversed(turn.new) if m.role == "assistant"), "")
+    last = next((m for m in reversed(turn.new) if m.role == "assistant"), None)
     return TurnResult(
         turn.session.value,
-        reply,
+        last.text if last is not None else "",
         turn.usage,
         turn.model,
         revision,
         stored,
         turn.restore_id,
         resumed_after,
+        message=last,
+        finish_reason=turn.finish_reason,
+        memory_used=tuple(dict.fromkeys(turn.memory_used)),
+        context=turn.context,
+        compressed=turn.compressed,
     )

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 
 from koogcli.services.turn_state import (
+    RequestInfo,
     TurnResult,
     TurnState,
     fail,
@@ -53,10 +54,10 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
             pending = _pending_calls(turn.new)
             if last.role in ("user", "tool") and not pending:
                 _model_step(turn)
-            elif pending:
+            elif pending and turn.client is None:
                 _tool_step(turn, pending[0])
             else:
-                break
+                break  # answered, or calls of the client's own tools: it runs them
         if not turn.save:
             history = turn.ctx.memory.preview(turn.live, turn.loaded, turn.new)
             return result(turn, turn.loaded.revision, len(history), resumed_after)
@@ -122,20 +123,38 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
 
 def _model_step(turn: TurnState) -> None:
     ctx = turn.ctx
-    offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
+    client = turn.client
+    if client is not None:
+        offer_tools = bool(client.tools)
+    else:
+        offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
     # Histories stored before ids were koog's may repeat one: never sent twice (§5.15).
     prompt = for_api(distinct([*turn.loaded.messages, *turn.new, *turn.corrections]))
     retrieval = None if turn.retrieval_failed else _retrieve(turn, prompt)
     if retrieval is not None:  # the retrieve step; its augmentation is for this request only
         prompt = retrieval.messages
+        turn.memory_used.extend(hit.record.id for hit in retrieval.hits)
         turn.checkpoint(f"retrieve:{turn.rounds + 1}", f"{len(retrieval.hits)} records")
-    request = ModelRequest(
-        turn.model,
-        prompt,
-        turn.temperature,
-        turn.stream,
-        ctx.toolbox.specs() if offer_tools else (),
-    )
+    if client is None:
+        request = ModelRequest(
+            turn.model,
+            prompt,
+            turn.temperature,
+            turn.stream,
+            ctx.toolbox.specs() if offer_tools else (),
+        )
+    else:
+        temperature = turn.temperature if client.temperature is None else client.temperature
+        request = ModelRequest(
+            turn.model,
+            prompt,
+            temperature,
+            turn.stream,
+            client.tools,
+            client.response_format,
+            client.extra,
+        )
+        turn.context = _context(turn, prompt)
     produced: list[str] = []
 
     def collect(delta: str) -> None:
@@ -144,6 +163,15 @@ def _model_step(turn: TurnState) -> None:
         if turn.events.on_delta:
             turn.events.on_delta(delta)
 
+    if turn.events.on_request:
+        turn.events.on_request(
+            RequestInfo(
+                turn.session.value,
+                tuple(dict.fromkeys(turn.memory_used)),
+                turn.context,
+                turn.compressed,
+            )
+        )
     if turn.events.on_waiting:
         turn.events.on_waiting(f"waiting for {turn.model}")
     try:
@@ -155,6 +183,7 @@ def _model_step(turn: TurnState) -> None:
             ctx.transcript.append(turn.session, ctx.pipeline.redact([partial]), turn.turn_id)
         raise
     turn.rounds += 1
+    turn.finish_reason = completion.finish_reason
     turn.usage = turn.usage.plus(completion.usage) if turn.usage else completion.usage
     taken = tool_identity.taken(ctx, turn.session, [*turn.loaded.base, *turn.new], turn.save)
     calls = identify(completion.tool_calls, taken) if offer_tools else ()
@@ -178,6 +207,14 @@ def _model_step(turn: TurnState) -> None:
             meta["estimate_known"], meta["estimate"] = parts(prompt)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
+
+
+def _context(turn: TurnState, prompt: list[Message]) -> str:
+    """The request's estimated size against the model's context, as `estimate/limit`."""
+    from koogcli.services.budget import size_of
+
+    size = size_of(turn.ctx.settings, turn.model, prompt, turn.loaded.messages)
+    return f"{size.tokens}/{size.limit if size.limit is not None else 'unknown'}"
 
 
 NAMELESS_CALL = (

@@ -10,8 +10,20 @@ from collections.abc import Sequence
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import Message, local_time
+from koogcli.core.ports import SessionInfo
 from koogcli.core.results import Compensation, CompressResult, RollbackResult
 from koogcli.ui.render import one_line, table
+
+
+def session_dict(s: SessionInfo) -> dict[str, object]:
+    """A session as `history list --json` and `koog serve` show it."""
+    return {
+        "session": s.name,
+        "message_count": s.messages,
+        "updated_at": s.updated_at,
+        "preview": s.preview,
+        "error": s.problem,
+    }
 
 
 def checkpoint_rows(checkpoints: Sequence[Checkpoint]) -> str:

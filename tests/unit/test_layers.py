@@ -20,6 +20,8 @@ THIRD_PARTY_HOMES = {
     "regex": ("adapters/bounded_regex.py",),
     "psycopg": ("adapters/postgres",),
     "pgvector": ("adapters/postgres",),
+    "starlette": ("server",),
+    "uvicorn": ("cli/serve.py",),
 }
 ALLOWED_INTERNAL = {
     "core": {"core"},
@@ -27,7 +29,8 @@ ALLOWED_INTERNAL = {
     "adapters": {"adapters", "core"},
     "services": {"services", "core", "config"},
     "ui": {"ui", "core"},
-    "cli": {"cli", "ui", "services", "core", "repl"},
+    "cli": {"cli", "ui", "services", "core", "repl", "server"},
+    "server": {"server", "ui", "services", "core", "config"},
     "repl": {"repl", "ui", "services", "core"},
 }
 

@@ -1,0 +1,111 @@
+"""`koog serve`: an OpenAI-compatible endpoint giving any client koog's sessions and memory
+(SPEC §6). Starts the ASGI app of server/ under uvicorn; both are imported only here."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import typer
+
+from koogcli.cli import process
+from koogcli.cli.options import globals_of
+from koogcli.core.errors import UsageError
+from koogcli.ui import render
+
+if TYPE_CHECKING:
+    from koogcli.services.context import AppContext
+
+
+def serve(
+    ctx: typer.Context,
+    host: str | None = typer.Option(
+        None, "--host", metavar="HOST", help="Address to listen on (default 127.0.0.1)."
+    ),
+    port: int | None = typer.Option(
+        None, "--port", min=0, max=65535, metavar="PORT", help="Port (default 8765; 0: any free)."
+    ),
+) -> None:
+    """An OpenAI-compatible endpoint with koog's memory.
+
+    Point any OpenAI client's base URL at it; the header X-Koog-Session: NAME keeps the
+    conversation in session NAME. Ctrl-C or SIGTERM finish the replies in flight and stop.
+    """
+    from koogcli.core.urls import masked
+
+    app_ctx = globals_of(ctx).build()
+    settings = app_ctx.settings.serve
+    host = host or settings.host
+    port = settings.port if port is None else port
+    if not _loopback(host) and not settings.tokens:
+        raise UsageError(
+            f"--host {host} is not a loopback address and [serve] tokens is empty",
+            hint="add [[serve.tokens]] to the config (see config.example.toml), or serve on "
+            "127.0.0.1",
+        )
+    found = app_ctx.require_endpoint()
+    if found is not None:
+        render.note(found)
+    where = app_ctx.storage.describe()  # storage problems show before anything listens
+    listener = _listen(host, port)
+    bound_host, bound_port = listener.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    upstream = masked(app_ctx.settings.llm.base_url or "https://api.openai.com/v1")
+    render.out(
+        f"koog serve: http://{shown}:{bound_port}/v1 · storage: {where.get('backend')} "
+        f"({where.get('where', '')}) · upstream: {upstream} ({app_ctx.settings.llm.model})"
+    )
+    sys.stdout.flush()  # whoever started it may be waiting for the line
+    _run(app_ctx, listener, settings.shutdown_seconds)
+
+
+def _run(app_ctx: AppContext, listener: socket.socket, shutdown_seconds: float) -> None:
+    import uvicorn
+
+    from koogcli.server.app import create_app
+    from koogcli.server.state import ServerState
+
+    state = ServerState(app_ctx)
+    config = uvicorn.Config(
+        create_app(state),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=int(shutdown_seconds) or None,
+        server_header=False,
+    )
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            """Stop gracefully and exit 0 (uvicorn would raise the signal again once
+            stopped, ending the process with it); a second Ctrl-C stops at once."""
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            self.should_exit = True
+
+    with process.long_lived():
+        Server(config).run(sockets=[listener])
+    state.pool.shutdown(wait=True, cancel_futures=False)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror}",
+            hint="choose another --port, or stop what uses it",
+        ) from exc
+    listener.listen(128)
+    listener.set_inheritable(True)
+    return listener
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")

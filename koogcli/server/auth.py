@@ -1,0 +1,58 @@
+"""Who may see what through `koog serve` (SPEC §6).
+
+With no `[serve] tokens`, the server listens on loopback only and every request may use
+every session and namespace. With tokens, each request must send one
+(`Authorization: Bearer TOKEN`); it grants session-name prefixes and memory namespaces,
+and anything else is refused with 403 before any service runs. Tokens are compared in
+constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from koogcli.config.schema import ServeToken
+from koogcli.server.errors import Refused
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    sessions: tuple[str, ...] | None  # None: every session
+    namespaces: tuple[str, ...] | None  # None: every namespace
+
+    def session(self, name: str) -> None:
+        if self.sessions is not None and not any(name.startswith(p) for p in self.sessions):
+            raise Refused(
+                403,
+                f"this token may not use session {name!r}",
+                "permission_error",
+                "session_not_granted",
+            )
+
+    def namespace(self, name: str) -> None:
+        if self.namespaces is not None and name not in self.namespaces:
+            raise Refused(
+                403,
+                f"this token may not use memory namespace {name!r}",
+                "permission_error",
+                "namespace_not_granted",
+            )
+
+
+EVERYTHING = Grant(None, None)
+
+
+def grant_for(headers: Mapping[str, str], tokens: Sequence[ServeToken]) -> Grant:
+    if not tokens:
+        return EVERYTHING
+    sent = headers.get("authorization", "")
+    scheme, _, token = sent.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Refused(401, "a bearer token is required", "authentication_error", "missing_token")
+    token = token.strip()
+    for known in tokens:
+        if hmac.compare_digest(known.token.encode(), token.encode()):
+            return Grant(tuple(known.sessions), tuple(known.namespaces))
+    raise Refused(401, "the bearer token is not one this server knows", "authentication_error")

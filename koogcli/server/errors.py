@@ -1,0 +1,81 @@
+"""koog's errors as HTTP answers in OpenAI's error shape (SPEC §6).
+
+The status tells a client what to do: the upstream's own status passes through (a 429
+stays a 429), a bad body or session name is 400, a missing session 404, a busy session 409,
+storage trouble 500, an upstream that could not be reached 502.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from starlette.responses import JSONResponse
+
+from koogcli.core.errors import (
+    ContextOverflowError,
+    KoogError,
+    LockTimeoutError,
+    ModelError,
+    ResponseFormatError,
+    SessionNotFoundError,
+    StorageError,
+    UsageError,
+)
+from koogcli.server.wire import BadRequest, error_body
+from koogcli.services.exchange import SessionBusyError
+
+
+class Refused(Exception):
+    """An answer decided before any service ran: no token (401), not granted (403), ..."""
+
+    def __init__(self, status: int, message: str, kind: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.code = code
+
+
+def described(exc: BaseException) -> tuple[int, dict[str, object]]:
+    """The status and body for any failure of a request."""
+    if isinstance(exc, Refused):
+        return exc.status, error_body(exc.message, exc.kind, exc.code)
+    if isinstance(exc, BadRequest):
+        return 400, error_body(exc.message, "invalid_request_error", None, exc.param)
+    if isinstance(exc, ModelError) and exc.status is not None and exc.upstream is not None:
+        return exc.status, {"error": dict(exc.upstream)}  # the upstream's own words
+    if isinstance(exc, KoogError):
+        status, kind, code = _koog_status(exc)
+        text = exc.message if not exc.hint else f"{exc.message} ({exc.hint})"
+        return status, error_body(text, kind, code)
+    sys.stderr.write("koog serve: internal error:\n" + "".join(traceback.format_exception(exc)))
+    return 500, error_body(
+        f"internal error: {type(exc).__name__}; the server's log has the details",
+        "server_error",
+    )
+
+
+def response(exc: BaseException) -> JSONResponse:
+    status, body = described(exc)
+    return JSONResponse(body, status_code=status)
+
+
+def _koog_status(exc: KoogError) -> tuple[int, str, str | None]:
+    if isinstance(exc, (SessionBusyError, LockTimeoutError)):
+        return 409, "conflict_error", "session_busy"
+    if isinstance(exc, ContextOverflowError):
+        return 400, "invalid_request_error", "context_length_exceeded"
+    if isinstance(exc, ResponseFormatError):
+        return 400, "invalid_request_error", "response_format_unsupported"
+    if isinstance(exc, ModelError):
+        if exc.status is not None and 400 <= exc.status < 600:
+            return exc.status, "upstream_error", None
+        return 502, "upstream_error", None
+    if isinstance(exc, SessionNotFoundError):
+        return 404, "not_found_error", "session_not_found"
+    if isinstance(exc, UsageError):
+        return 400, "invalid_request_error", None
+    if isinstance(exc, StorageError):
+        return 500, "storage_error", None
+    return 500, "server_error", None

@@ -1,0 +1,162 @@
+"""Turns asked for by OpenAI clients (services/exchange.py, SPEC §6): what is stored when
+a client resends its conversation, edits it, regenerates, or runs its own tools."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koogcli.core.errors import UsageError
+from koogcli.core.messages import Message, ToolCall, assistant, system, tool_result, user
+from koogcli.core.names import SessionName
+from koogcli.core.ports import Completion
+from koogcli.services.exchange import Exchange, SessionBusyError, SessionGate, exchange
+from koogcli.services.turn_state import ClientOptions
+from tests.fakes.chat_model import FakeChatModel
+
+WORK = SessionName("work")
+
+
+def _ask(
+    ctx: Any, messages: list[Message], session: SessionName | None = WORK, **client: Any
+) -> Any:
+    return exchange(
+        ctx, SessionGate(5), Exchange(session, tuple(messages), ClientOptions(**client))
+    )
+
+
+def _stored(ctx: Any, name: str = "work") -> list[tuple[str, str]]:
+    return [(m.role, m.text) for m in ctx.history.load(SessionName(name)) if m.role != "system"]
+
+
+def test_a_resent_conversation_stores_only_its_new_tail(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    convo = [system("Be brief."), user("one")]
+    done = _ask(ctx, convo)
+    assert (done.session, done.result.reply, done.forked_from) == ("work", "echo: one", None)
+    convo += [assistant("echo: one"), user("two")]
+    _ask(ctx, convo)
+    assert _stored(ctx) == [
+        ("user", "one"),
+        ("assistant", "echo: one"),
+        ("user", "two"),
+        ("assistant", "echo: two"),
+    ]
+    with pytest.raises(UsageError, match="nothing new to answer"):
+        _ask(ctx, [*convo, assistant("echo: two")])
+
+
+def test_an_edited_message_forks_and_the_original_stays(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    convo = [user("one")]
+    _ask(ctx, convo)
+    convo += [assistant("echo: one"), user("two")]
+    _ask(ctx, convo)
+    before = ctx.history.read(WORK)
+    done = _ask(ctx, [user("one"), assistant("echo: one"), user("TWO, edited")])
+    assert (done.session, done.forked_from) == ("work~2", "work")
+    assert _stored(ctx, "work~2") == [
+        ("user", "one"),
+        ("assistant", "echo: one"),
+        ("user", "TWO, edited"),
+        ("assistant", "echo: TWO, edited"),
+    ]
+    assert ctx.history.read(WORK) == before
+    # A fork of a fork is numbered on: work~3, never work~2~2.
+    done = _ask(ctx, [user("changed from the start")], SessionName("work~2"))
+    assert done.session == "work~3" and _stored(ctx, "work~3") == [
+        ("user", "changed from the start"),
+        ("assistant", "echo: changed from the start"),
+    ]
+
+
+def test_a_regenerated_reply_answers_the_same_message_in_a_fork(
+    make_ctx: Callable[..., Any],
+) -> None:
+    ctx = make_ctx()
+    _ask(ctx, [user("one")])
+    _ask(ctx, [user("one"), assistant("echo: one"), user("two")])
+    done = _ask(ctx, [user("one"), assistant("echo: one"), user("two")])
+    assert done.session == "work~2"
+    assert _stored(ctx, "work~2") == [
+        ("user", "one"),
+        ("assistant", "echo: one"),
+        ("user", "two"),
+        ("assistant", "echo: two"),
+    ]
+
+
+def test_redacted_history_still_matches_what_the_client_resends(
+    make_ctx: Callable[..., Any], write_config: Callable[[str], Path]
+) -> None:
+    write_config(
+        '[[chat_memory.preprocessors]]\ntype = "redact"\n'
+        "pattern = '[\\w.+-]+@[\\w-]+\\.[\\w.-]+'\nreplacement = \"[EMAIL]\"\n"
+    )
+    ctx = make_ctx()
+    convo = [user("mail me at a@b.example")]
+    _ask(ctx, convo)
+    convo += [assistant("echo: mail me at a@b.example"), user("thanks")]
+    done = _ask(ctx, convo)
+    assert done.forked_from is None
+    assert _stored(ctx)[0] == ("user", "mail me at [EMAIL]")
+    assert len(_stored(ctx)) == 4
+
+
+def test_client_tool_calls_end_the_turn_and_their_results_come_back(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    ctx = make_ctx()
+    spec = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+    fake_model.enqueue(
+        Completion("", (ToolCall("call_0", "lookup", '{"q":"x"}'),), None, "tool_calls")
+    )
+    done = _ask(ctx, [user("find x")], tools=(spec,))
+    [call] = done.result.message.tool_calls
+    assert done.result.finish_reason == "tool_calls" and call.name == "lookup"
+    assert fake_model.requests[-1].tools == (spec,)
+    fake_model.enqueue(Completion("found it", (), None, "stop"))
+    convo = [user("find x"), assistant(None, (call,)), tool_result(call.id, "lookup", "x is 1")]
+    done = _ask(ctx, convo, tools=(spec,))
+    assert done.result.reply == "found it"
+    assert [m.role for m in ctx.history.load(WORK) if m.role != "system"] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_stateless_requests_store_nothing(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    done = _ask(ctx, [user("a"), assistant("b"), user("c")], None, temperature=0.5)
+    assert (done.session, done.result.reply) == (None, "echo: c")
+    assert ctx.history.sessions() == []
+
+
+def test_one_request_at_a_time_per_session_and_a_bound_on_the_wait() -> None:
+    gate = SessionGate(0.2)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with gate.hold(WORK):
+            held.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    held.wait(5)
+    with pytest.raises(SessionBusyError, match="stayed busy"):
+        with gate.hold(WORK):
+            pass
+    with gate.hold(SessionName("other")):  # other sessions are not held up
+        pass
+    release.set()
+    worker.join()
+    with gate.hold(WORK):
+        pass
