@@ -151,9 +151,8 @@ def test_one_request_at_a_time_per_session_and_a_bound_on_the_wait() -> None:
     worker = threading.Thread(target=hold)
     worker.start()
     held.wait(5)
-    with pytest.raises(SessionBusyError, match="stayed busy"):
-        with gate.hold(WORK):
-            pass
+    with pytest.raises(SessionBusyError, match="stayed busy"), gate.hold(WORK):
+        pass
     with gate.hold(SessionName("other")):  # other sessions are not held up
         pass
     release.set()
