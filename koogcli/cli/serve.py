@@ -77,6 +77,7 @@ def _run(app_ctx: AppContext, listener: socket.socket, shutdown_seconds: float) 
         timeout_graceful_shutdown=int(shutdown_seconds) or None,
         server_header=False,
     )
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             """Stop gracefully and exit 0 (uvicorn would raise the signal again once

@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Protocol
 
+from koogcli.core import wire_marks
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import Message, system, user
 from koogcli.core.messages import assistant as assistant_message
@@ -134,7 +135,15 @@ def compose(
     kept = {m.id for m in head}
     head += [m for m in original if m.meta.get("kind") == "note" and m.id not in kept]
     head.sort(key=_timestamp)  # stable: a leading user message stays ahead of a later system one
-    return [*head, *summaries, *trailing_calls(original)]
+    trailing = trailing_calls(original)
+    mark = wire_marks.carried(original, [*head, *trailing]) if summaries else None
+    if mark is not None:  # a resent conversation is still known after compression (§6)
+        last = summaries[-1]
+        summaries = [
+            *summaries[:-1],
+            replace(last, meta={**last.meta, wire_marks.KEY: mark.to_dict()}),
+        ]
+    return [*head, *summaries, *trailing]
 
 
 def summary_message(text: str) -> Message:

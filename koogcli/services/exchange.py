@@ -19,11 +19,13 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from koogcli.core import wire_marks
 from koogcli.core.errors import ConflictError, KoogError, UsageError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
+from koogcli.core.wire_marks import Mark, chain
 from koogcli.services.context import AppContext
 from koogcli.services.turn import TurnEvents, TurnRequest, TurnResult, abandon, run_turn
 from koogcli.services.turn_state import ClientOptions
@@ -59,7 +61,8 @@ class Exchanged:
 class Placement:
     session: SessionName
     tail: tuple[Message, ...]
-    forked_from: str | None = None
+    forked_from: str | None
+    conversation: Mark  # the client's whole conversation, as the reply's mark continues it
 
 
 class SessionGate:
@@ -127,7 +130,7 @@ def exchange(
             system_prompt,
             request.stream,
             tail=placed.tail,
-            client=request.client,
+            client=replace(request.client, conversation=placed.conversation),
         )
         result = run_turn(ctx, turn, events)
     return Exchanged(result, placed.session.value, placed.forked_from)
@@ -145,24 +148,77 @@ def place(ctx: AppContext, session: SessionName, said: Sequence[Message]) -> Pla
     stored = ctx.history.read(session).messages
     view = [i for i, m in enumerate(stored) if _comparable(m)]
     sent = ctx.pipeline.redact(list(said))  # stored messages passed the redactors too
+    if any(stored[i].meta.get("kind") in ("summary", "facts") for i in view):
+        return _place_compressed(ctx, session, stored, view, said, sent)
     common = 0
     while common < min(len(view), len(sent)) and _same(stored[view[common]], sent[common]):
         common += 1
     if common == len(view):
-        if common == len(said):
-            raise UsageError(
-                f"nothing new to answer: session {session.value!r} already holds all "
-                f"{len(said)} messages",
-                hint="send the conversation with a new user message (or tool results)",
-            )
-        return Placement(session, tuple(said[common:]), None)
+        _something_new(session, common, said)
+        conversation = _conversation(stored, view[:common], sent)
+        return Placement(session, tuple(said[common:]), None, conversation)
+    cut = _reply_before(said, common)
+    keep = stored[: view[cut - 1] + 1] if cut else [m for m in stored if m.role == "system"]
+    fork = _fork(ctx, session, keep)
+    return Placement(fork, tuple(said[cut:]), session.value, Mark(len(sent), chain(sent)))
+
+
+def _place_compressed(
+    ctx: AppContext,
+    session: SessionName,
+    stored: list[Message],
+    view: list[int],
+    said: Sequence[Message],
+    sent: list[Message],
+) -> Placement:
+    """A compressed history is matched by its newest mark (core/wire_marks.py): the
+    client's conversation up to it hashes the same, and what was stored after it equals
+    what follows. Diverged, the fork holds the client's own version of the common part."""
+    marked = [(i, mark) for i, m in enumerate(stored) if (mark := wire_marks.read(m))]
+    if marked:
+        last, mark = marked[-1]
+        after = [stored[i] for i in view if i > last]
+        end = mark.count + len(after)
+        if (
+            end <= len(sent)
+            and all(_same(a, b) for a, b in zip(after, sent[mark.count :], strict=False))
+            and chain(sent[: mark.count]) == mark.digest
+        ):
+            _something_new(session, end, said)
+            conversation = Mark(len(sent), chain(sent[mark.count :], mark.digest))
+            return Placement(session, tuple(said[end:]), None, conversation)
+    cut = _reply_before(said, len(said))
+    keep = [*(m for m in stored if m.role == "system"), *sent[:cut]]
+    fork = _fork(ctx, session, keep)
+    return Placement(fork, tuple(said[cut:]), session.value, Mark(len(sent), chain(sent)))
+
+
+def _something_new(session: SessionName, known: int, said: Sequence[Message]) -> None:
+    if known == len(said):
+        raise UsageError(
+            f"nothing new to answer: session {session.value!r} already holds all "
+            f"{len(said)} messages",
+            hint="send the conversation with a new user message (or tool results)",
+        )
+
+
+def _reply_before(said: Sequence[Message], common: int) -> int:
+    """Where a fork's new tail starts: after the last reply within the common part, and
+    never at the end (a regenerated reply answers the same user message again)."""
     cut = common
-    # The tail starts after the last reply both share, and is never empty: a regenerated
-    # reply answers the same user message again.
     while cut > 0 and (cut == len(said) or said[cut - 1].role != "assistant"):
         cut -= 1
-    keep = stored[: view[cut - 1] + 1] if cut else [m for m in stored if m.role == "system"]
-    return Placement(_fork(ctx, session, keep), tuple(said[cut:]), session.value)
+    return cut
+
+
+def _conversation(stored: list[Message], matched: list[int], sent: list[Message]) -> Mark:
+    """The chain over everything the client sent, continued from the newest mark among
+    the matched messages (so a long conversation is hashed once, a turn at a time)."""
+    for position in range(len(matched) - 1, -1, -1):
+        mark = wire_marks.read(stored[matched[position]])
+        if mark is not None and mark.count == position + 1:
+            return Mark(len(sent), chain(sent[mark.count :], mark.digest))
+    return Mark(len(sent), chain(sent))
 
 
 def _fork(ctx: AppContext, session: SessionName, messages: Sequence[Message]) -> SessionName:

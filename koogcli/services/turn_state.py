@@ -17,6 +17,7 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import ToolOutcome, Usage
 from koogcli.core.results import Approval
 from koogcli.core.step_details import StepDetails
+from koogcli.core.wire_marks import Mark
 from koogcli.services import interrupts
 from koogcli.services.context import AppContext
 
@@ -30,6 +31,9 @@ class ClientOptions:
     temperature: float | None = None
     response_format: dict[str, object] | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
+    # The client's conversation through the turn's new messages; the reply's mark
+    # (core/wire_marks.py) continues it.
+    conversation: Mark | None = None
 
 
 @dataclass(frozen=True, slots=True)

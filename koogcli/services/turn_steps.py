@@ -11,8 +11,10 @@ preprocessors first; the request of the turn in progress is sent as typed.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from koogcli.core import wire_marks
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
     Message,
@@ -25,6 +27,7 @@ from koogcli.core.messages import user as user_message
 from koogcli.core.ports import ModelRequest, ToolOutcome
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import distinct, identify
+from koogcli.core.wire_marks import Mark, chain
 from koogcli.services import interrupts, tool_identity
 from koogcli.services.budget import context_limit
 
@@ -206,6 +209,11 @@ def _model_step(turn: TurnState) -> None:
             # proportion to the history, so only where a context size makes it matter.
             meta["estimate_known"], meta["estimate"] = parts(prompt)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
+    if client is not None and client.conversation is not None:
+        [safe] = ctx.pipeline.redact([reply])
+        base = client.conversation
+        mark = Mark(base.count + 1, chain([safe], base.digest))
+        reply = replace(reply, meta={**meta, wire_marks.KEY: mark.to_dict()})
     turn.record(reply, f"model:{turn.rounds}", completion.text)
 
 

@@ -159,3 +159,36 @@ def test_one_request_at_a_time_per_session_and_a_bound_on_the_wait() -> None:
     worker.join()
     with gate.hold(WORK):
         pass
+
+
+@pytest.mark.parametrize("strategy", ["whole", "last-n", "chunked"])
+def test_compression_never_makes_a_resent_conversation_fork(
+    make_ctx: Callable[..., Any], strategy: str
+) -> None:
+    from koogcli.services import compression
+
+    ctx = make_ctx()
+    convo: list[Message] = []
+    for n in range(4):
+        convo.append(user(f"q{n}"))
+        done = _ask(ctx, convo)
+        convo.append(assistant(done.result.reply))
+    choice = compression.StrategyChoice(strategy)
+    compression.compress(ctx, compression.CompressRequest(WORK, choice))
+    assert any(m.meta.get("kind") == "summary" for m in ctx.history.load(WORK))
+    convo.append(user("after the summary"))
+    done = _ask(ctx, convo)
+    assert (done.session, done.forked_from) == ("work", None)
+    assert _stored(ctx)[-2:] == [
+        ("user", "after the summary"),
+        ("assistant", "echo: after the summary"),
+    ]
+    convo.append(assistant(done.result.reply))
+    convo.append(user("and once more"))
+    assert _ask(ctx, convo).session == "work"
+    # An edit before the summary still forks, holding the client's own version.
+    edited = [user("q0 edited"), *convo[1:]]
+    done = _ask(ctx, edited)
+    assert done.session == "work~2"
+    assert _stored(ctx, "work~2")[0] == ("user", "q0 edited")
+    assert len(_stored(ctx, "work~2")) == len(edited) + 1
