@@ -1,7 +1,9 @@
 """`POST /v1/chat/completions`: one turn of services/exchange.py, as JSON or as SSE.
 
 The turn runs on a worker thread; its text deltas cross to the event loop through a
-queue. A streamed answer waits for the first delta (or the end) up to `keepalive_seconds`
+queue. The client has its answer as soon as it is complete, while it is being stored (the
+next request on the session waits for the store; if the store fails, the client's next
+request holds the reply again and it is stored then). A streamed answer waits for the first delta (or the end) up to `keepalive_seconds`
 before it starts, so an upstream refusal keeps its own status (a 429 stays a 429); after
 that, SSE comments keep the connection alive while the upstream thinks, and a failure is
 sent as an `error` event. A client that goes away mid-stream fails the turn: the next
@@ -13,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -26,20 +28,13 @@ from koogcli.core.errors import KoogError
 from koogcli.server import errors
 from koogcli.server.state import ServerState
 from koogcli.server.wire import Reply, chunk, closing_chunks, completion, parse_chat
-from koogcli.services.exchange import Exchange, Exchanged, exchange
-from koogcli.services.turn_state import RequestInfo, TurnEvents
+from koogcli.services.context import AppContext
+from koogcli.services.exchange import Exchange, exchange
+from koogcli.services.turn_state import Answered, RequestInfo, TurnEvents
 
 
 class ClientGoneError(KoogError):
     """The client closed the connection before the reply was complete."""
-
-
-@dataclass
-class _Progress:
-    """What the worker has told the event loop so far."""
-
-    info: RequestInfo | None = None
-    gone: threading.Event = field(default_factory=threading.Event)
 
 
 async def chat_completions(request: Request) -> Response:
@@ -52,56 +47,95 @@ async def chat_completions(request: Request) -> Response:
     except Exception as exc:
         return errors.response(exc)
     asked = Exchange(session, body.conversation, body.client, body.model, body.stream)
+    turn = _Turn(state, asked)
+    turn.start(ctx)
     ident = f"chatcmpl-{secrets.token_hex(12)}"
     if not body.stream:
-        try:
-            done = await state.run(lambda: exchange(ctx, state.gate, asked))
-        except Exception as exc:
-            return errors.response(exc)
-        reply = _reply(ident, done)
-        return JSONResponse(completion(reply), headers=_headers_after(done))
-    return await _stream(state, ctx, asked, ident, body.include_usage)
+        while True:
+            kind, value = await turn.queue.get()
+            if kind == "error":
+                return errors.response(value)
+            if kind == "answered":
+                return JSONResponse(completion(_reply(ident, value)), headers=turn.headers())
+    return await _stream(turn, ident, body.include_usage)
 
 
-async def _stream(
-    state: ServerState, ctx: Any, asked: Exchange, ident: str, include_usage: bool
-) -> Response:
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    progress = _Progress()
+class _Turn:
+    """One exchange on a worker thread, telling the event loop what happens as it happens:
+    `delta`s, `answered` (the reply is complete; it is stored next), `error`."""
 
-    def put(kind: str, value: Any) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+    def __init__(self, state: ServerState, asked: Exchange) -> None:
+        self.state = state
+        self.asked = asked
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.info: RequestInfo | None = None
+        self.gone = threading.Event()
+        self.answered = False
 
-    def on_delta(text: str) -> None:
-        if progress.gone.is_set():
+    def _put(self, kind: str, value: Any) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, value))
+
+    def _delta(self, text: str) -> None:
+        if self.gone.is_set():
             raise ClientGoneError("the client closed the connection; the turn is not stored")
-        put("delta", text)
+        self._put("delta", text)
 
-    def on_request(info: RequestInfo) -> None:
-        progress.info = info
+    def _answered(self, answer: Answered) -> None:
+        self.answered = True
+        self._put("answered", answer)
 
-    events = TurnEvents(on_delta=on_delta, on_request=on_request)
+    def _request(self, info: RequestInfo) -> None:
+        self.info = info
 
-    def work() -> None:
-        try:
-            put("done", exchange(ctx, state.gate, asked, events))
-        except BaseException as exc:
-            put("error", exc)
+    def start(self, ctx: AppContext) -> None:
+        events = TurnEvents(
+            on_delta=self._delta, on_request=self._request, on_answered=self._answered
+        )
 
-    loop.run_in_executor(state.pool, work)
+        def work() -> None:
+            try:
+                exchange(ctx, self.state.gate, self.asked, events)
+                if not self.answered:
+                    raise RuntimeError("the turn ended without an answer")
+            except BaseException as exc:
+                if self.answered:  # the client has its reply and will resend it
+                    name = self.info.session if self.info else "?"
+                    sys.stderr.write(
+                        f"koog serve: a reply on session {name} was sent but not stored "
+                        f"({exc}); the client's next request stores it\n"
+                    )
+                else:
+                    self._put("error", exc)
+
+        self.loop.run_in_executor(self.state.pool, work)
+
+    def headers(self) -> dict[str, str]:
+        info, asked = self.info, self.asked
+        headers: dict[str, str] = {}
+        if asked.session is not None:
+            name = info.session if info is not None else asked.session.value
+            headers["X-Koog-Session"] = name
+            if name != asked.session.value:
+                headers["X-Koog-Forked-From"] = asked.session.value
+        if info is not None:
+            headers["X-Koog-Memory-Used"] = ",".join(info.memory_used)
+            headers["X-Koog-Context-Tokens"] = info.context
+            headers["X-Koog-Compressed"] = "true" if info.compressed else "false"
+        return headers
+
+
+async def _stream(turn: _Turn, ident: str, include_usage: bool) -> Response:
+    wait = turn.state.settings.keepalive_seconds
     first: tuple[str, Any] | None
     try:
-        first = await asyncio.wait_for(queue.get(), state.settings.keepalive_seconds)
+        first = await asyncio.wait_for(turn.queue.get(), wait)
     except TimeoutError:
         first = None
     if first is not None and first[0] == "error":
         return errors.response(first[1])
-    headers = _headers_during(progress.info, asked)
-    if first is not None and first[0] == "done":
-        headers = _headers_after(first[1])
     created = int(time.time())
-    model = asked.model or state.ctx.settings.llm.model
+    model = turn.asked.model or turn.state.ctx.settings.llm.model
 
     async def events_out() -> AsyncIterator[str]:
         item = first
@@ -110,7 +144,7 @@ async def _stream(
             while True:
                 if item is None:
                     try:
-                        item = await asyncio.wait_for(queue.get(), state.settings.keepalive_seconds)
+                        item = await asyncio.wait_for(turn.queue.get(), wait)
                     except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
@@ -119,8 +153,7 @@ async def _stream(
                 if kind == "delta":
                     yield _sse(chunk(ident, model, created, {"content": value}))
                 elif kind == "error":
-                    _, body = errors.described(value)
-                    yield _sse(body)
+                    yield _sse(errors.described(value)[1])
                     return
                 else:
                     for closing in closing_chunks(_reply(ident, value, created), include_usage):
@@ -128,12 +161,12 @@ async def _stream(
                     yield "data: [DONE]\n\n"
                     return
         finally:
-            progress.gone.set()  # a no-op once the turn is over
+            turn.gone.set()  # a no-op once the answer is complete
 
     return StreamingResponse(
         events_out(),
         media_type="text/event-stream",
-        headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        headers={**turn.headers(), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
@@ -141,34 +174,5 @@ def _sse(data: object) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _reply(ident: str, done: Exchanged, created: int = 0) -> Reply:
-    result = done.result
-    return Reply(ident, result.model, result.message, result.finish_reason, result.usage, created)
-
-
-def _headers_after(done: Exchanged) -> dict[str, str]:
-    result = done.result
-    headers = {
-        "X-Koog-Memory-Used": ",".join(result.memory_used),
-        "X-Koog-Context-Tokens": result.context,
-        "X-Koog-Compressed": "true" if result.compressed else "false",
-    }
-    if done.session is not None:
-        headers["X-Koog-Session"] = done.session
-    if done.forked_from is not None:
-        headers["X-Koog-Forked-From"] = done.forked_from
-    return headers
-
-
-def _headers_during(info: RequestInfo | None, asked: Exchange) -> dict[str, str]:
-    if info is None:
-        session = asked.session.value if asked.session is not None else None
-        return {"X-Koog-Session": session} if session else {}
-    headers = {
-        "X-Koog-Memory-Used": ",".join(info.memory_used),
-        "X-Koog-Context-Tokens": info.context,
-        "X-Koog-Compressed": "true" if info.compressed else "false",
-    }
-    if asked.session is not None:
-        headers["X-Koog-Session"] = info.session
-    return headers
+def _reply(ident: str, answer: Answered, created: int = 0) -> Reply:
+    return Reply(ident, answer.model, answer.message, answer.finish_reason, answer.usage, created)

@@ -109,6 +109,10 @@ def _message(raw: object, index: int) -> Message:
     name = raw.get("name")
     return Message(
         role=role,  # type: ignore[arg-type]
+        # Ids and times are given to the messages koog stores (services/exchange.py), not
+        # to every message of every resent conversation.
+        id="",
+        created_at="",
         content=_content(raw.get("content"), where),
         tool_calls=tuple(_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)),
         tool_call_id=call_id if role == "tool" else None,

@@ -23,11 +23,12 @@ from dataclasses import dataclass, replace
 
 from koogcli.core import wire_marks
 from koogcli.core.errors import ConflictError, KoogError, UsageError
-from koogcli.core.messages import Message
+from koogcli.core.messages import Message, new_id, utc_now
 from koogcli.core.names import SessionName
+from koogcli.core.ports import StoredHistory
 from koogcli.core.wire_marks import Mark, chain
 from koogcli.services.context import AppContext
-from koogcli.services.turn import TurnEvents, TurnRequest, TurnResult, abandon, run_turn
+from koogcli.services.turn import TurnEvents, TurnRequest, TurnResult, run_turn
 from koogcli.services.turn_state import ClientOptions
 
 # Never parsed and never a path: a stateless request stores nothing.
@@ -63,6 +64,7 @@ class Placement:
     tail: tuple[Message, ...]
     forked_from: str | None
     conversation: Mark  # the client's whole conversation, as the reply's mark continues it
+    known: StoredHistory | None = None  # the session's history as read to place it
 
 
 class SessionGate:
@@ -106,7 +108,7 @@ def exchange(
     if not said:
         raise UsageError("the request holds no message besides system messages")
     if request.session is None:
-        base, tail = _split_tail(said)
+        base, tail = _split_tail(tuple(map(_stamped, said)))
         turn = TurnRequest(
             STATELESS,
             "",
@@ -119,21 +121,30 @@ def exchange(
             history=base,
         )
         return Exchanged(run_turn(ctx, turn, events), None)
-    with gate.hold(request.session):
+    # One request at a time on a session: in this process (the gate, bounded), and across
+    # processes and servers sharing a database (the turn lock, held exclusively).
+    with gate.hold(request.session), ctx.turn_lock(request.session, exclusive=True):
         placed = place(ctx, request.session, said)
-        # The client resends what a turn a killed server left open was about: give it up.
-        abandon(ctx, placed.session)
         turn = TurnRequest(
             placed.session,
             "",
             request.model,
             system_prompt,
             request.stream,
-            tail=placed.tail,
+            tail=tuple(map(_stamped, placed.tail)),
             client=replace(request.client, conversation=placed.conversation),
+            known=placed.known,
+            held=placed.forked_from is None,  # a fork is a session of its own
         )
         result = run_turn(ctx, turn, events)
     return Exchanged(result, placed.session.value, placed.forked_from)
+
+
+def _stamped(m: Message) -> Message:
+    """A message as koog stores it: with an id and a time (a client sends neither)."""
+    if m.id and m.created_at:
+        return m
+    return replace(m, id=m.id or new_id(), created_at=m.created_at or utc_now())
 
 
 def split_system(conversation: Sequence[Message]) -> tuple[str | None, tuple[Message, ...]]:
@@ -145,18 +156,19 @@ def split_system(conversation: Sequence[Message]) -> tuple[str | None, tuple[Mes
 
 def place(ctx: AppContext, session: SessionName, said: Sequence[Message]) -> Placement:
     """Where the client's conversation goes: the session with the new tail, or a fork."""
-    stored = ctx.history.read(session).messages
+    known = ctx.history.read(session)
+    stored = known.messages
     view = [i for i, m in enumerate(stored) if _comparable(m)]
     sent = ctx.pipeline.redact(list(said))  # stored messages passed the redactors too
     if any(stored[i].meta.get("kind") in ("summary", "facts") for i in view):
-        return _place_compressed(ctx, session, stored, view, said, sent)
+        return _place_compressed(ctx, session, known, view, said, sent)
     common = 0
     while common < min(len(view), len(sent)) and _same(stored[view[common]], sent[common]):
         common += 1
     if common == len(view):
         _something_new(session, common, said)
         conversation = _conversation(stored, view[:common], sent)
-        return Placement(session, tuple(said[common:]), None, conversation)
+        return Placement(session, tuple(said[common:]), None, conversation, known)
     cut = _reply_before(said, common)
     keep = stored[: view[cut - 1] + 1] if cut else [m for m in stored if m.role == "system"]
     fork = _fork(ctx, session, keep)
@@ -166,7 +178,7 @@ def place(ctx: AppContext, session: SessionName, said: Sequence[Message]) -> Pla
 def _place_compressed(
     ctx: AppContext,
     session: SessionName,
-    stored: list[Message],
+    known: StoredHistory,
     view: list[int],
     said: Sequence[Message],
     sent: list[Message],
@@ -174,6 +186,7 @@ def _place_compressed(
     """A compressed history is matched by its newest mark (core/wire_marks.py): the
     client's conversation up to it hashes the same, and what was stored after it equals
     what follows. Diverged, the fork holds the client's own version of the common part."""
+    stored = known.messages
     marked = [(i, mark) for i, m in enumerate(stored) if (mark := wire_marks.read(m))]
     if marked:
         last, mark = marked[-1]
@@ -186,9 +199,9 @@ def _place_compressed(
         ):
             _something_new(session, end, said)
             conversation = Mark(len(sent), chain(sent[mark.count :], mark.digest))
-            return Placement(session, tuple(said[end:]), None, conversation)
+            return Placement(session, tuple(said[end:]), None, conversation, known)
     cut = _reply_before(said, len(said))
-    keep = [*(m for m in stored if m.role == "system"), *sent[:cut]]
+    keep = [*(m for m in stored if m.role == "system"), *map(_stamped, sent[:cut])]
     fork = _fork(ctx, session, keep)
     return Placement(fork, tuple(said[cut:]), session.value, Mark(len(sent), chain(sent)))
 

@@ -47,7 +47,7 @@ __all__ = [
 
 
 def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
-    if not request.save:  # --no-save writes nothing at all, not even a lock file
+    if not request.save or request.held:  # --no-save writes nothing, not even a lock file
         return _run_turn(ctx, request, events)
     with ctx.turn_lock(request.session):
         return _run_turn(ctx, request, events)
@@ -166,7 +166,7 @@ def _within_budget(
     if request.history is not None and not request.save:
         stored = StoredHistory(list(request.history), 0)
     else:
-        stored = ctx.history.read(request.session)
+        stored = request.known or ctx.history.read(request.session)
     loaded = ctx.memory.prepare(stored, live)
     reason = (
         "the server said the request was too long"

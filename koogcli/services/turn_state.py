@@ -14,7 +14,7 @@ from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError
 from koogcli.core.messages import Message, ToolCall, utc_now
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ToolOutcome, Usage
+from koogcli.core.ports import StoredHistory, ToolOutcome, Usage
 from koogcli.core.results import Approval
 from koogcli.core.step_details import StepDetails
 from koogcli.core.wire_marks import Mark
@@ -50,6 +50,11 @@ class TurnRequest:
     client: ClientOptions | None = None
     # With save=False: the history the turn starts from instead of the stored one.
     history: tuple[Message, ...] | None = None
+    # The stored history as the caller has just read it (a server reads it to place the
+    # request); read again when None. A concurrent store is caught at commit either way.
+    known: StoredHistory | None = None
+    # The caller holds the session's turn lock exclusively (a server placing a request).
+    held: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,17 @@ class RequestInfo:
     compressed: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A turn's complete answer, before it is stored."""
+
+    session: str
+    model: str
+    message: Message
+    finish_reason: str | None
+    usage: Usage | None
+
+
 @dataclass
 class TurnEvents:
     on_delta: Callable[[str], None] | None = None
@@ -72,6 +88,9 @@ class TurnEvents:
     on_note: Callable[[str], None] | None = None
     on_warning: Callable[[str], None] | None = None
     on_request: Callable[[RequestInfo], None] | None = None
+    # The answer is complete and about to be stored (a server may answer its client now:
+    # a client that never hears of a failed store resends the turn, and it is stored then).
+    on_answered: Callable[[Answered], None] | None = None
     # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
     approve: Callable[[ToolCall], Approval] | None = None
 
@@ -133,7 +152,9 @@ class TurnState:
 
     def checkpoint(self, step: str, output: str | None) -> None:
         settings = self.ctx.settings.persistence
-        if not (self.save and settings.enabled and settings.automatic):
+        if not (self.save and settings.enabled and settings.automatic) or self.client:
+            # A client's turn is never resumed: a client resends it, and nothing of a turn
+            # is in the history before its store (its restore point still is taken).
             return
         base = self.loaded.base
         details = StepDetails(
@@ -204,8 +225,8 @@ def tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Che
 
 def tombstone(turn: TurnState, reason: str) -> None:
     settings = turn.ctx.settings.persistence
-    if not (settings.enabled and settings.automatic):
-        return
+    if not (settings.enabled and settings.automatic) or turn.client:
+        return  # a client's turn left no step checkpoints to close
     turn.ctx.checkpoints.save(tombstone_for(turn.session, turn.turn_id, reason))
     turn.ctx.checkpoints.prune(turn.session, settings.keep_last)
 

@@ -114,6 +114,7 @@ class FakeOpenAIServer:
             self.context_counter = None
             self.quirks = set()
             self.strict_ids = True
+            self.default_delay = 0.0
 
     def use_profile(self, name: str) -> None:
         """Behave like one kind of real endpoint (PROFILES)."""
