@@ -387,3 +387,79 @@ def test_tokens_guard_namespaces_and_the_upstream_key_stays_inside(
     for path in [log, *data_dir.rglob("*")]:
         if path.is_file():
             assert API_KEY.encode() not in path.read_bytes(), path
+
+
+def test_the_koog_namespace_manages_sessions_and_memory_like_the_cli(
+    serve: KoogServe, run_koog: Run
+) -> None:
+    client = serve.client(default_headers={"X-Koog-Session": "api"})
+    convo: list[dict[str, Any]] = [{"role": "user", "content": "one"}]
+    client.chat.completions.create(model="gpt-4o-mini", messages=convo)  # type: ignore[arg-type]
+    convo += [{"role": "assistant", "content": "echo: one"}, {"role": "user", "content": "two"}]
+    client.chat.completions.create(model="gpt-4o-mini", messages=convo)  # type: ignore[arg-type]
+    base = serve.url.removesuffix("/v1") + "/koog/v1"
+    status, listed = http("GET", f"{base}/sessions")
+    cli = json.loads(run_koog("history", "list", "--json").stdout)
+    assert status == 200 and listed == cli and listed[0]["message_count"] == 5
+    status, shown = http("GET", f"{base}/sessions/api")
+    assert [m["content"] for m in shown["messages"]][1:] == ["one", "echo: one", "two", "echo: two"]
+    status, points = http("GET", f"{base}/sessions/api/checkpoints")
+    cli = json.loads(run_koog("checkpoint", "list", "-s", "api", "--json").stdout)
+    assert status == 200 and points == cli and len(points) == 2
+    status, undone = http("POST", f"{base}/sessions/api/rollback", {})
+    assert status == 200 and undone["after"] == {"message_count": 3}
+    assert [c for _, c in _said(_history(run_koog, "api"))] == ["one", "echo: one"]
+    status, added = http("POST", f"{base}/memory", {"text": "the sky is green", "namespace": "n"})
+    assert status == 201 and added["namespace"] == "n"
+    status, hits = http("POST", f"{base}/memory/search", {"query": "sky", "namespace": "n"})
+    assert status == 200 and [h["id"] for h in hits] == [added["id"]]
+    assert http("DELETE", f"{base}/memory/{added['id']}")[0] == 200
+    assert http("GET", f"{base}/memory?namespace=n") == (200, [])
+    assert http("DELETE", f"{base}/sessions/api") == (200, {"session": "api", "deleted": True})
+    assert http("GET", f"{base}/sessions/api")[0] == 404
+    status, body = http("GET", f"{base}/nothing/here")
+    assert status == 404 and body["error"]["type"] == "not_found_error"
+
+
+def test_headers_say_which_memory_was_used_and_when_compression_ran(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    write_config: Callable[[str], Path],
+    isolated: Path,
+    run_koog: Run,
+) -> None:
+    config = write_config(
+        "[llm]\ncontext_tokens = 100000\n"
+        "[compression]\nauto_after_messages = 4\n"
+        '[long_term_memory.retrieval]\nenabled = true\nmode = "fulltext"\n'
+    )
+    env = {**koog_env, "KOOG_CONFIG": str(config)}
+    served = KoogServe(env, log=isolated / "serve.log").start()
+    try:
+        base = served.url.removesuffix("/v1") + "/koog/v1"
+        ids = [
+            http("POST", f"{base}/memory", {"text": text})[1]["id"]
+            for text in ("the rocket launch is on friday", "rocket fuel is kerosene")
+        ]
+        client = served.client(default_headers={"X-Koog-Session": "hdr"})
+        convo: list[dict[str, Any]] = []
+        seen = []
+        for question in ("tell me about the rocket", "and the weather", "more", "again"):
+            convo.append({"role": "user", "content": question})
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o-mini",
+                messages=convo,  # type: ignore[arg-type]
+                stream=True,
+            )
+            text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+            convo.append({"role": "assistant", "content": text})
+            seen.append(dict(raw.headers))
+        assert sorted(seen[0]["x-koog-memory-used"].split(",")) == sorted(ids)
+        assert seen[0]["x-koog-compressed"] == "false"
+        assert seen[0]["x-koog-context-tokens"].endswith("/100000")
+        assert [h["x-koog-compressed"] for h in seen[1:]].count("true") >= 1
+        assert {h["x-koog-session"] for h in seen} == {"hdr"}  # compressed, never forked
+    finally:
+        assert served.stop() == 0
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert listed == ["hdr"]
