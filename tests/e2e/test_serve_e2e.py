@@ -30,6 +30,14 @@ def serve(backend: str, koog_env: dict[str, str], isolated: Path) -> Iterator[Ko
     assert started.stop() == 0
 
 
+@pytest.fixture
+def serve_files(koog_env: dict[str, str], isolated: Path) -> Iterator[KoogServe]:
+    """On files only: for what does not depend on the backend."""
+    started = KoogServe(koog_env, log=isolated / "serve.log").start()
+    yield started
+    assert started.stop() == 0
+
+
 def _history(run_koog: Run, name: str) -> list[dict[str, Any]]:
     done = run_koog("history", "show", "-s", name, "--json")
     assert done.returncode == 0, done.stderr
@@ -148,6 +156,17 @@ def _snapshot(run_koog: Run, data_dir: Path, backend: str, name: str) -> object:
     return done.stdout
 
 
+# Every id habit on files; on PostgreSQL (where the ids in use are looked up in SQL) the
+# reference and the per-turn numbering that reuses them most.
+@pytest.mark.parametrize(
+    ("backend", "profile"),
+    [
+        *(("files", p) for p in ID_PROFILES),
+        ("postgresql", "reference"),
+        ("postgresql", "per-turn-ids"),
+    ],
+    indirect=["backend"],
+)
 def test_client_tools_go_back_to_the_client_with_ids_unique_in_the_session(
     serve: KoogServe, server: FakeOpenAIServer, run_koog: Run, profile: str
 ) -> None:
@@ -227,15 +246,10 @@ def test_client_tools_go_back_to_the_client_with_ids_unique_in_the_session(
     assert [c["id"] for m in history for c in m.get("tool_calls", [])] == seen
 
 
-@pytest.fixture(params=ID_PROFILES)
-def profile(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def test_errors_keep_the_upstream_status_in_openais_shape(
-    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+    serve_files: KoogServe, server: FakeOpenAIServer, run_koog: Run
 ) -> None:
-    client = serve.client(default_headers={"X-Koog-Session": "err"})
+    client = serve_files.client(default_headers={"X-Koog-Session": "err"})
     server.enqueue({"status": 429, "message": "slow down"})
     with pytest.raises(openai.RateLimitError) as caught:
         client.chat.completions.create(
@@ -250,11 +264,11 @@ def test_errors_keep_the_upstream_status_in_openais_shape(
     with pytest.raises(openai.BadRequestError) as bad:
         client.chat.completions.create(model="gpt-4o-mini", messages=[])
     assert bad.value.status_code == 400 and bad.value.body["param"] == "messages"  # type: ignore[index]
-    status, body = http("POST", f"{serve.url}/chat/completions", content=b"{not json")
+    status, body = http("POST", f"{serve_files.url}/chat/completions", content=b"{not json")
     assert status == 400 and body["error"]["type"] == "invalid_request_error"
     status, body = http(
         "POST",
-        f"{serve.url}/chat/completions",
+        f"{serve_files.url}/chat/completions",
         {"messages": [{"role": "user", "content": "x"}]},
         {"X-Koog-Session": "../etc"},
     )
@@ -262,14 +276,14 @@ def test_errors_keep_the_upstream_status_in_openais_shape(
     # Nothing of the failed turns was stored as a turn.
     done = run_koog("history", "show", "-s", "err", "--json")
     assert done.returncode == 2 or _history(run_koog, "err") == []
-    status, body = http("GET", f"{serve.url.removesuffix('/v1')}/koog/v1/sessions/nosuch")
+    status, body = http("GET", f"{serve_files.url.removesuffix('/v1')}/koog/v1/sessions/nosuch")
     assert status == 404 and body["error"]["code"] == "session_not_found"
 
 
 def test_stateless_requests_store_nothing_and_models_and_embeddings_pass_through(
-    serve: KoogServe, server: FakeOpenAIServer, data_dir: Path, run_koog: Run
+    serve_files: KoogServe, server: FakeOpenAIServer, data_dir: Path, run_koog: Run
 ) -> None:
-    client = serve.client()
+    client = serve_files.client()
     done = client.chat.completions.create(
         model="gpt-4o-mini",
         messages=[
@@ -290,17 +304,17 @@ def test_stateless_requests_store_nothing_and_models_and_embeddings_pass_through
     assert [m.id for m in client.models.list()] == ["test-model"]
     vectors = client.embeddings.create(model="embed-small", input=["red apple", "green"])
     assert len(vectors.data) == 2 and len(vectors.data[0].embedding) > 0
-    assert http("GET", serve.url.removesuffix("/v1") + "/healthz") == (200, {"status": "ok"})
+    assert http("GET", serve_files.url.removesuffix("/v1") + "/healthz") == (200, {"status": "ok"})
 
 
 def test_a_client_gone_mid_stream_leaves_a_failed_turn(
-    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+    serve_files: KoogServe, server: FakeOpenAIServer, run_koog: Run
 ) -> None:
-    client = serve.client(default_headers={"X-Koog-Session": "gone"})
+    client = serve_files.client(default_headers={"X-Koog-Session": "gone"})
     client.chat.completions.create(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "first"}]
     )
-    server.enqueue({"chunks": [f"w{i} " for i in range(40)], "chunk_delay": 0.05})
+    server.enqueue({"chunks": [f"w{i} " for i in range(20)], "chunk_delay": 0.05})
     stream = client.chat.completions.create(
         model="gpt-4o-mini",
         messages=[
@@ -316,7 +330,7 @@ def test_a_client_gone_mid_stream_leaves_a_failed_turn(
     stream.close()
     import time
 
-    time.sleep(3)  # the upstream's remaining chunks arrive, and the turn fails on the next
+    time.sleep(1.5)  # the upstream's remaining chunks arrive, and the turn fails on the next
     assert _said(_history(run_koog, "gone")) == [("user", "first"), ("assistant", "echo: first")]
     # The turn began (its message is in the transcript) and failed: its restore point is
     # gone with it, so `rollback --latest` undoes the first turn, not a turn never stored.
