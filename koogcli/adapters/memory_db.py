@@ -14,7 +14,7 @@ from koogcli.adapters.sql.sqlite import explain as sqlite_explain
 from koogcli.adapters.sql.sqlite import use_wal
 from koogcli.core.errors import KoogError, StorageError, UnknownFormatError
 
-FORMAT, VERSION = "koog.memory", "2"
+FORMAT, VERSION = "koog.memory", "3"
 P = ParamSpec("P")
 R = TypeVar("R")
 _SCHEMA = """
@@ -49,6 +49,14 @@ CREATE TABLE vectors (
     UNIQUE (record, model)
 );
 """
+# Version 3: sources of records a user forgot, so ingestion never brings them back.
+_V3 = """
+CREATE TABLE forgotten (
+    namespace TEXT NOT NULL, source TEXT NOT NULL, forgotten_at TEXT NOT NULL,
+    PRIMARY KEY (namespace, source)
+) WITHOUT ROWID;
+"""
+_FROM_V2 = _V3 + "UPDATE meta SET value = '3' WHERE key = 'version';"
 _FROM_V1 = (
     """
 ALTER TABLE vectors RENAME TO vectors_v1;
@@ -110,15 +118,16 @@ def open_database(path: Path, busy_timeout: float) -> sqlite3.Connection:
         if not _tables(db):
             with transaction(db):
                 if not _tables(db):  # another process may have created it meanwhile
-                    _run(db, _SCHEMA + _V2)
+                    _run(db, _SCHEMA + _V2 + _V3)
                     db.executemany(
                         "INSERT INTO meta VALUES (?, ?)",
                         [("format", FORMAT), ("version", VERSION)],
                     )
-        if _meta(db) == (FORMAT, "1"):
-            with transaction(db):
-                if _meta(db) == (FORMAT, "1"):  # not migrated by another process meanwhile
-                    _run(db, _FROM_V1)
+        for older, script in (("1", _FROM_V1), ("2", _FROM_V2)):
+            if _meta(db) == (FORMAT, older):
+                with transaction(db):
+                    if _meta(db) == (FORMAT, older):  # not migrated by another process meanwhile
+                        _run(db, script)
         found = _meta(db)
         if found != (FORMAT, VERSION):
             raise UnknownFormatError(

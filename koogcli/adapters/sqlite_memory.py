@@ -36,6 +36,7 @@ from koogcli.adapters.paths import ensure_dir
 from koogcli.adapters.vector_index import VectorIndex, bump_epoch
 from koogcli.core.errors import LockTimeoutError, StorageError
 from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
+from koogcli.core.messages import utc_now
 
 _COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
 
@@ -99,6 +100,14 @@ class SqliteMemoryStore:
         added: list[str] = []
         with self._write() as db:
             for index, r in enumerate(records):
+                if (
+                    r.source
+                    and db.execute(
+                        "SELECT 1 FROM forgotten WHERE namespace = ? AND source = ?",
+                        (r.namespace, r.source),
+                    ).fetchone()
+                ):
+                    continue  # forgotten by the user: never added again
                 words = tokenize(r.content)
                 cursor = db.execute(
                     "INSERT OR IGNORE INTO records (id, namespace, content, content_lower, metadata,"
@@ -151,31 +160,32 @@ class SqliteMemoryStore:
         if self._read() is None:
             return False
         with self._write() as db:
-            row = db.execute(
-                "SELECT seq, namespace, content_lower, content FROM records WHERE id = ?",
-                (record_id,),
-            ).fetchone()
-            if row is None:
-                return False
-            seq, namespace, lowered, content = row
-            db.execute(
-                "DELETE FROM tokens WHERE namespace = ? AND record = ? AND token IN "
-                "(SELECT value FROM json_each(?))",
-                (namespace, seq, json.dumps(sorted(tokenize(lowered)))),
-            )
-            db.execute(
-                "INSERT INTO records_fts (records_fts, rowid, content_lower) VALUES "
-                "('delete', ?, ?)",
-                (seq, lowered),
-            )
-            db.execute(
-                "INSERT INTO records_text (records_text, rowid, content) VALUES ('delete', ?, ?)",
-                (seq, content),
-            )
-            if db.execute("DELETE FROM vectors WHERE record = ?", (seq,)).rowcount:
-                bump_epoch(db)
-            db.execute("DELETE FROM records WHERE seq = ?", (seq,))
-        return True
+            return _delete_in(db, record_id)
+
+    @sqlite_errors
+    def forget(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        """Delete records for good: from every index, their sources remembered so ingestion
+        never adds them again, and their text overwritten in the file (secure_delete, the
+        full-text segments merged, the WAL checkpointed into the database and emptied)."""
+        found = [r for r in map(self.get, ids) if r is not None]
+        if not found:
+            return []
+        now = utc_now()
+        connection = self._connect(create=True)
+        assert connection is not None
+        connection.execute("PRAGMA secure_delete = ON")
+        with self._write() as db:
+            for record in found:
+                _delete_in(db, record.id)
+                if record.source:
+                    db.execute(
+                        "INSERT OR IGNORE INTO forgotten VALUES (?, ?, ?)",
+                        (record.namespace, record.source, now),
+                    )
+            for index in ("records_fts", "records_text"):
+                db.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return found
 
     # -- reads ---------------------------------------------------------------------
 
@@ -186,8 +196,9 @@ class SqliteMemoryStore:
             return set()
         rows = db.execute(
             "SELECT source FROM records WHERE namespace = ? AND source IN "
-            "(SELECT value FROM json_each(?))",
-            (namespace, json.dumps(list(sources))),
+            "(SELECT value FROM json_each(?)) UNION SELECT source FROM forgotten "
+            "WHERE namespace = ? AND source IN (SELECT value FROM json_each(?))",
+            (namespace, json.dumps(list(sources))) * 2,
         )
         return {r[0] for r in rows}
 
@@ -393,3 +404,30 @@ def _spaces(namespace: Namespaces) -> list[str] | None:
     if namespace is None:
         return None
     return [namespace] if isinstance(namespace, str) else list(namespace)
+
+
+def _delete_in(db: sqlite3.Connection, record_id: str) -> bool:
+    """One record out of the table, the token index, both full-text indexes and vectors."""
+    row = db.execute(
+        "SELECT seq, namespace, content_lower, content FROM records WHERE id = ?", (record_id,)
+    ).fetchone()
+    if row is None:
+        return False
+    seq, namespace, lowered, content = row
+    db.execute(
+        "DELETE FROM tokens WHERE namespace = ? AND record = ? AND token IN "
+        "(SELECT value FROM json_each(?))",
+        (namespace, seq, json.dumps(sorted(tokenize(lowered)))),
+    )
+    db.execute(
+        "INSERT INTO records_fts (records_fts, rowid, content_lower) VALUES ('delete', ?, ?)",
+        (seq, lowered),
+    )
+    db.execute(
+        "INSERT INTO records_text (records_text, rowid, content) VALUES ('delete', ?, ?)",
+        (seq, content),
+    )
+    if db.execute("DELETE FROM vectors WHERE record = ?", (seq,)).rowcount:
+        bump_epoch(db)
+    db.execute("DELETE FROM records WHERE seq = ?", (seq,))
+    return True

@@ -1,4 +1,4 @@
-"""`koog memory add|search|list|delete|ingest|recall`."""
+"""`koog memory add|search|list|show|delete|forget|ingest|recall`."""
 
 from __future__ import annotations
 
@@ -140,13 +140,53 @@ def show(
     from koogcli.services import memory
 
     record = memory.show(globals_of(ctx).build(), record_id)
+    session, message = memory.origin(record)
     if as_json:
-        render.json_out(views.record_dict(record))
+        came = None if session is None else {"session": session, "message": message}
+        render.json_out({**views.record_dict(record), "source": came})
         return
     render.out(f"{record.id}  {record.namespace}  {local_time(record.created_at)}")
+    if session is not None:
+        render.out(f"  from session {session}, message {message}")
+    else:
+        render.out("  added by hand (memory add)")
     for key, value in record.metadata.items():
         render.out(f"  {key} = {value}")
     render.out("\n" + record.content)
+
+
+@app.command()
+def forget(
+    ctx: typer.Context,
+    ids: list[str] | None = typer.Argument(
+        None, metavar="[ID]...", help="Records: ids, or 6+ characters of them."
+    ),
+    where: list[str] = WHERE,
+    session: str | None = typer.Option(
+        None, "--session", "-s", metavar="NAME", help="Every record ingested from session NAME."
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    as_json: bool = JSON,
+) -> None:
+    """Forget records for good: every index, and never ingested again."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import memory
+
+    app_ctx = globals_of(ctx).build()
+    name = SessionName.parse(session).value if session is not None else None
+    chosen = memory.forgettable(app_ctx, ids or [], memory.parse_where(where), name)
+    if not chosen:
+        render.note("no memory record matched; nothing was forgotten")
+        if as_json:
+            render.json_out({"forgotten": []})
+        return
+    shown = ", ".join(r.id[:8] for r in chosen[:5]) + (" ..." if len(chosen) > 5 else "")
+    confirm_destructive(f"forget {len(chosen)} memory record(s) for good ({shown})", yes)
+    done = memory.forget(app_ctx, chosen)
+    if as_json:
+        render.json_out({"forgotten": [r.id for r in done]})
+    else:
+        render.note(f"forgot {len(done)} memory record(s); ingestion will not add them again")
 
 
 @app.command()
@@ -155,7 +195,7 @@ def delete(
     record_id: str = typer.Argument(..., metavar="ID"),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> None:
-    """Forget one record."""
+    """Delete one record (ingesting its message again adds it back; see forget)."""
     from koogcli.services import memory
 
     confirm_destructive(f"delete memory record {record_id}", yes)

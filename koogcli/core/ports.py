@@ -251,6 +251,11 @@ class MemoryStore(Protocol):
 
     def delete(self, record_id: str) -> bool: ...
 
+    def forget(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        """Delete records from the store and every index for good and remember their
+        sources, so ingestion never adds them again; the records forgotten."""
+        ...
+
     def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]: ...
 
     def records(

@@ -186,6 +186,40 @@ def delete(ctx: AppContext, record_id: str) -> None:
         raise UsageError(f"no memory record {record_id!r}", hint="`koog memory list` shows the ids")
 
 
+def forgettable(
+    ctx: AppContext,
+    ids: Sequence[str] = (),
+    where: Mapping[str, str] | None = None,
+    session: str | None = None,
+) -> list[MemoryRecord]:
+    """The records `memory forget` names, in every namespace: by id (6+ characters of
+    one), and those whose metadata has every `where` pair and that came from `session`."""
+    if not ids and not where and session is None:
+        raise UsageError(
+            "name the records to forget", hint="give ids, --where KEY=VALUE or --session NAME"
+        )
+    chosen = {record.id: record for record in map(lambda i: show(ctx, i), ids)}
+    if where or session is not None:
+        for record in ctx.memory_store.records(None, where or None):
+            if session is None or origin(record)[0] == session:
+                chosen.setdefault(record.id, record)
+    return list(chosen.values())
+
+
+def forget(ctx: AppContext, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """Gone for good (SPEC §5.17): from the store and every index, and ingestion of the
+    messages they came from adds nothing again."""
+    return ctx.memory_store.forget([r.id for r in records])
+
+
+def origin(record: MemoryRecord) -> tuple[str | None, str | None]:
+    """The session and message id a record was ingested from (None, None if added)."""
+    if not record.source:
+        return None, None
+    session, _, message = record.source.partition("/")
+    return session, message or None
+
+
 @dataclass(frozen=True)
 class IngestResult:
     namespace: str

@@ -35,6 +35,7 @@ from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.text_search import fold
 from koogcli.adapters.postgres.vectors import binary, register_binary_arrays
 from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
+from koogcli.core.messages import utc_now
 
 _COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
 
@@ -163,6 +164,14 @@ class PgMemoryStore:
         added: dict[str, int] = {}
         with self.db.transaction() as cur:
             for r in records:
+                if (
+                    r.source
+                    and cur.execute(
+                        "SELECT 1 FROM memory_forgotten WHERE namespace = %s AND source = %s",
+                        [r.namespace, r.source],
+                    ).fetchone()
+                ):
+                    continue  # forgotten by the user: never added again
                 cur.execute(
                     "INSERT INTO memory_records (id, namespace, content, content_lower, "
                     "metadata, created_at, source, search) VALUES "
@@ -212,6 +221,24 @@ class PgMemoryStore:
             cur.execute("DELETE FROM memory_records WHERE id = %s", [record_id])
             return cur.rowcount > 0
 
+    def forget(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        """Delete records (their tokens and vectors go with them, the text search vector is
+        in the row) and remember their sources, so ingestion never adds them again."""
+        if not ids:
+            return []
+        self._conn()
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"DELETE FROM memory_records WHERE id = ANY(%s) RETURNING {_COLUMNS}",
+                [list(ids)],
+            )
+            found = [self._record(row) for row in cur.fetchall()]
+            cur.executemany(
+                "INSERT INTO memory_forgotten VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                [(r.namespace, r.source, utc_now()) for r in found if r.source],
+            )
+        return found
+
     # -- reads ---------------------------------------------------------------------
 
     def _rows(self, query: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
@@ -222,8 +249,9 @@ class PgMemoryStore:
         if not sources:
             return set()
         found = self._rows(
-            "SELECT source FROM memory_records WHERE namespace = %s AND source = ANY(%s)",
-            [namespace, list(sources)],
+            "SELECT source FROM memory_records WHERE namespace = %s AND source = ANY(%s) "
+            "UNION SELECT source FROM memory_forgotten WHERE namespace = %s AND source = ANY(%s)",
+            [namespace, list(sources)] * 2,
         )
         return {r[0] for r in found}
 

@@ -112,9 +112,20 @@ CREATE TABLE memory_settings (
 );
 """
 
+# Sources of memory records a user forgot (`memory forget`): ingestion never adds them again.
+_V3 = """
+CREATE TABLE memory_forgotten (
+    namespace text NOT NULL,
+    source text NOT NULL,
+    forgotten_at text NOT NULL,
+    PRIMARY KEY (namespace, source)
+);
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "sessions, transcripts, checkpoints", _V1),
     (2, "long-term memory", _V2),
+    (3, "forgotten memory", _V3),
 )
 LATEST = MIGRATIONS[-1][0]
 
