@@ -195,7 +195,7 @@ def delete(
     record_id: str = typer.Argument(..., metavar="ID"),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> None:
-    """Delete one record (ingesting its message again adds it back; see forget)."""
+    """Delete one record (ingestion may add it back)."""
     from koogcli.services import memory
 
     confirm_destructive(f"delete memory record {record_id}", yes)
