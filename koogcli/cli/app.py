@@ -187,6 +187,7 @@ def _register() -> None:
         memory,
         serve,
         storage,
+        why,
     )
 
     app.command("chat")(chat.chat)
@@ -200,6 +201,7 @@ def _register() -> None:
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(storage.app, name="storage")
     app.command("serve")(serve.serve)
+    app.command("why")(why.why)
 
 
 _register()

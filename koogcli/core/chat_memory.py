@@ -23,6 +23,7 @@ from koogcli.core.messages import Message, system, without_system
 from koogcli.core.names import SessionName
 from koogcli.core.ports import HistoryStore, SessionInfo, StoredHistory
 from koogcli.core.preprocessors import Pipeline
+from koogcli.core.why import StepTrace
 
 MAX_STORE_ATTEMPTS = 200
 
@@ -71,6 +72,7 @@ class LoadedPrompt:
     messages: list[Message]
     revision: int
     history: list[Message] | None = None
+    trace: tuple[StepTrace, ...] = ()  # what each preprocessor did (`koog why`)
 
     @property
     def base(self) -> list[Message]:
@@ -92,8 +94,8 @@ class ChatMemory:
         return self.prepare(self.store.read(session), live_prompt)
 
     def prepare(self, stored: StoredHistory, live_prompt: Sequence[Message]) -> LoadedPrompt:
-        history = self.pipeline(stored.messages)
-        return LoadedPrompt(merge(live_prompt, history), stored.revision, history)
+        history, steps = self.pipeline.traced(stored.messages)
+        return LoadedPrompt(merge(live_prompt, history), stored.revision, history, steps)
 
     def preview(
         self, live_prompt: Sequence[Message], loaded: LoadedPrompt, new: Sequence[Message]

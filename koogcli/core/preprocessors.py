@@ -16,6 +16,7 @@ from typing import Protocol
 
 from koogcli.core.errors import ConfigError
 from koogcli.core.messages import Message, Role
+from koogcli.core.why import StepTrace, trace
 
 
 class Preprocessor(Protocol):
@@ -170,6 +171,16 @@ class Pipeline:
             acc = step(acc)
         return acc
 
+    def traced(self, messages: Sequence[Message]) -> tuple[list[Message], tuple[StepTrace, ...]]:
+        """The result, and what each step did (`koog why`): counts and the first ids."""
+        acc = list(messages)
+        traces = []
+        for step in self.steps:
+            done = step(acc)
+            traces.append(trace(_KINDS.get(type(step).__name__, type(step).__name__), acc, done))
+            acc = done
+        return acc, tuple(traces)
+
     def redact(self, messages: Sequence[Message]) -> list[Message]:
         """Only the redact steps, in order: what koog writes anywhere (transcript,
         checkpoints, memory records) carries no redacted pattern, while the request of the
@@ -185,3 +196,12 @@ class Pipeline:
             if isinstance(step, RedactPreprocessor):
                 text = step.pattern.sub(step.replacement, text)
         return text
+
+
+_KINDS = {
+    "FilterPreprocessor": "filter",
+    "WindowPreprocessor": "window",
+    "TokenWindowPreprocessor": "token_window",
+    "RedactPreprocessor": "redact",
+    "CustomPreprocessor": "custom",
+}

@@ -1,4 +1,4 @@
-"""/memory QUERY in the REPL."""
+"""/memory QUERY and /why [N] in the REPL."""
 
 from __future__ import annotations
 
@@ -24,3 +24,14 @@ def _memory(state: ReplState, args: str) -> None:
         state.ui.show(views.hits_table(hits))
     else:
         state.ui.info("no memory matched")
+
+
+@REGISTRY.add("why", "/why [N]", "what shaped the last reply (or turn N's)")
+def _why(state: ReplState, args: str) -> None:
+    from koogcli.services import why
+
+    number = args.strip()
+    if number and not number.isdigit():
+        raise UsageError("usage: /why [N]", hint="N is a turn number, 1 for the first")
+    found = why.explain(state.ctx, state.session, int(number) if number else None)
+    state.ui.show("\n".join(views.why_lines(found)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -232,6 +232,13 @@ def compress_prompt(
     out = strategy.compress(list(prompt), memory, summarizer)
     if out is not None:
         out = carry(prompt, out)  # the session stays calibrated once its answers are gone
+        before = {m.id for m in prompt}
+        out = [  # which strategy wrote each new summary (`koog why` says so)
+            replace(m, meta={**m.meta, "strategy": strategy.name})
+            if m.id not in before and m.meta.get("kind") in ("summary", "facts")
+            else m
+            for m in out
+        ]
     return Compressed(out, summarizer.requests, tuple(summarizer.problems), strategy.name)
 
 

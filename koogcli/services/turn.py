@@ -105,6 +105,8 @@ def _start(
         save=request.save,
         client=request.client,
         compressed=compressed,
+        recovered=recovering,
+        system_source=_system_source(ctx, request),
     )
     try:
         turn.record_all(request.tail or (user_message(request.text),), "load", None)
@@ -112,6 +114,12 @@ def _start(
         fail(turn, "failed")
         raise
     return turn
+
+
+def _system_source(ctx: AppContext, request: TurnRequest) -> str:
+    if request.system_prompt is not None:
+        return "the client's system message" if request.client else "given for this turn"
+    return ctx.config.provenance.get("llm.system_prompt", "built-in default")
 
 
 def _overflow(

@@ -149,6 +149,8 @@ class TurnState:
     memory_used: list[str] = field(default_factory=list)
     context: str = ""
     compressed: bool = False
+    recovered: bool = False  # sent again, compressed, after the server said too long
+    system_source: str = ""  # where the system prompt came from (`koog why`)
 
     def checkpoint(self, step: str, output: str | None) -> None:
         settings = self.ctx.settings.persistence

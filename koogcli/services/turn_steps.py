@@ -14,6 +14,7 @@ import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from koogcli.core import why as why_core
 from koogcli.core import wire_marks
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
@@ -28,7 +29,7 @@ from koogcli.core.ports import ModelRequest, ToolOutcome
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import distinct, identify
 from koogcli.core.wire_marks import Mark, chain
-from koogcli.services import interrupts, tool_identity
+from koogcli.services import interrupts, tool_identity, why
 from koogcli.services.budget import context_limit
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ def _model_step(turn: TurnState) -> None:
         if turn.events.on_delta:
             turn.events.on_delta(delta)
 
+    shaped = why.record(turn, prompt, retrieval, request.temperature, len(request.tools))
     if turn.events.on_request:
         turn.events.on_request(
             RequestInfo(
@@ -206,7 +208,7 @@ def _model_step(turn: TurnState) -> None:
     )
     if turn.corrections and not usable:
         return  # ask again; the round counts, so a model that keeps doing it runs out
-    meta: dict[str, object] = {"model": turn.model}
+    meta: dict[str, object] = {"model": turn.model, why_core.KEY: shaped.to_dict()}
     if completion.usage is not None:
         meta["usage"] = completion.usage.to_dict()
         if context_limit(ctx.settings, turn.model) is not None:

@@ -5,13 +5,15 @@ Shared by the CLI commands and the REPL's slash commands; writing is render.py's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import Message, local_time
 from koogcli.core.ports import SessionInfo
 from koogcli.core.results import Compensation, CompressResult, RollbackResult
+from koogcli.core.why import Explained, StepTrace
 from koogcli.ui.render import one_line, table
 
 
@@ -233,3 +235,77 @@ def recent_exchanges(messages: Sequence[Message], pairs: int, lines_each: int = 
         body = "\n    ".join(cut)
         blocks.append(f"[{m.role}] {body}")
     return "\n".join(blocks)
+
+
+def why_dict(found: Explained) -> dict[str, object]:
+    """`koog why --json`."""
+    reply = {"id": found.reply.id, "created_at": found.reply.created_at}
+    return {
+        "session": found.session,
+        "turn": found.turn,
+        "turns": found.turns,
+        "reply": reply,
+        **found.why.to_dict(),
+    }
+
+
+def why_lines(found: Explained) -> list[str]:
+    """What shaped a reply, in words."""
+    w = found.why
+    temperature = "unset" if w.temperature is None else f"{w.temperature:g}"
+    lines = [
+        f"turn {found.turn} of {found.turns} in {found.session}, answered "
+        f"{local_time(found.reply.created_at)} by {w.model} (temperature {temperature}, "
+        f"{'streamed' if w.stream else 'not streamed'}, {w.tools} tools offered)",
+        f"system prompt: {w.system_chars:,} characters, from {w.system_source}",
+    ]
+    if w.preprocessors:
+        lines.append("preprocessors: " + "; ".join(_step_words(s) for s in w.preprocessors))
+    else:
+        lines.append("preprocessors: none configured")
+    if w.summary:
+        how = ", ".join(
+            p for p in (w.summary.get("strategy"), local_time(w.summary["created_at"])) if p
+        )
+        lines.append(f"summary in effect: {w.summary['id'][:8]} ({w.summary['kind']}, {how})")
+    else:
+        lines.append("summary in effect: none")
+    lines.append(_memory_words(w.memory))
+    context = (
+        f"~{w.estimate:,} of {w.limit:,} tokens"
+        if w.estimate is not None and w.limit
+        else "context size unknown (llm.context_tokens unset)"
+    )
+    if w.compressed_before:
+        context += "; automatic compression ran before this turn"
+    if w.recovered:
+        context += "; the server refused it as too long and it was sent again, compressed"
+    lines.append(f"context: {context}")
+    return lines
+
+
+def _step_words(step: StepTrace) -> str:
+    if step.changed and step.before == step.after:
+        return f"{step.kind} rewrote {step.changed} of {step.before} messages"
+    removed = step.before - step.after
+    if not removed:
+        return f"{step.kind} removed nothing ({step.before} messages)"
+    first = ", ".join(i[:8] for i in step.removed)
+    return f"{step.kind} removed {removed} of {step.before} messages (first: {first})"
+
+
+def _memory_words(memory: Mapping[str, Any] | None) -> str:
+    if memory is None:
+        return "long-term memory: retrieval off"
+    records = memory.get("records") or []
+    if not records:
+        return f"long-term memory: nothing matched in {memory.get('namespace')}"
+    hits = ", ".join(f"{r['id'][:8]} (score {float(r['score']):.3f})" for r in records)
+    return (
+        f"long-term memory: {_count(len(records), 'record')} from {memory.get('namespace')} by "
+        f"{memory.get('mode')}: {hits}"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

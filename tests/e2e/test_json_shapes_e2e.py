@@ -71,6 +71,7 @@ def test_documented_shapes_match_real_output(
         "memory list --json": out("memory", "list", "--json"),
         "memory ingest --json": out("memory", "ingest", "-s", "j", "--json"),
         "memory forget --json": out("memory", "forget", "--where", "none=none", "--json"),
+        "why --json": out("why", "-s", "j", "--json"),
         "memory recall --json": out("memory", "recall", "blue", "-s", "j", "--json"),
         "config show --json": out("config", "show", "--json"),
         "storage status --json": out("storage", "status", "--json"),

@@ -342,3 +342,13 @@ def test_a_killed_rollback_is_finished_by_the_next_command(
     ui, _ = drive("/history" + ENTER + "/history" + ENTER + CTRL_D)
     assert tools() == [["create_user", "Cy"], ["remove_user", "Cy"]]  # once, not twice
     assert any(i.startswith("finished the compensations") for i in ui.infos), ui.infos
+
+
+def test_why_shows_what_shaped_the_last_reply_and_any_turn(drive: Callable[..., Any]) -> None:
+    ui, _ = drive("first" + ENTER + "second" + ENTER + "/why" + ENTER + "/why 1" + ENTER + CTRL_D)
+    shown = "\n".join(ui.shown)
+    assert "turn 2 of 2 in r," in shown and "turn 1 of 2 in r," in shown
+    assert "system prompt:" in shown and "long-term memory: retrieval off" in shown
+    ui, _ = drive("/why 9" + ENTER + "/why x" + ENTER + CTRL_D)
+    assert any("has 2 answered turns" in e for e in ui.errors), ui.errors
+    assert any("usage: /why [N]" in e for e in ui.errors), ui.errors

@@ -1,0 +1,35 @@
+"""`koog why`: what shaped a stored reply (SPEC §5.17)."""
+
+from __future__ import annotations
+
+import typer
+
+from koogcli.cli.options import globals_of, session_option
+from koogcli.ui import render, views
+
+
+def why(
+    ctx: typer.Context,
+    session: str | None = session_option(),
+    turn: int | None = typer.Option(
+        None,
+        "--turn",
+        min=1,
+        metavar="N",
+        help="The session's Nth answered turn (default: the last).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """What shaped a reply: prompt, preprocessors, summary, memory, budget.
+
+    Recorded with the reply when it was made, so it stays true after compression and
+    rollback.
+    """
+    from koogcli.services import why as service
+
+    app_ctx = globals_of(ctx).build()
+    found = service.explain(app_ctx, app_ctx.session(session), turn)
+    if as_json:
+        render.json_out(views.why_dict(found))
+    else:
+        render.out("\n".join(views.why_lines(found)))

@@ -1,0 +1,119 @@
+"""What shaped one model request (SPEC §5.17, `koog why`), recorded with the reply.
+
+Small on purpose: ids and counts, never copies of text, so it can ride in the reply's
+`meta` (history and transcript alike) and stays true after the history changes: the
+transcript keeps every reply, compression and rollback do not touch it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from koogcli.core.messages import Message
+
+KEY = "why"
+VERSION = 1
+FIRST = 5  # ids kept of what each preprocessor removed
+
+
+@dataclass(frozen=True, slots=True)
+class StepTrace:
+    """One preprocessor's effect on the loaded history."""
+
+    kind: str
+    before: int
+    after: int
+    removed: tuple[str, ...] = ()  # ids of the first few messages it removed
+    changed: int = 0  # messages it kept but rewrote (redaction)
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    model: str
+    temperature: float | None
+    stream: bool
+    tools: int
+    system_source: str  # where the system prompt came from
+    system_chars: int
+    preprocessors: tuple[StepTrace, ...] = ()
+    summary: dict[str, str] | None = None  # {"id", "kind", "created_at"} of the one in effect
+    memory: dict[str, Any] | None = None  # {"mode", "namespace", "records": [{"id", "score"}]}
+    estimate: int | None = None
+    limit: int | None = None
+    compressed_before: bool = False  # automatic compression ran before this turn
+    recovered: bool = False  # the server refused the first request as too long
+    version: int = field(default=VERSION)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Why | None:
+        """None for a record this koog cannot read (a newer version, or damaged)."""
+        try:
+            if raw.get("version") != VERSION:
+                return None
+            steps = tuple(
+                StepTrace(
+                    str(s["kind"]),
+                    int(s["before"]),
+                    int(s["after"]),
+                    tuple(map(str, s.get("removed", ()))),
+                    int(s.get("changed", 0)),
+                )
+                for s in raw.get("preprocessors", ())
+            )
+            return cls(
+                model=str(raw["model"]),
+                temperature=raw.get("temperature"),
+                stream=bool(raw.get("stream")),
+                tools=int(raw.get("tools", 0)),
+                system_source=str(raw.get("system_source", "")),
+                system_chars=int(raw.get("system_chars", 0)),
+                preprocessors=steps,
+                summary=raw.get("summary"),
+                memory=raw.get("memory"),
+                estimate=raw.get("estimate"),
+                limit=raw.get("limit"),
+                compressed_before=bool(raw.get("compressed_before")),
+                recovered=bool(raw.get("recovered")),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def trace(kind: str, before: Sequence[Message], after: Sequence[Message]) -> StepTrace:
+    kept = {m.id: m for m in after}
+    removed = [m.id for m in before if m.id not in kept]
+    changed = sum(1 for m in before if m.id in kept and kept[m.id].content != m.content)
+    return StepTrace(kind, len(before), len(after), tuple(removed[:FIRST]), changed)
+
+
+def summary_in_effect(history: Sequence[Message]) -> dict[str, str] | None:
+    for m in reversed(history):
+        kind = m.meta.get("kind")
+        if kind in ("summary", "facts"):
+            found = {"id": m.id, "kind": str(kind), "created_at": m.created_at}
+            strategy = m.meta.get("strategy")
+            if isinstance(strategy, str):
+                found["strategy"] = strategy
+            return found
+    return None
+
+
+def of(m: Message) -> Why | None:
+    raw = m.meta.get(KEY)
+    return Why.from_dict(raw) if isinstance(raw, Mapping) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """A reply and what shaped it (`koog why`)."""
+
+    session: str
+    turn: int  # 1-based, among the session's answered turns
+    turns: int
+    reply: Message
+    why: Why

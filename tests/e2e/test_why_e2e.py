@@ -1,0 +1,87 @@
+"""`koog why` (SPEC §5.17): what shaped a reply, recorded with it and unchanged by later
+turns and compression; on both backends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run_koog(
+    forked_koog: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """koog with retrieval on; `windowed=True` adds a window of 3 messages (set up after
+    the session grew, so the window has something to cut besides the summary)."""
+    common = (
+        "[llm]\ncontext_tokens = 100000\n"
+        '[long_term_memory.retrieval]\nenabled = true\nmode = "fulltext"\n'
+    )
+    plain, windowed = tmp_path / "plain.toml", tmp_path / "windowed.toml"
+    plain.write_text(common)
+    windowed.write_text(common + '[[chat_memory.preprocessors]]\ntype = "window"\nsize = 3\n')
+
+    def run(*args: str, windowed_config: bool = False) -> subprocess.CompletedProcess[str]:
+        return forked_koog(*args, env={"KOOG_CONFIG": str(windowed if windowed_config else plain)})
+
+    return run
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_why_names_the_cut_the_summary_and_the_records_and_keeps_saying_it(
+    backend: str, run_koog: Run
+) -> None:
+    records = [
+        _ok(run_koog("memory", "add", text)).strip()
+        for text in ("the zeppelin hangar is north", "zeppelin lift comes from helium")
+    ]
+    for word in ("alpha", "beta", "gamma"):
+        _ok(run_koog("chat", "-s", "w", word))
+    _ok(run_koog("compress", "-s", "w", "--strategy", "whole"))
+    for word in ("delta",):
+        _ok(run_koog("chat", "-s", "w", word))
+    history = json.loads(_ok(run_koog("history", "show", "-s", "w", "--json")))
+    [summary] = [m for m in history if m.get("meta", {}).get("kind") == "summary"]
+    _ok(run_koog("chat", "-s", "w", "where is the zeppelin", windowed_config=True))
+
+    shown = json.loads(_ok(run_koog("why", "-s", "w", "--json")))
+    turn = shown["turn"]
+    assert (turn, shown["turns"]) == (5, 5)
+    [window] = shown["preprocessors"]
+    assert window["kind"] == "window"
+    cut = window["before"] - window["after"]
+    assert cut > 0 and len(window["removed"]) == min(cut, 5)
+    stored_ids = {m["id"] for m in history}
+    assert set(window["removed"]) <= stored_ids  # it names messages of the history it cut
+    assert shown["summary"]["id"] == summary["id"]
+    assert shown["summary"]["strategy"] == "whole"
+    got = {r["id"]: r["score"] for r in shown["memory"]["records"]}
+    assert set(got) == set(records) and all(s > 0 for s in got.values())
+    assert shown["memory"]["mode"] == "fulltext" and shown["memory"]["namespace"] == "default"
+    assert shown["limit"] == 100000 and 0 < shown["estimate"] < 100000
+    words = _ok(run_koog("why", "-s", "w"))
+    assert f"summary in effect: {summary['id'][:8]} (summary, whole" in words
+    assert "window removed" in words and "2 records from default by fulltext" in words
+
+    _ok(run_koog("chat", "-s", "w", "one more"))
+    _ok(run_koog("compress", "-s", "w", "--strategy", "whole"))
+    again = json.loads(_ok(run_koog("why", "-s", "w", "--turn", str(turn), "--json")))
+    assert {**again, "turns": None} == {**shown, "turns": None}
+    assert again["turns"] == 6
+
+    missing = run_koog("why", "-s", "w", "--turn", "9")
+    assert missing.returncode == 2 and "has 6 answered turns" in missing.stderr
+    nosuch = run_koog("why", "-s", "nosuch")
+    assert nosuch.returncode == 2 and "no session named 'nosuch'" in nosuch.stderr
