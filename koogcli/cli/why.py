@@ -20,10 +20,10 @@ def why(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """What shaped a reply: prompt, preprocessors, summary, memory, budget.
+    """Show what shaped a stored reply.
 
-    Recorded with the reply when it was made, so it stays true after compression and
-    rollback.
+    The system prompt, preprocessors, summary, memory records and budget of its request,
+    recorded with the reply, so it stays true after compression and rollback.
     """
     from koogcli.services import why as service
 
