@@ -161,13 +161,31 @@ def export(
     output: Path | None = typer.Option(
         None, "-o", "--output", metavar="FILE", help="Write to FILE, not stdout."
     ),
+    fmt: str = typer.Option(
+        "json", "--format", metavar="FORMAT", help="json (to import again), markdown or html."
+    ),
 ) -> None:
-    """Export a session's history as a JSON document."""
+    """Export a session as JSON, Markdown or one HTML page.
+
+    HTML is one self-contained page (works offline). Markdown and HTML pass the redact
+    preprocessors: nothing they hide is written.
+    """
     from koogcli.services import history
 
+    if fmt not in ("json", "markdown", "html"):
+        raise UsageError(f"unknown --format {fmt!r}", hint="use json, markdown or html")
     app_ctx = globals_of(ctx).build()
-    document = history.export(app_ctx, app_ctx.session(session))
-    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    name = app_ctx.session(session)
+    if fmt == "json":
+        document = history.export(app_ctx, name)
+        text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+        count = len(document["messages"])  # type: ignore[arg-type]
+    else:
+        from koogcli.ui import export as shared_page
+
+        shared = history.shareable(app_ctx, name)
+        text = (shared_page.to_html if fmt == "html" else shared_page.to_markdown)(shared)
+        count = len(shared.messages)
     if output is None:
         render.out(text)
         return
@@ -175,7 +193,7 @@ def export(
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
-    render.note(f"exported {len(document['messages'])} messages to {output}")  # type: ignore[arg-type]
+    render.note(f"exported {count} messages to {output}")
 
 
 @app.command("import")

@@ -82,3 +82,13 @@ class UsageTotals:
     reported: int  # of them, those the server reported token counts for
     prompt_tokens: int
     completion_tokens: int
+
+
+@dataclass(frozen=True)
+class SharedConversation:
+    """A session as `history export --format markdown|html` shows it: its messages with
+    the redact preprocessors applied (nothing they hide is written)."""
+
+    session: str
+    messages: tuple[Message, ...]
+    updated_at: str | None

@@ -10,7 +10,7 @@ from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
-from koogcli.core.results import UsageTotals
+from koogcli.core.results import SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.services import tool_identity
 from koogcli.services.checkpoints import restore_point
@@ -120,6 +120,15 @@ def export(ctx: AppContext, session: SessionName) -> dict[str, object]:
     return history_document(
         session, stored.messages, stored.revision, stored.updated_at or utc_now()
     )
+
+
+def shareable(ctx: AppContext, session: SessionName) -> SharedConversation:
+    """The history to share, with the redact preprocessors applied again (a history
+    imported, or stored before a pattern was configured, holds nothing they hide)."""
+    _require(ctx, session)
+    stored = ctx.history.read(session)
+    messages = ctx.pipeline.redact(stored.messages)
+    return SharedConversation(session.value, tuple(messages), stored.updated_at)
 
 
 @dataclass(frozen=True, slots=True)

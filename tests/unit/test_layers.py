@@ -22,6 +22,8 @@ THIRD_PARTY_HOMES = {
     "pgvector": ("adapters/postgres",),
     "starlette": ("server",),
     "uvicorn": ("cli/serve.py",),
+    "markdown_it": ("ui/export.py",),
+    "pygments": ("ui/export.py",),
 }
 ALLOWED_INTERNAL = {
     "core": {"core"},
