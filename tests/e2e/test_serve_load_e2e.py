@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.serving import KoogServe
+from tests.serving import KoogServe, http
 
 pytestmark = pytest.mark.e2e
 
@@ -31,14 +31,24 @@ def serve(backend: str, koog_env: dict[str, str], isolated: Path) -> Iterator[Ko
     assert started.stop() == 0
 
 
-def _history(run_koog: Run, name: str) -> list[tuple[str, str]]:
+def _cli_history(run_koog: Run, name: str) -> list[tuple[str, str]]:
     done = run_koog("history", "show", "-s", name, "--json")
     assert done.returncode == 0, done.stderr
     return [(m["role"], m["content"]) for m in json.loads(done.stdout) if m["role"] != "system"]
 
 
-def _sessions(run_koog: Run) -> list[str]:
-    return [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+def _history(via: KoogServe, name: str) -> list[tuple[str, str]]:
+    """A session as stored, read through the server's /koog/v1 (a koog process per read
+    would cost half a second each; one read per test goes through the CLI too)."""
+    status, body = http("GET", f"{via.url.removesuffix('/v1')}/koog/v1/sessions/{name}")
+    assert status == 200, body
+    return [(m["role"], m["content"]) for m in body["messages"] if m["role"] != "system"]
+
+
+def _sessions(via: KoogServe) -> list[str]:
+    status, body = http("GET", f"{via.url.removesuffix('/v1')}/koog/v1/sessions")
+    assert status == 200, body
+    return [s["session"] for s in body]
 
 
 class Client:
@@ -78,9 +88,9 @@ def _drive(clients: list[Client], turns: int) -> None:
             done.result()
 
 
-def _no_duplicates(run_koog: Run) -> None:
-    for name in _sessions(run_koog):
-        history = _history(run_koog, name)
+def _no_duplicates(via: KoogServe) -> None:
+    for name in _sessions(via):
+        history = _history(via, name)
         users = [text for role, text in history if role == "user"]
         assert len(users) == len(set(users)), name
 
@@ -98,13 +108,14 @@ def test_ten_clients_streaming_on_ten_sessions_and_four_on_one(
         second.result()
     for client in own:
         assert client.last_session == client.session
-        assert _history(run_koog, client.session) == client.said()
+        assert _history(serve, client.session) == client.said()
+    assert _cli_history(run_koog, "s0") == own[0].said()
     # On one session, a client whose conversation another client's turn changed under it
     # goes on in a fork: the session its last reply named holds exactly its conversation.
     for client in shared:
         assert client.last_session.startswith("shared")
-        assert _history(run_koog, client.last_session) == client.said()
-    _no_duplicates(run_koog)
+        assert _history(serve, client.last_session) == client.said()
+    _no_duplicates(serve)
 
 
 def test_two_servers_on_one_postgresql_database_serve_the_same_sessions(
@@ -133,13 +144,15 @@ def test_two_servers_on_one_postgresql_database_serve_the_same_sessions(
             for done in [pool.submit(c.turn, 0) for c in twins]:
                 done.result()
         assert sorted(c.last_session for c in twins) == ["twice", "twice~2"]
-        assert _history(run_koog, "twice") == twins[0].said() == _history(run_koog, "twice~2")
+        one = servers[0]
+        assert _history(one, "twice") == twins[0].said() == _history(one, "twice~2")
+        for i, pair in enumerate(clients):
+            assert _history(servers[i % 2], f"both{i}") == pair[0].said() == pair[1].said()
+            assert len(pair[0].said()) == 20
+        _no_duplicates(one)
     finally:
         assert [s.stop() for s in servers] == [0, 0]
-    for i, pair in enumerate(clients):
-        assert _history(run_koog, f"both{i}") == pair[0].said() == pair[1].said()
-        assert len(pair[0].said()) == 20
-    _no_duplicates(run_koog)
+    assert _cli_history(run_koog, "both0") == clients[0][0].said()
 
 
 def test_kill_minus_nine_mid_stream_loses_no_completed_turn(
@@ -187,9 +200,9 @@ def test_kill_minus_nine_mid_stream_loses_no_completed_turn(
     try:
         for client in clients:
             client.api = openai.OpenAI(base_url=restarted.url, api_key="k", max_retries=0)
-            assert _history(run_koog, client.session) == client.said()
+            assert _history(restarted, client.session) == client.said()
             client.turn(1)  # the client resends; the killed turn is given up, not resumed
-            assert _history(run_koog, client.session) == client.said()
+            assert _history(restarted, client.session) == client.said()
             assert client.last_session == client.session
     finally:
         assert restarted.stop() == 0
