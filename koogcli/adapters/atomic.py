@@ -80,9 +80,10 @@ def open_binary(path: Path) -> BinaryIO:
 _SWEPT: set[Path] = set()
 
 
-def write_text(path: Path, text: str, sync: bool = True) -> None:
+def write_text(path: Path, text: str | bytes, sync: bool = True) -> None:
     """`sync=False` keeps the atomic rename but skips the fsyncs: for documents a later,
-    synced write supersedes (a killed process loses nothing the kernel already has)."""
+    synced write supersedes (a killed process loses nothing the kernel already has).
+    Bytes are written as they are (UTF-8 already)."""
     ensure_dir(path.parent)
     if path.parent not in _SWEPT:  # once per folder and process: cheap, and enough
         _SWEPT.add(path.parent)
@@ -93,8 +94,8 @@ def write_text(path: Path, text: str, sync: bool = True) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(text.encode("utf-8") if isinstance(text, str) else text)
                 handle.flush()
                 if sync:
                     os.fsync(handle.fileno())

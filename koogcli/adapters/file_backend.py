@@ -22,6 +22,7 @@ from koogcli.adapters.paths import DataDir
 from koogcli.adapters.session_moves import FileSessionMoves, Parts
 from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
 from koogcli.adapters.sql.moves import drop_everywhere, rename_everywhere
+from koogcli.adapters.sql.origins import SqlSessionOrigins
 from koogcli.adapters.sql.sqlite import SqliteDatabase
 from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
 from koogcli.core.names import SessionName
@@ -46,6 +47,7 @@ class FileBackend:
         self.db = SqliteDatabase(data.root / DATABASE)
         self.history = FileHistoryStore(data, warn=warn)
         self.transcript = SqlTranscriptStore(self.db)
+        self.origins = SqlSessionOrigins(self.db)
         self.checkpoints = SqlCheckpointStore(self.db)
         self._pending = SqlPendingIngestion(self.db)
         self._moves = FileSessionMoves(

@@ -160,6 +160,30 @@ class FileHistoryStore:
             self._known[session.value] = (revision, list(messages))
             return revision
 
+    def splice(
+        self,
+        source: SessionName,
+        target: SessionName,
+        count: int,
+        check: Callable[[int, Sequence[Message], Sequence[Message]], None],
+    ) -> bool:
+        """`target` as the first `count` messages of `source`, from the document's lines
+        (adapters/history_fork.py); False when it must be written the ordinary way."""
+        from koogcli.adapters import history_fork
+
+        with atomic.file_lock(self.data.lock_file(target), self.lock_timeout):
+            if _exists(self.data.session_file(target)):
+                raise ConflictError(f"session {target} exists already")
+            return history_fork.splice(
+                self.data.session_file(source),
+                self._log(source),
+                self.data.session_file(target),
+                target.value,
+                count,
+                check,
+                self._once,
+            )
+
     def put(
         self, session: SessionName, messages: Sequence[Message], revision: int, updated_at: str
     ) -> None:

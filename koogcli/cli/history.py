@@ -28,16 +28,19 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
     if as_json:
         render.json_out([views.session_dict(s) for s in sessions])
     elif sessions:
+        forks = any(s.forked_from for s in sessions)
         rows = [
             (
                 s.name,
                 "?" if s.problem else str(s.messages),
                 local_time(s.updated_at) if s.updated_at else "unreadable",
+                *([f"{s.forked_from[0]} @{s.forked_from[1]}" if s.forked_from else ""] * forks),
                 render.one_line(s.preview, 50),
             )
             for s in sessions
         ]
-        render.out(render.table(rows, ("SESSION", "MESSAGES", "LAST USED", "FIRST MESSAGE")))
+        heads = ("SESSION", "MESSAGES", "LAST USED", *(["FORKED FROM"] * forks), "FIRST MESSAGE")
+        render.out(render.table(rows, heads))
     else:
         render.note("no sessions yet; start one with `koog chat`")
     for s in sessions:
@@ -152,6 +155,40 @@ def rename(
     app_ctx = globals_of(ctx).build()
     history.rename(app_ctx, SessionName.parse(old), SessionName.parse(new))
     render.note(f"renamed session {old} to {new}")
+
+
+@app.command()
+def fork(
+    ctx: typer.Context,
+    new: str = typer.Argument(..., metavar="NEW", help="The new session's name."),
+    session: str | None = SESSION,
+    at: int | None = typer.Option(
+        None, "--at", min=1, metavar="N", help="Up to message N, as history show counts."
+    ),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", metavar="ID", help="As the history was at this checkpoint."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Start a new session from a session's history up to a message."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import history
+
+    if at is not None and checkpoint is not None:
+        raise UsageError("give --at or --checkpoint, not both")
+    app_ctx = globals_of(ctx).build()
+    done = history.fork(app_ctx, app_ctx.session(session), SessionName.parse(new), at, checkpoint)
+    if as_json:
+        render.json_out(
+            {
+                "session": done.session,
+                "source": done.source,
+                "at": done.at,
+                "checkpoint": done.checkpoint,
+            }
+        )
+    else:
+        render.note(f"forked {done.source} at message {done.at} into {done.session}")
 
 
 @app.command()

@@ -30,6 +30,7 @@ class SessionInfo:
     updated_at: str | None
     problem: str | None = None  # set when the session's document cannot be read
     preview: str = ""  # the first user message
+    forked_from: tuple[str, int] | None = None  # (session, messages taken) for a fork
 
 
 class HistoryStore(Protocol):
@@ -53,6 +54,18 @@ class HistoryStore(Protocol):
         ...
 
     def exists(self, session: SessionName) -> bool: ...
+
+    def splice(
+        self,
+        source: SessionName,
+        target: SessionName,
+        count: int,
+        check: Callable[[int, Sequence[Message], Sequence[Message]], None],
+    ) -> bool:
+        """Store `target` (new) as the first `count` messages of `source` without reading
+        all of it; `check(total, before_cut, after_cut)` may refuse first. False: this
+        store has no cheaper way, the caller reads and writes."""
+        ...
 
     def put(
         self, session: SessionName, messages: Sequence[Message], revision: int, updated_at: str
@@ -287,6 +300,16 @@ class MemoryStore(Protocol):
     def get(self, record_id: str) -> MemoryRecord | None: ...
 
 
+class SessionOrigins(Protocol):
+    """Where forked sessions came from (`history fork`)."""
+
+    def record(self, session: SessionName, source: SessionName, at: int) -> None: ...
+
+    def all(self) -> dict[str, tuple[str, int]]:
+        """session → (the session it forked from, how many messages it took)."""
+        ...
+
+
 class StorageBackend(Protocol):
     """One backend's stores, and how it coordinates turns and whole-session changes across
     processes (SPEC §4): files under the data dir, or PostgreSQL. The composition root
@@ -300,6 +323,9 @@ class StorageBackend(Protocol):
 
     @property
     def checkpoints(self) -> CheckpointStore: ...
+
+    @property
+    def origins(self) -> SessionOrigins: ...
 
     def pending(self) -> PendingIngestion: ...
 

@@ -90,6 +90,20 @@ def _rename(state: ReplState, args: str) -> None:
     state.session = new
 
 
+@REGISTRY.add("fork", "/fork NEW [N]", "continue in a new session from message N (default: all)")
+def _fork(state: ReplState, args: str) -> None:
+    from koogcli.services import history
+
+    name, _, at = args.strip().partition(" ")
+    if not name or (at.strip() and not at.strip().isdigit()):
+        raise UsageError("usage: /fork NEW [N]", hint="N counts messages as /history shows them")
+    done = history.fork(
+        state.ctx, state.session, SessionName.parse(name), int(at) if at.strip() else None
+    )
+    state.session = SessionName.parse(done.session)
+    state.ui.info(f"forked {done.source} at message {done.at}; now in {done.session}")
+
+
 @REGISTRY.add(
     "role",
     "/role NAME",

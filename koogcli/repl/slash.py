@@ -76,7 +76,7 @@ class Registry:
 
 # Commands that write to the session: refused in a --no-save REPL, which writes nothing.
 WRITES = frozenset(
-    {"clear", "compress", "checkpoint", "rollback", "retry", "edit", "resume", "rename"}
+    {"clear", "compress", "checkpoint", "rollback", "retry", "edit", "resume", "rename", "fork"}
 )
 
 REGISTRY = Registry()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace as replace_
+from functools import partial
 
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
@@ -18,8 +20,79 @@ from koogcli.services.context import AppContext, history_document, parse_history
 
 
 def list_sessions(ctx: AppContext) -> list[SessionInfo]:
-    """Newest first (by last use); unreadable ones last."""
-    return sorted(ctx.history.sessions(), key=lambda s: s.updated_at or "", reverse=True)
+    """Newest first (by last use); unreadable ones last; forks say where they came from."""
+    found = sorted(ctx.history.sessions(), key=lambda s: s.updated_at or "", reverse=True)
+    origins = ctx.storage.origins.all() if found else {}
+    return [replace_(s, forked_from=origins.get(s.name)) for s in found]
+
+
+@dataclass(frozen=True, slots=True)
+class Forked:
+    session: str
+    source: str
+    at: int  # messages taken from the source
+    checkpoint: str | None
+
+
+def fork(
+    ctx: AppContext,
+    source: SessionName,
+    new: SessionName,
+    at: int | None = None,
+    checkpoint: str | None = None,
+) -> Forked:
+    """A new session holding the source's history up to message `at` (1-based, as `history
+    show` counts them; default: all), or as it was at a checkpoint. The source is only
+    read. A tool call is never cut from its results (§5.4)."""
+    _require(ctx, source)
+    if ctx.history.exists(new) or ctx.transcript.exists(new) or ctx.checkpoints.headers(new):
+        raise UsageError(f"a session named {new.value!r} exists already", hint="pick another name")
+    if checkpoint is not None:
+        from koogcli.services import checkpoints
+
+        point = checkpoints.show(ctx, checkpoint, source)
+        messages, taken = list(point.messages), point.id
+        if not messages:
+            raise UsageError(
+                f"checkpoint {point.id} holds no messages; there is nothing to fork",
+                hint="`koog checkpoint list` shows each checkpoint's message count",
+            )
+    else:
+        if at is not None and ctx.history.splice(source, new, at, partial(_cut, at)):
+            ctx.storage.origins.record(new, source, at)
+            return Forked(new.value, source.value, at, None)
+        messages, taken = ctx.history.read(source).messages, None
+    count = len(messages) if at is None else at
+    _cut(count, len(messages), messages[:count], messages[count:])
+    ctx.history.write(new, messages[:count], expected_revision=0)
+    ctx.storage.origins.record(new, source, count)
+    return Forked(new.value, source.value, count, taken)
+
+
+def _cut(count: int, total: int, before: Sequence[Message], after: Sequence[Message]) -> None:
+    """A fork may take 1 to all of the messages, and never cuts a tool call from its
+    results (the model could not be sent such a history, §5.4)."""
+    if not 1 <= count <= total:
+        raise UsageError(
+            f"the session holds {total} messages; cannot fork at {count}",
+            hint=f"give --at from 1 to {total}",
+        )
+    _whole_exchanges(before, after, count)
+
+
+def _whole_exchanges(kept: Sequence[Message], rest: Sequence[Message], count: int) -> None:
+    """Refuse a cut right before a tool result: results always follow their call, so such
+    a cut splits an exchange. `kept` may be only the messages just before the cut."""
+    if not rest or rest[0].role != "tool":
+        return
+    calls = [i for i, m in enumerate(kept) if m.tool_calls]
+    first = count - len(kept) + (calls[-1] + 1 if calls else 1)
+    results = next((i for i, m in enumerate(rest) if m.role != "tool"), len(rest))
+    end = f" or at {count + results}" if results < len(rest) else ""
+    raise UsageError(
+        f"message {count} is inside a tool exchange (its calls are message {first})",
+        hint=f"fork at {first - 1}{end}",
+    )
 
 
 def _require(ctx: AppContext, session: SessionName) -> None:

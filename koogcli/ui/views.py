@@ -25,6 +25,9 @@ def session_dict(s: SessionInfo) -> dict[str, object]:
         "updated_at": s.updated_at,
         "preview": s.preview,
         "error": s.problem,
+        "forked_from": (
+            None if s.forked_from is None else {"session": s.forked_from[0], "at": s.forked_from[1]}
+        ),
     }
 
 

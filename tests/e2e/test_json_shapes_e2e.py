@@ -72,6 +72,7 @@ def test_documented_shapes_match_real_output(
         "memory ingest --json": out("memory", "ingest", "-s", "j", "--json"),
         "memory forget --json": out("memory", "forget", "--where", "none=none", "--json"),
         "why --json": out("why", "-s", "j", "--json"),
+        "history fork --json": out("history", "fork", "-s", "j", "--at", "1", "j-fork", "--json"),
         "memory recall --json": out("memory", "recall", "blue", "-s", "j", "--json"),
         "config show --json": out("config", "show", "--json"),
         "storage status --json": out("storage", "status", "--json"),

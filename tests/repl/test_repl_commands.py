@@ -352,3 +352,19 @@ def test_why_shows_what_shaped_the_last_reply_and_any_turn(drive: Callable[..., 
     ui, _ = drive("/why 9" + ENTER + "/why x" + ENTER + CTRL_D)
     assert any("has 2 answered turns" in e for e in ui.errors), ui.errors
     assert any("usage: /why [N]" in e for e in ui.errors), ui.errors
+
+
+def test_fork_continues_in_a_new_session_and_leaves_the_old_one(
+    drive: Callable[..., Any],
+) -> None:
+    ui, ctx = drive(
+        "one" + ENTER + "two" + ENTER + "/fork side 3" + ENTER + "three" + ENTER + CTRL_D
+    )
+    assert "forked r at message 3; now in side" in ui.infos, ui.infos
+    side = [m.text for m in ctx.history.load(SessionName("side")) if m.role != "system"]
+    assert side == ["one", "echo: one", "three", "echo: three"]
+    old = [m.text for m in ctx.history.load(S) if m.role != "system"]
+    assert old == ["one", "echo: one", "two", "echo: two"]
+    ui, _ = drive("/fork side" + ENTER + "/fork x y" + ENTER + CTRL_D)
+    assert any("exists already" in e for e in ui.errors), ui.errors
+    assert any("usage: /fork NEW [N]" in e for e in ui.errors), ui.errors

@@ -339,3 +339,22 @@ def test_reading_a_session_again_and_again_keeps_one_copy_of_it(store: FileHisto
         tracemalloc.stop()
         message_digests.forget()
     assert many < 2 * max(one, 1 << 19), (one, many)
+
+
+def test_a_version_1_koog_database_gains_the_session_origins_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    from koogcli.adapters.sql.origins import SqlSessionOrigins
+    from koogcli.adapters.sql.sqlite import SqliteDatabase
+    from koogcli.core.names import SessionName
+
+    path = tmp_path / "koog.sqlite3"
+    SqliteDatabase(path).conn.execute("SELECT 1")  # created at the current version
+    old = sqlite3.connect(path, isolation_level=None)
+    old.execute("DROP TABLE session_origins")
+    old.execute("UPDATE meta SET value = '1' WHERE key = 'version'")
+    old.close()
+    db = SqliteDatabase(path)
+    SqlSessionOrigins(db).record(SessionName("b"), SessionName("a"), 4)
+    assert SqlSessionOrigins(db).all() == {"b": ("a", 4)}
+    assert db.one("SELECT value FROM meta WHERE key = 'version'") == ("2",)

@@ -15,6 +15,7 @@ from koogcli.adapters.postgres.locks import PgTurnLocks
 from koogcli.adapters.postgres.sessions import PgHistoryStore
 from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
 from koogcli.adapters.sql.moves import drop_everywhere, rename_everywhere
+from koogcli.adapters.sql.origins import SqlSessionOrigins
 from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
 from koogcli.core.names import SessionName
 from koogcli.core.ports import MemoryStore, PendingIngestion
@@ -33,6 +34,7 @@ class PostgresBackend:
         self._locks = PgTurnLocks(self.db)
         self.history = PgHistoryStore(self.db)
         self.transcript = SqlTranscriptStore(self.db)
+        self.origins = SqlSessionOrigins(self.db)
         self.checkpoints = SqlCheckpointStore(self.db)
 
     def pending(self) -> PendingIngestion:

@@ -112,7 +112,8 @@ CREATE TABLE memory_settings (
 );
 """
 
-# Sources of memory records a user forgot (`memory forget`): ingestion never adds them again.
+# Sources of memory records a user forgot (`memory forget`): ingestion never adds them
+# again. Where a session forked from (`history fork`).
 _V3 = """
 CREATE TABLE memory_forgotten (
     namespace text NOT NULL,
@@ -120,12 +121,18 @@ CREATE TABLE memory_forgotten (
     forgotten_at text NOT NULL,
     PRIMARY KEY (namespace, source)
 );
+CREATE TABLE session_origins (
+    session text PRIMARY KEY,
+    source text NOT NULL,
+    at integer NOT NULL,
+    created_at text NOT NULL
+);
 """
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "sessions, transcripts, checkpoints", _V1),
     (2, "long-term memory", _V2),
-    (3, "forgotten memory", _V3),
+    (3, "forgotten memory, session origins", _V3),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -51,6 +51,16 @@ class PgHistoryStore:
         rows.hold(self.db, session.value, revision, updated_at, items)
         return StoredHistory(messages, int(revision), updated_at)
 
+    def splice(
+        self,
+        source: SessionName,
+        target: SessionName,
+        count: int,
+        check: Callable[[int, Sequence[Message], Sequence[Message]], None],
+    ) -> bool:
+        """A fork's message rows are its own (they go with it): written the ordinary way."""
+        return False
+
     def tail(self, session: SessionName, count: int) -> list[Message]:
         if count <= 0:
             return []

@@ -20,6 +20,7 @@ SESSION_TABLES: tuple[tuple[str, str], ...] = (
     ("checkpoints", "session"),
     ("compensations", "session"),
     ("pending_ingestion", "session"),
+    ("session_origins", "session"),
 )
 
 

@@ -41,7 +41,7 @@ from koogcli.core.errors import (
     UnknownFormatError,
 )
 
-FORMAT, VERSION = "koog.store", "1"
+FORMAT, VERSION = "koog.store", "2"
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE messages (
@@ -83,6 +83,12 @@ CREATE TABLE compensations (
     UNIQUE (session, call_id, rollback_point)
 );
 CREATE TABLE pending_ingestion (session TEXT PRIMARY KEY, body TEXT NOT NULL);
+"""
+# Version 2: where a session forked from (`history fork`).
+_V2 = """
+CREATE TABLE session_origins (
+    session TEXT PRIMARY KEY, source TEXT NOT NULL, at INTEGER NOT NULL, created_at TEXT NOT NULL
+);
 """
 KEEP = "koog never rewrites it; move it aside to start a new one"
 _NAMED = re.compile(r"%\((\w+)\)s")
@@ -187,7 +193,7 @@ class SqliteDatabase:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 if not conn.execute("SELECT 1 FROM sqlite_master").fetchone():
-                    for statement in _SCHEMA.split(";"):
+                    for statement in (_SCHEMA + _V2).split(";"):
                         if statement.strip():
                             conn.execute(statement)
                     conn.executemany(
@@ -201,12 +207,27 @@ class SqliteDatabase:
         found = (
             dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
         )
+        if (found.get("format"), found.get("version")) == (FORMAT, "1"):
+            found = self._from_v1(conn)
         if (found.get("format"), found.get("version")) != (FORMAT, VERSION):
             raise UnknownFormatError(
                 f"{self.path} is not a koog database of version {VERSION} "
                 f"(format {found.get('format')!r}, version {found.get('version')!r})",
                 hint=KEEP,
             )
+
+    def _from_v1(self, conn: sqlite3.Connection) -> dict[str, str]:
+        """Version 1 gains the session_origins table, in place, once."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("1",):
+                conn.execute(_V2)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'version'", (VERSION,))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
     def _explain(self, exc: sqlite3.Error) -> StorageError:
         return explain(self.path, exc, self.busy_timeout)
