@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,7 +46,18 @@ class SqliteMemoryStore:
     def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
-        self._db: sqlite3.Connection | None = None
+        # One connection per thread (`koog serve` answers from a pool of threads; a
+        # connection may only be used by the thread that made it).
+        self._local = threading.local()
+
+    @property
+    def _db(self) -> sqlite3.Connection | None:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        return db
+
+    @_db.setter
+    def _db(self, db: sqlite3.Connection | None) -> None:
+        self._local.db = db
 
     # -- connection ----------------------------------------------------------------
 

@@ -1,9 +1,8 @@
 """`POST /v1/chat/completions`: one turn of services/exchange.py, as JSON or as SSE.
 
 The turn runs on a worker thread; its text deltas cross to the event loop through a
-queue. The client has its answer as soon as it is complete, while it is being stored (the
-next request on the session waits for the store; if the store fails, the client's next
-request holds the reply again and it is stored then). A streamed answer waits for the first delta (or the end) up to `keepalive_seconds`
+queue. The reply ends once the turn is stored, so a client that reads the session right
+after (`koog history show`, /koog/v1) finds it there. A streamed answer waits for the first delta (or the end) up to `keepalive_seconds`
 before it starts, so an upstream refusal keeps its own status (a 429 stays a 429); after
 that, SSE comments keep the connection alive while the upstream thinks, and a failure is
 sent as an `error` event. A client that goes away mid-stream fails the turn: the next
@@ -15,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -29,8 +27,8 @@ from koogcli.server import errors
 from koogcli.server.state import ServerState
 from koogcli.server.wire import Reply, chunk, closing_chunks, completion, parse_chat
 from koogcli.services.context import AppContext
-from koogcli.services.exchange import Exchange, exchange
-from koogcli.services.turn_state import Answered, RequestInfo, TurnEvents
+from koogcli.services.exchange import Exchange, Exchanged, exchange
+from koogcli.services.turn_state import RequestInfo, TurnEvents
 
 
 class ClientGoneError(KoogError):
@@ -55,14 +53,14 @@ async def chat_completions(request: Request) -> Response:
             kind, value = await turn.queue.get()
             if kind == "error":
                 return errors.response(value)
-            if kind == "answered":
+            if kind == "done":
                 return JSONResponse(completion(_reply(ident, value)), headers=turn.headers())
     return await _stream(turn, ident, body.include_usage)
 
 
 class _Turn:
     """One exchange on a worker thread, telling the event loop what happens as it happens:
-    `delta`s, `answered` (the reply is complete; it is stored next), `error`."""
+    `delta`s, then `done` (stored) or `error`."""
 
     def __init__(self, state: ServerState, asked: Exchange) -> None:
         self.state = state
@@ -71,7 +69,6 @@ class _Turn:
         self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.info: RequestInfo | None = None
         self.gone = threading.Event()
-        self.answered = False
 
     def _put(self, kind: str, value: Any) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, value))
@@ -81,32 +78,17 @@ class _Turn:
             raise ClientGoneError("the client closed the connection; the turn is not stored")
         self._put("delta", text)
 
-    def _answered(self, answer: Answered) -> None:
-        self.answered = True
-        self._put("answered", answer)
-
     def _request(self, info: RequestInfo) -> None:
         self.info = info
 
     def start(self, ctx: AppContext) -> None:
-        events = TurnEvents(
-            on_delta=self._delta, on_request=self._request, on_answered=self._answered
-        )
+        events = TurnEvents(on_delta=self._delta, on_request=self._request)
 
         def work() -> None:
             try:
-                exchange(ctx, self.state.gate, self.asked, events)
-                if not self.answered:
-                    raise RuntimeError("the turn ended without an answer")
+                self._put("done", exchange(ctx, self.state.gate, self.asked, events))
             except BaseException as exc:
-                if self.answered:  # the client has its reply and will resend it
-                    name = self.info.session if self.info else "?"
-                    sys.stderr.write(
-                        f"koog serve: a reply on session {name} was sent but not stored "
-                        f"({exc}); the client's next request stores it\n"
-                    )
-                else:
-                    self._put("error", exc)
+                self._put("error", exc)
 
         self.loop.run_in_executor(self.state.pool, work)
 
@@ -174,5 +156,6 @@ def _sse(data: object) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _reply(ident: str, answer: Answered, created: int = 0) -> Reply:
-    return Reply(ident, answer.model, answer.message, answer.finish_reason, answer.usage, created)
+def _reply(ident: str, done: Exchanged, created: int = 0) -> Reply:
+    result = done.result
+    return Reply(ident, result.model, result.message, result.finish_reason, result.usage, created)

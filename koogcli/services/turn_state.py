@@ -67,17 +67,6 @@ class RequestInfo:
     compressed: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Answered:
-    """A turn's complete answer, before it is stored."""
-
-    session: str
-    model: str
-    message: Message
-    finish_reason: str | None
-    usage: Usage | None
-
-
 @dataclass
 class TurnEvents:
     on_delta: Callable[[str], None] | None = None
@@ -88,9 +77,6 @@ class TurnEvents:
     on_note: Callable[[str], None] | None = None
     on_warning: Callable[[str], None] | None = None
     on_request: Callable[[RequestInfo], None] | None = None
-    # The answer is complete and about to be stored (a server may answer its client now:
-    # a client that never hears of a failed store resends the turn, and it is stored then).
-    on_answered: Callable[[Answered], None] | None = None
     # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
     approve: Callable[[ToolCall], Approval] | None = None
 

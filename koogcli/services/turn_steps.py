@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 
 from koogcli.services.turn_state import (
-    Answered,
     RequestInfo,
     TurnResult,
     TurnState,
@@ -63,11 +62,6 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
                 _tool_step(turn, pending[0])
             else:
                 break  # answered, or calls of the client's own tools: it runs them
-        if turn.events.on_answered and turn.new[-1].role == "assistant":
-            answer = Answered(
-                turn.session.value, turn.model, turn.new[-1], turn.finish_reason, turn.usage
-            )
-            turn.events.on_answered(answer)
         if not turn.save:
             history = turn.ctx.memory.preview(turn.live, turn.loaded, turn.new)
             return result(turn, turn.loaded.revision, len(history), resumed_after)

@@ -116,3 +116,27 @@ def test_the_vector_index_stays_true_under_concurrent_writers(tmp_path: Path) ->
     assert len(left) == 4 * 8
     found = searching.vectors(store, [1.0, 1.0, 1.0, 1.0], None, "m", 100)
     assert {h.record.content for h in found} == left
+
+
+def test_one_store_serves_many_threads(tmp_path: Path) -> None:
+    """`koog serve` answers from a pool of threads sharing one store."""
+    import threading
+
+    store = SqliteMemoryStore(tmp_path / "memory.sqlite3")
+    store.add([MemoryRecord("a first fact about skies")])
+    failures: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(10):
+                store.add([MemoryRecord(f"fact {n}.{i} about skies")])
+                assert store.records()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == [] and len(store.records()) == 81
