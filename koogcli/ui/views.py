@@ -277,7 +277,7 @@ def why_lines(found: Explained) -> list[str]:
     context = (
         f"~{w.estimate:,} of {w.limit:,} tokens"
         if w.estimate is not None and w.limit
-        else "context size unknown (llm.context_tokens unset)"
+        else "size unknown (llm.context_tokens unset)"
     )
     if w.compressed_before:
         context += "; automatic compression ran before this turn"
