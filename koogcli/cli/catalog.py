@@ -13,8 +13,9 @@ JSON = typer.Option(False, "--json", help="Print JSON.")
 def models(ctx: typer.Context, as_json: bool = JSON) -> None:
     """List the endpoint's models; * marks the configured one."""
     app_ctx = globals_of(ctx).build()
-    if (found := app_ctx.require_endpoint()) is not None:
-        render.note(found)
+    app_ctx, using = app_ctx.with_endpoint()
+    if using is not None:
+        render.note(using)
     configured = app_ctx.settings.llm.model
     found = app_ctx.model().list_models()
     if as_json:

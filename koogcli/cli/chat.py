@@ -77,7 +77,8 @@ def chat(
     if session is not None and continue_:
         raise UsageError("-s and -c both name a session; give one of them")
     name, generated = sessions.choose(app_ctx, session, continue_)
-    if (found := app_ctx.require_endpoint()) is not None:
+    app_ctx, found = app_ctx.with_endpoint()
+    if found is not None:
         render.note(found)
     if resume:
         if prompt:

@@ -22,9 +22,9 @@ class Globals:
         from koogcli.services import context
         from koogcli.ui import render
 
-        app_ctx = context.build(self.config, self.data_dir, self.env, flags, self.model_factory)
-        app_ctx.warn = render.warning
-        return app_ctx
+        return context.build(
+            self.config, self.data_dir, self.env, flags, self.model_factory, warn=render.warning
+        )
 
 
 def globals_of(ctx: typer.Context) -> Globals:

@@ -46,7 +46,7 @@ def serve(
             hint="add [[serve.tokens]] to the config (see config.example.toml), or serve on "
             "127.0.0.1",
         )
-    found = app_ctx.require_endpoint()
+    app_ctx, found = app_ctx.with_endpoint()
     if found is not None:
         render.note(found)
     where = app_ctx.storage.describe()  # storage problems show before anything listens

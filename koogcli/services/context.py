@@ -192,26 +192,30 @@ class AppContext:
 
         return ChatMemory(self.history, self.pipeline)
 
-    def with_settings(self, settings: Settings) -> AppContext:
-        """A new context with other settings over the same storage, model, tools and
-        preprocessors (this one is left as it is)."""
+    def with_settings(self, settings: Settings, keep_model: bool = True) -> AppContext:
+        """A new context with other settings over the same storage, tools and
+        preprocessors (and model, unless `keep_model` is False); this one is unchanged."""
         from dataclasses import replace
 
         config = replace(self.config, settings=settings)
-        derived = replace(self, load_config=lambda: config, _model=self.model())
+        derived = replace(
+            self, load_config=lambda: config, _model=self._model if keep_model else None
+        )
         for shared in ("storage", "pipeline", "toolbox", "memory_store"):
             if shared in self.__dict__:
                 derived.__dict__[shared] = self.__dict__[shared]
         return derived
 
-    def require_endpoint(self) -> str | None:
-        """Fail early (first-run guide, exit 2) when no endpoint is configured at all and no
-        local server answers; returns a line to show when a local server's model is used.
+    def with_endpoint(self) -> tuple[AppContext, str | None]:
+        """The context a command talks to the model through, and a line to show when a
+        local server's model is used; the first-run guide (exit 2) when no endpoint is
+        configured at all and no local server answers.
 
         A local server (a loopback base URL, or one found on a known port) rarely has the
-        default model, so with no model configured its first listed model is used."""
+        default model, so with no model configured its first listed model is used: in a
+        new context, this one is left as it is."""
         if self.model_factory is not openai_model_factory:
-            return None
+            return self, None
         from koogcli.adapters import local_servers
         from koogcli.adapters.openai_model import resolve_endpoint
         from koogcli.core.errors import EndpointNotConfiguredError
@@ -228,30 +232,27 @@ class AppContext:
             if found is None:
                 raise
             url, first_model = found
-            model = self._local_model(url, first_model)
-            return f"using the local server at {url} (model {model})"
+            local = self._local(url, first_model)
+            return local, f"using the local server at {url} (model {local.settings.llm.model})"
         if "llm.model" in self.config.provenance or not is_loopback(endpoint.base_url):
-            return None
+            return self, None
         found = local_servers.find([endpoint.base_url])
         if found is None:
-            return None  # it does not answer /models: the request will say what is wrong
-        model = self._local_model(None, found[1])
-        return (
-            f"using model {model}, the first that {endpoint.shown_url} lists "
-            "(llm.model, KOOG_MODEL or -m choose another)"
+            return self, None  # it does not answer /models: the request will say what is wrong
+        local = self._local(None, found[1])
+        return local, (
+            f"using model {local.settings.llm.model}, the first that {endpoint.shown_url} "
+            "lists (llm.model, KOOG_MODEL or -m choose another)"
         )
 
-    def _local_model(self, url: str | None, first_model: str) -> str:
+    def _local(self, url: str | None, first_model: str) -> AppContext:
         """Settings with a local server's URL (when found) and, unless configured, model."""
-        from dataclasses import replace
-
         llm = self.settings.llm
         update: dict[str, object] = {} if url is None else {"base_url": url}
         if "llm.model" not in self.config.provenance:
             update["model"] = first_model
         settings = self.settings.model_copy(update={"llm": llm.model_copy(update=update)})
-        self.__dict__["config"] = replace(self.config, settings=settings)
-        return settings.llm.model
+        return self.with_settings(settings, keep_model=False)
 
     def model(self) -> ChatModel:
         if self._model is None:
@@ -296,6 +297,7 @@ def build(
     flags: Mapping[str, object] | None = None,
     model_factory: ModelFactory | None = None,
     embedder_factory: EmbedderFactory | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> AppContext:
     env = dict(os.environ) if env is None else env
     config_file, explicit = paths.config_path(config_flag, env)
@@ -313,6 +315,7 @@ def build(
         config_file=config_file,
         model_factory=model_factory or openai_model_factory,
         embedder_factory=embedder_factory or openai_embedder_factory,
+        warn=warn or _stderr_warning,
     )
 
 
