@@ -342,14 +342,25 @@ def _stderr_warning(text: str) -> None:
 
 
 def _mentions_storage(config_file: Path | None) -> bool:
-    """Whether the config file may set `[storage]` (a byte search; the full load decides)."""
+    """Whether the config file sets `[storage] url` (read with tomllib alone: the full,
+    validated load then decides; a file tomllib cannot read goes to that load too, which
+    names the problem)."""
     if config_file is None:
         return False
+    import tomllib
+
     try:
         with config_file.open("rb") as handle:
-            return b"storage" in handle.read(1024 * 1024 + 1)  # the loader refuses more
+            raw = handle.read(1024 * 1024 + 1)  # the loader refuses more
     except OSError:
         return False
+    if b"storage" not in raw:
+        return False  # the common case, without parsing
+    try:
+        table = tomllib.loads(raw.decode("utf-8")).get("storage")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
+        return True
+    return isinstance(table, dict) and bool(table.get("url"))
 
 
 def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> Pipeline:
