@@ -53,7 +53,7 @@ def seed_session(data_dir: Path, name: str, count: int) -> None:
         else assistant(f"answer {i}: a reply of a few more words than the question")
         for i in range(count)
     ]
-    FileHistoryStore(DataDir(data_dir)).store(SessionName(name), messages)
+    FileHistoryStore(DataDir(data_dir)).write(SessionName(name), messages, None)
 
 
 def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:

@@ -72,12 +72,6 @@ class FileHistoryStore:
             self._warned.add(text)
             self._warn(text)
 
-    def load(self, session: SessionName) -> list[Message]:
-        return self.read(session).messages
-
-    def store(self, session: SessionName, messages: Sequence[Message]) -> None:
-        self.write(session, messages, expected_revision=None)
-
     def read(self, session: SessionName) -> StoredHistory:
         path = self.data.session_file(session)
         for attempt in range(3):
@@ -127,7 +121,7 @@ class FileHistoryStore:
                 total = entries[-1].count if entries else summary.message_count
                 combined = [*found, *(m for e in entries for m in e.add)]
                 return combined[len(combined) - min(count, total, len(combined)) :]
-        messages = self.load(session)
+        messages = self.read(session).messages
         return messages[-count:] if count > 0 else []
 
     def write(

@@ -262,7 +262,7 @@ def import_(
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read {source}: {exc}") from exc
     if replace and app_ctx.history.exists(name):
-        count = len(app_ctx.history.load(name))
+        count = len(app_ctx.history.read(name).messages)
         if count:
             confirm_destructive(
                 f"replace the {count} messages of session {name.value!r} with {label}", yes

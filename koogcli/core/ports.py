@@ -34,18 +34,14 @@ class SessionInfo:
 
 
 class HistoryStore(Protocol):
-    """Koog's ChatHistoryProvider (load/store) plus a revision for lost-update safety."""
-
-    def load(self, session: SessionName) -> list[Message]: ...
-
-    def store(self, session: SessionName, messages: Sequence[Message]) -> None: ...
+    """Koog's ChatHistoryProvider: one way to read a history (`read`), one to write it
+    (`write`, with a revision for lost-update safety)."""
 
     def read(self, session: SessionName) -> StoredHistory: ...
 
     def tail(self, session: SessionName, count: int) -> list[Message]:
         """The last `count` messages; a store may read them without the rest."""
-        messages = self.load(session)
-        return messages[-count:] if count > 0 else []
+        ...
 
     def write(
         self, session: SessionName, messages: Sequence[Message], expected_revision: int | None

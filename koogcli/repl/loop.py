@@ -110,7 +110,7 @@ def _finish_rollback(state: ReplState) -> None:
 
 
 def banner(state: ReplState) -> str:
-    count = len(state.ctx.history.load(state.session))
+    count = len(state.ctx.history.read(state.session).messages)
     model = state.model or state.ctx.settings.llm.model
     saving = " · not saved (--no-save)" if not state.save else ""
     return (
@@ -127,7 +127,7 @@ def context_on_entry(state: ReplState) -> str:
     count = state.ctx.settings.chat.show_on_resume
     if not count or not state.ctx.history.exists(state.session):
         return ""
-    return recent_exchanges(state.ctx.history.load(state.session), count)
+    return recent_exchanges(state.ctx.history.read(state.session).messages, count)
 
 
 def _ask(prompt: PromptSession[str], question: str) -> bool:

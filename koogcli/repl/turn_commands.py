@@ -148,5 +148,5 @@ def _as_typed(state: ReplState, stored: str) -> str:
 def _stored_reply(state: ReplState) -> str | None:
     if not state.ctx.history.exists(state.session):
         return None
-    messages = state.ctx.history.load(state.session)
+    messages = state.ctx.history.read(state.session).messages
     return next((m.text for m in reversed(messages) if m.role == "assistant" and m.text), None)

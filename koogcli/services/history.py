@@ -114,7 +114,7 @@ def show(
         )
     if last is not None and not transcript:
         return ctx.history.tail(session, last)  # read from the end of a long history
-    messages = ctx.transcript.read(session) if transcript else ctx.history.load(session)
+    messages = ctx.transcript.read(session) if transcript else ctx.history.read(session).messages
     if last is not None:
         messages = messages[-last:] if last > 0 else []
     return messages

@@ -249,7 +249,7 @@ def ingest_session(
     settings = ctx.settings.long_term_memory.ingestion
     pending = ctx.pending_ingestion.load(session)
     present = {m.id for m in pending}
-    messages = [*pending, *(m for m in ctx.history.load(session) if m.id not in present)]
+    messages = [*pending, *(m for m in ctx.history.read(session).messages if m.id not in present)]
     done = ingest_messages(
         ctx,
         session,

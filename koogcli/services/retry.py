@@ -28,7 +28,7 @@ class LastTurn:
 def last_turn(ctx: AppContext, session: SessionName) -> LastTurn:
     """The last change of the session, if it was a turn; anything else is refused, since
     undoing a compression or a clear in order to resend a message is not what was asked."""
-    if not ctx.history.exists(session) or not ctx.history.load(session):
+    if not ctx.history.exists(session) or not ctx.history.read(session).messages:
         raise UsageError(f"session {session.value} has no turn to send again")
     target = _target(ctx, session)
     current = ctx.history.read(session).messages

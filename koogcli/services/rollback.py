@@ -241,7 +241,7 @@ def finish_compensations(
     pending = [e for e in ctx.checkpoints.compensations(session) if e.status == "pending"]
     if not pending:
         return []
-    present = {c.id for m in ctx.history.load(session) for c in m.tool_calls}
+    present = {c.id for m in ctx.history.read(session).messages for c in m.tool_calls}
     done: list[Compensation] = []
     for entry in pending:
         if entry.call.id in present:

@@ -270,7 +270,7 @@ def test_random_sigkills_never_tear_a_file(
         name = SessionName(session)
         for header in ctx.checkpoints.headers(name):  # every row refers to rows that exist
             ctx.checkpoints.get(name, header.id)
-        history = ctx.history.load(name)
+        history = ctx.history.read(name).messages
         if turn.interrupted(ctx, name) is not None:
             result = turn.resume_turn(ctx, name)
             assert result is not None and result.reply == "all four done"
@@ -281,8 +281,8 @@ def test_random_sigkills_never_tear_a_file(
         else:
             outcomes["unchanged"] += 1
         if ctx.history.exists(name):
-            assert ctx.history.load(name)[-1].text == "all four done"
-            users = [m for m in ctx.history.load(name) if m.role == "user"]
+            assert ctx.history.read(name).messages[-1].text == "all four done"
+            users = [m for m in ctx.history.read(name).messages if m.role == "user"]
             assert len(users) == 1
     print("sigkill outcomes", outcomes)
     assert outcomes["resumed"] >= kills // 10, outcomes

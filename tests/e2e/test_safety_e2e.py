@@ -132,7 +132,7 @@ def test_killed_rollbacks_lose_no_compensation(
         if undone:  # the rollback got as far as restoring the history
             assert sorted(undone) == sorted(names), (i, undone, journal.read_text())
         else:
-            assert [m.text for m in ctx.history.load(SessionName("rb"))][-1] == "ten users"
+            assert [m.text for m in ctx.history.read(SessionName("rb")).messages][-1] == "ten users"
     assert reruns >= 20
 
 
@@ -205,7 +205,7 @@ def test_kills_at_tool_results_never_run_a_tool_twice(
         steps = [e[1] for e in log_of(tool_env) if e[0] == "step"]
         marks = [(c.kind, c.step, c.reason) for c in ctx.checkpoints.headers(SessionName(session))]
         assert len(steps) == len(set(steps)), (i, steps, marks)  # no tool ran twice
-        assert ctx.history.load(SessionName(session))[-1].text == "three steps", (i, marks)
+        assert ctx.history.read(SessionName(session)).messages[-1].text == "three steps", (i, marks)
 
 
 def _sql(data_dir: Path, statement: str) -> None:
@@ -469,7 +469,7 @@ def test_a_forged_digests_file_never_decides_what_is_restored(
     from koogcli.core.names import SessionName
 
     history = [user(f"q{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(1200)]
-    FileHistoryStore(DataDir(data_dir)).store(SessionName("big"), history)
+    FileHistoryStore(DataDir(data_dir)).write(SessionName("big"), history, None)
     cache = data_dir / "sessions" / "big.digests"
     header, _, lines = cache.read_bytes().partition(b"\n")
     keys = lines.split(b"\n")
@@ -480,5 +480,5 @@ def test_a_forged_digests_file_never_decides_what_is_restored(
     assert forked_koog("chat", "-s", "big", "one more").returncode == 0
     done = forked_koog("rollback", "-s", "big", "--latest", "--yes")
     assert done.returncode == 0, done.stderr
-    restored = FileHistoryStore(DataDir(data_dir)).load(SessionName("big"))
+    restored = FileHistoryStore(DataDir(data_dir)).read(SessionName("big")).messages
     assert [m.text for m in restored if m.role != "system"] == [m.text for m in history]

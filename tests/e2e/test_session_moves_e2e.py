@@ -57,7 +57,11 @@ def _state(env: dict[str, str], name: str, ctx: Any = None) -> str:
     marks = ctx.checkpoints.headers(session)
     if not (has_history or has_transcript or marks):
         return "gone"
-    said = [m.text for m in ctx.history.load(session) if m.role == "user"] if has_history else []
+    said = (
+        [m.text for m in ctx.history.read(session).messages if m.role == "user"]
+        if has_history
+        else []
+    )
     whole = (
         said == list(TURNS)
         and len(ctx.transcript.read(session)) >= 2 * len(TURNS)

@@ -174,7 +174,7 @@ def test_killed_rollbacks_run_again_undo_each_effect_once(
         assert code == 0, said
         removed = sorted(e[1] for e in log(koog) if e[0] == "remove_user")
         assert removed == made, (profile, trial, wanted, said)  # each exactly once
-        restored = ctx.history.load(SessionName(session))
+        restored = ctx.history.read(SessionName(session)).messages
         assert restored == list(ctx.checkpoints.get(SessionName(session), base).messages)
     no_request_repeats_an_id(server)
 

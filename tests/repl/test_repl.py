@@ -81,7 +81,10 @@ def test_message_reply_and_history(repl: Callable[..., Any]) -> None:
     assert ui.shown == [
         "[system] You are a helpful assistant.\n[user] hello\n[assistant] echo: hello"
     ]
-    assert [m.text for m in ctx.history.load(SessionName("r"))][1:] == ["hello", "echo: hello"]
+    assert [m.text for m in ctx.history.read(SessionName("r")).messages][1:] == [
+        "hello",
+        "echo: hello",
+    ]
 
 
 def test_esc_enter_makes_a_multi_line_message(
@@ -109,7 +112,7 @@ def test_ctrl_c_during_a_reply_cancels_and_keeps_going(
     fake_model.enqueue("first", interrupted)
     ui, ctx = repl("one" + ENTER + "two" + ENTER + "three" + ENTER + CTRL_D)
     assert "(cancelled)" in ui.infos
-    texts = [m.text for m in ctx.history.load(SessionName("r"))]
+    texts = [m.text for m in ctx.history.read(SessionName("r")).messages]
     assert "two" not in texts and texts[-2:] == ["three", "echo: three"]
 
 
@@ -153,7 +156,7 @@ def test_errors_are_reported_and_the_loop_continues(repl: Callable[..., Any]) ->
 def test_clear_asks_and_help(repl: Callable[..., Any]) -> None:
     keys = "hi" + ENTER + "/clear" + ENTER + "n" + ENTER + "/clear" + ENTER + "y" + ENTER
     ui, ctx = repl(keys + "/help" + ENTER + CTRL_D)
-    assert ctx.history.load(SessionName("r")) == []
+    assert ctx.history.read(SessionName("r")).messages == []
     assert "nothing changed" in ui.infos and "cleared 3 messages from r" in ui.infos
     assert [m.text for m in ctx.transcript.read(SessionName("r"))] == ["hi", "echo: hi"]
     assert "/history [N]" in ui.shown[-1] and "/session NAME" in ui.shown[-1]
@@ -200,7 +203,7 @@ def test_checkpoint_commands(repl: Callable[..., Any]) -> None:
     assert any(i.startswith("checkpoint ") and i.endswith("(mark)") for i in ui.infos)
     table = ui.shown[0]
     assert "manual" in table and "mark" in table and "before turn" in table
-    texts = [m.text for m in ctx.history.load(SessionName("r"))]
+    texts = [m.text for m in ctx.history.read(SessionName("r")).messages]
     assert "first" in texts and "second" not in texts
     assert any(i.startswith("restored r to checkpoint") for i in ui.infos)
 
@@ -208,7 +211,7 @@ def test_checkpoint_commands(repl: Callable[..., Any]) -> None:
 def test_rollback_needs_a_yes(repl: Callable[..., Any]) -> None:
     ui, ctx = repl("one" + ENTER + "/rollback" + ENTER + "n" + ENTER + CTRL_D)
     assert "nothing changed" in ui.infos
-    assert [m.text for m in ctx.history.load(SessionName("r"))][-1] == "echo: one"
+    assert [m.text for m in ctx.history.read(SessionName("r")).messages][-1] == "echo: one"
 
 
 def test_interrupted_turn_is_offered_for_resume(
@@ -221,7 +224,7 @@ def test_interrupted_turn_is_offered_for_resume(
     ui, ctx = repl("y" + ENTER + CTRL_D)
     assert any("interrupted turn" in i for i in ui.infos)
     assert ui.replies == ["found the answer"]
-    assert [m.text for m in ctx.history.load(SessionName("r"))][-2:] == [
+    assert [m.text for m in ctx.history.read(SessionName("r")).messages][-2:] == [
         "lost question",
         "found the answer",
     ]
@@ -285,7 +288,7 @@ def test_compress_command(repl: Callable[..., Any], fake_model: FakeChatModel) -
     )
     ui, ctx = repl("a" + ENTER + "b" + ENTER + "/compress" + ENTER + CTRL_D)
     assert any(i.startswith("compressed r: 5 → 3 messages") for i in ui.infos)
-    assert [m.text for m in ctx.history.load(SessionName("r"))][-1] == "the gist"
+    assert [m.text for m in ctx.history.read(SessionName("r")).messages][-1] == "the gist"
 
 
 def test_memory_command(repl: Callable[..., Any], make_ctx: Callable[..., Any]) -> None:
@@ -329,7 +332,7 @@ def test_tool_approval_asks_and_remembers_always(
     told = [m.text for m in fake_model.requests[1].messages if m.role == "tool"]
     assert told == ["Error: the user declined this call of shout; it was not made."]
     assert sum("→ shout" in i for i in ui.infos) == 3
-    users = [m.text for m in ctx.history.load(SessionName("r")) if m.role == "user"]
+    users = [m.text for m in ctx.history.read(SessionName("r")).messages if m.role == "user"]
     assert users == ["go", "go", "go"]  # the answers were never sent as messages
 
 

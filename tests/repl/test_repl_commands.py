@@ -111,7 +111,7 @@ def test_retry_keeps_one_copy_of_the_exchange_with_the_new_reply(
     fake_model.enqueue("first answer", "second answer")
     ui, ctx = drive("what is it?" + ENTER + "/retry" + ENTER + CTRL_D)
     assert ui.replies == ["first answer", "second answer"]
-    stored = [(m.role, m.text) for m in ctx.history.load(S) if m.role != "system"]
+    stored = [(m.role, m.text) for m in ctx.history.read(S).messages if m.role != "system"]
     assert stored == [("user", "what is it?"), ("assistant", "second answer")]
     assert fake_model.requests[-1].messages[-1].text == "what is it?"
 
@@ -141,7 +141,7 @@ def test_edit_sends_what_the_editor_wrote(
     monkeypatch.delenv("VISUAL", raising=False)
     _ui, ctx = drive("tell me about cats" + ENTER + "/edit" + ENTER + CTRL_D)
     assert fake_model.requests[-1].messages[-1].text == "tell me about dogs"
-    stored = [(m.role, m.text) for m in ctx.history.load(S) if m.role != "system"]
+    stored = [(m.role, m.text) for m in ctx.history.read(S).messages if m.role != "system"]
     assert stored == [("user", "tell me about dogs"), ("assistant", "echo: tell me about dogs")]
 
 
@@ -151,7 +151,7 @@ def test_an_editor_that_fails_changes_nothing(
     monkeypatch.setenv("EDITOR", "false")
     monkeypatch.delenv("VISUAL", raising=False)
     ui, ctx = drive("keep me" + ENTER + "/edit" + ENTER + "/editor" + ENTER + CTRL_D)
-    assert [m.text for m in ctx.history.load(S)][1:] == ["keep me", "echo: keep me"]
+    assert [m.text for m in ctx.history.read(S).messages][1:] == ["keep me", "echo: keep me"]
     assert "the editor left no message; nothing changed" in ui.infos
     assert len(fake_model.requests) == 1
 
@@ -214,7 +214,7 @@ def test_usage_shows_the_next_request_against_the_context(
 def test_rename_moves_the_session(drive: Callable[..., Any]) -> None:
     ui, ctx = drive("hello" + ENTER + "/rename renamed" + ENTER + "again" + ENTER + CTRL_D)
     assert not ctx.history.exists(S)
-    assert [m.text for m in ctx.history.load(SessionName("renamed"))][-1] == "echo: again"
+    assert [m.text for m in ctx.history.read(SessionName("renamed")).messages][-1] == "echo: again"
     assert "renamed r to renamed" in ui.infos
 
 
@@ -300,7 +300,7 @@ def test_rollback_with_no_id_undoes_the_turns_tool_calls_and_says_so(
     ui, ctx = drive("make Alex" + ENTER + "/rollback" + ENTER + "y" + ENTER + CTRL_D)
     assert "  undone: create_user(Alex): removed Alex" in ui.infos, ui.infos
     assert tools() == [["create_user", "Alex"], ["remove_user", "Alex"]]
-    assert ctx.history.load(S) == []
+    assert ctx.history.read(S).messages == []
     fake_model.enqueue(calls(("create_user", {"name": "Bo"})), "made Bo")
     ui, _ = drive("make Bo" + ENTER + "/rollback --no-compensate" + ENTER + "y" + ENTER + CTRL_D)
     assert "  left in place: create_user(Bo) (--no-compensate)" in ui.infos, ui.infos
@@ -317,7 +317,7 @@ def test_retry_after_a_failed_message_sends_that_message(
         "first answer", KeyboardInterrupt() if failure == "cancel" else ModelError(failure)
     )
     ui, ctx = drive("first" + ENTER + "second" + ENTER + "/retry" + ENTER + CTRL_D)
-    stored = [(m.role, m.text) for m in ctx.history.load(S) if m.role != "system"]
+    stored = [(m.role, m.text) for m in ctx.history.read(S).messages if m.role != "system"]
     assert stored == [
         ("user", "first"),
         ("assistant", "first answer"),
@@ -335,7 +335,7 @@ def test_a_killed_rollback_is_finished_by_the_next_command(
 
     fake_model.enqueue(calls(("create_user", {"name": "Cy"})), "made Cy")
     _, ctx = drive("make Cy" + ENTER + CTRL_D)
-    call = next(c for m in ctx.history.load(S) for c in m.tool_calls)
+    call = next(c for m in ctx.history.read(S).messages for c in m.tool_calls)
     # What a rollback killed after restoring the history and before compensating leaves.
     ctx.checkpoints.record_compensations(S, [CompensationEntry(call, "pending", None, utc_now())])
     ctx.history.write(S, [], expected_revision=ctx.history.read(S).revision)
@@ -361,9 +361,9 @@ def test_fork_continues_in_a_new_session_and_leaves_the_old_one(
         "one" + ENTER + "two" + ENTER + "/fork side 3" + ENTER + "three" + ENTER + CTRL_D
     )
     assert "forked r at message 3; now in side" in ui.infos, ui.infos
-    side = [m.text for m in ctx.history.load(SessionName("side")) if m.role != "system"]
+    side = [m.text for m in ctx.history.read(SessionName("side")).messages if m.role != "system"]
     assert side == ["one", "echo: one", "three", "echo: three"]
-    old = [m.text for m in ctx.history.load(S) if m.role != "system"]
+    old = [m.text for m in ctx.history.read(S).messages if m.role != "system"]
     assert old == ["one", "echo: one", "two", "echo: two"]
     ui, _ = drive("/fork side" + ENTER + "/fork x y" + ENTER + CTRL_D)
     assert any("exists already" in e for e in ui.errors), ui.errors

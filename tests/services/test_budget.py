@@ -279,6 +279,6 @@ def test_a_second_refusal_is_not_retried_again(make_ctx: Build, fake_model: Fake
     assert "The turn was not stored (the compression before it is kept" in refused.value.message
     assert len(fake_model.requests) == 4  # the turn, the summary, the turn once more
     # The compression stays (it has its own restore point); the turn stored nothing.
-    assert [m.text for m in ctx.history.load(S)][-1] == "the summary"
+    assert [m.text for m in ctx.history.read(S).messages][-1] == "the summary"
     assert [c.reason for c in ctx.checkpoints.headers(S) if c.kind == "restore"][-1] == "compress"
     assert before != stored_bytes(ctx, S)

@@ -30,7 +30,9 @@ def _ask(
 
 
 def _stored(ctx: Any, name: str = "work") -> list[tuple[str, str]]:
-    return [(m.role, m.text) for m in ctx.history.load(SessionName(name)) if m.role != "system"]
+    return [
+        (m.role, m.text) for m in ctx.history.read(SessionName(name)).messages if m.role != "system"
+    ]
 
 
 def test_a_resent_conversation_stores_only_its_new_tail(make_ctx: Callable[..., Any]) -> None:
@@ -123,7 +125,7 @@ def test_client_tool_calls_end_the_turn_and_their_results_come_back(
     convo = [user("find x"), assistant(None, (call,)), tool_result(call.id, "lookup", "x is 1")]
     done = _ask(ctx, convo, tools=(spec,))
     assert done.result.reply == "found it"
-    assert [m.role for m in ctx.history.load(WORK) if m.role != "system"] == [
+    assert [m.role for m in ctx.history.read(WORK).messages if m.role != "system"] == [
         "user",
         "assistant",
         "tool",
@@ -175,7 +177,7 @@ def test_compression_never_makes_a_resent_conversation_fork(
         convo.append(assistant(done.result.reply))
     choice = compression.StrategyChoice(strategy)
     compression.compress(ctx, compression.CompressRequest(WORK, choice))
-    assert any(m.meta.get("kind") == "summary" for m in ctx.history.load(WORK))
+    assert any(m.meta.get("kind") == "summary" for m in ctx.history.read(WORK).messages)
     convo.append(user("after the summary"))
     done = _ask(ctx, convo)
     assert (done.session, done.forked_from) == ("work", None)

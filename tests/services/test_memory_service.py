@@ -210,11 +210,11 @@ def test_recall_pins_one_memory_message(make_ctx: Callable[..., Any]) -> None:
     ask(ctx, "hello")
     memory.add(ctx, "the deploy uses blue-green")
     result = memory.recall(ctx, S, "deploy blue-green")
-    history = ctx.history.load(S)
+    history = ctx.history.read(S).messages
     assert history[-1] == result.message and history[-1].meta == {"kind": "memory"}
     assert history[-1].text.startswith("Here are the relevant facts from memory")
     assert memory.recall(ctx, S, "nothing like it").message is None
-    assert len(ctx.history.load(S)) == len(history)
+    assert len(ctx.history.read(S).messages) == len(history)
 
 
 def embeddings_ctx(

@@ -60,7 +60,7 @@ def test_tool_loop_and_schemas(
     second = fake_model.requests[1].messages
     assert (second[-1].role, second[-1].text) == ("tool", "created Alex")
     assert steps(ctx) == ["load", "model:1", "tool:1.1", "model:2", "store", "tombstone"]
-    assert [m.role for m in ctx.history.load(S)] == [
+    assert [m.role for m in ctx.history.read(S).messages] == [
         "system",
         "user",
         "assistant",
@@ -122,14 +122,14 @@ def test_case40_crash_after_third_tool_resumes_without_rerunning(
         "assistant",
         "tool",
     ]
-    assert ctx.history.load(S) == []
+    assert ctx.history.read(S).messages == []
     fake_model.enqueue("Magellan")
     resumed = turn.resume_turn(ctx, S)
     assert (
         resumed is not None and resumed.reply == "Magellan" and resumed.resumed_after == "tool:3.1"
     )
     assert len(tools()) == 3
-    assert ctx.history.load(S)[-1].text == "Magellan"
+    assert ctx.history.read(S).messages[-1].text == "Magellan"
 
 
 def test_case38_resume_after_model_step_does_not_call_the_model_for_it(
@@ -212,19 +212,19 @@ def test_case43_rollback_runs_compensating_tools_newest_first(
         calls(("create_user", {"name": "user-2"})), calls(("create_user", {"name": "user-3"})), "ok"
     )
     ask(ctx, "two more")
-    before = ctx.history.load(S)
+    before = ctx.history.read(S).messages
     result = roll(ctx, S, checkpoints.find(ctx, "ckpt-1", S), True)
     assert tools()[-2:] == [["remove_user", "user-3"], ["remove_user", "user-2"]]
-    assert ctx.history.load(S) == list(ckpt.messages)
+    assert ctx.history.read(S).messages == list(ckpt.messages)
     assert result.messages_before == len(before) and not result.failed
     # The rollback took a restore point first; --latest would bring back a history that
     # claims user-2 and user-3 exist, so it is refused unless forced, and then says so.
     undo = rollback.choose(ctx, S, None, latest=True)
     with pytest.raises(UsageError, match=r"create_user\(user-2\), create_user\(user-3\)"):
         roll(ctx, S, undo, compensate=False)
-    assert ctx.history.load(S) == list(ckpt.messages)
+    assert ctx.history.read(S).messages == list(ckpt.messages)
     forced = roll(ctx, S, undo, compensate=False, force=True)
-    restored = ctx.history.load(S)
+    restored = ctx.history.read(S).messages
     assert restored[:-1] == before and restored[-1].meta["kind"] == "note"
     assert forced.note is not None and "user-3" in forced.note.text
     assert tools()[-1] == ["remove_user", "user-2"]  # no compensation on --latest
@@ -249,7 +249,7 @@ def test_failing_compensation_is_reported_and_the_rest_still_run(
     outcomes = [(c.call.name, c.outcome.error if c.outcome else None) for c in result.compensations]
     assert outcomes == [("lookup", None), ("create_user", True), ("create_user", False)]
     assert tools()[-2:] == [["remove_user", "Broken"], ["remove_user", "Fine"]]
-    assert ctx.history.load(S) == list(ckpt.messages)
+    assert ctx.history.read(S).messages == list(ckpt.messages)
 
 
 def test_cancelled_turn_is_not_resumable(
@@ -279,10 +279,10 @@ def test_restore_points_before_clear_and_import(make_ctx: Callable[..., Any]) ->
 
     ctx = make_ctx()
     ask(ctx, "keep me")
-    before = ctx.history.load(S)
+    before = ctx.history.read(S).messages
     history.clear(ctx, S)
     roll(ctx, S, rollback.choose(ctx, S, None, True), compensate=False)
-    assert ctx.history.load(S) == before
+    assert ctx.history.read(S).messages == before
     history.import_(ctx, S, "[]", "<x>", replace=True)
     assert [c.reason for c in checkpoints.list_(ctx, S)][:3] == ["import", "rollback", "clear"]
 

@@ -30,7 +30,7 @@ def test_prune_removes_old_steps_and_keeps_restore_points(make_ctx: Callable[...
     first = checkpoints.list_(ctx, S)[-1]
     second = checkpoints.list_(ctx, S)[-2]
     roll(ctx, S, second, compensate=False)
-    assert [m.text for m in ctx.history.load(S) if m.role == "user"] == ["one"]
+    assert [m.text for m in ctx.history.read(S).messages if m.role == "user"] == ["one"]
     assert first.message_count == 0
 
 
@@ -52,7 +52,7 @@ def test_message_rows_go_with_the_last_checkpoint_referring_to_them(
         ctx.checkpoints.delete(S, c.id)
     storage.prune(ctx, older_than_days=0)
     assert count() == 0
-    assert ctx.history.load(S) == []
+    assert ctx.history.read(S).messages == []
 
 
 def test_status_names_the_backend(make_ctx: Callable[..., Any], backend: str) -> None:
@@ -83,7 +83,7 @@ def test_a_row_another_process_pruned_is_stored_again_not_referred_to(
         cur.execute("DELETE FROM messages WHERE session = %s", [S.value])
     ctx.history.write(S, [message], expected_revision=None)
     rows.forget(ctx.history.db, S.value)  # read as a new process would
-    assert ctx.history.load(S) == [message]
+    assert ctx.history.read(S).messages == [message]
 
 
 @pytest.mark.postgresql_only
@@ -98,7 +98,7 @@ def test_rows_of_a_history_that_changed_since_it_was_read_are_looked_at_again(
 
     ctx = make_ctx()
     ctx.history.write(S, [user("one"), user("two")], expected_revision=None)
-    loaded = tuple(ctx.history.load(S))
+    loaded = tuple(ctx.history.read(S).messages)
     with ctx.checkpoints.db.transaction() as cur:  # another koog: clear, then prune
         cur.execute("UPDATE sessions SET revision = 2, items = '{}' WHERE name = %s", [S.value])
         cur.execute("DELETE FROM messages WHERE session = %s", [S.value])

@@ -67,7 +67,7 @@ def test_eight_threads_of_ten_turns_on_eight_sessions(
             future.result(timeout=120)
     for w in range(8):
         session = SessionName(f"thread{w}")
-        users = [m.text for m in shared_ctx.history.load(session) if m.role == "user"]
+        users = [m.text for m in shared_ctx.history.read(session).messages if m.role == "user"]
         assert users == [f"w{w}-t{t}" for t in range(10)]  # all, once, in order, none crossed
         assert all(f"w{w}-" in text for text in seen[session.value]), seen[session.value]
         assert shared_ctx.checkpoints.headers(session)  # checkpoints taken and kept apart

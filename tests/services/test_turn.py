@@ -81,7 +81,7 @@ def test_window_of_four_stores_at_most_four(
     ctx = make_ctx()
     for i in range(5):
         turn(ctx, f"q{i}")
-    stored = ctx.history.load(S)
+    stored = ctx.history.read(S).messages
     assert len([m for m in stored if m.role != "system"]) <= 4
     assert [m.text for m in stored][-2:] == ["q4", "echo: q4"]
     assert len(ctx.transcript.read(S)) == 10
@@ -109,7 +109,7 @@ def test_custom_preprocessor_from_the_config_folder(
     )
     ctx = make_ctx()
     turn(ctx, "a")
-    assert [m.role for m in ctx.history.load(S)] == ["user"]
+    assert [m.role for m in ctx.history.read(S).messages] == ["user"]
 
 
 def test_a_ctrl_c_swallowed_mid_stream_still_cancels_the_turn(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from koogcli.core.chat_memory import ChatMemory, InMemoryHistoryStore
+from koogcli.core.chat_memory import ChatMemory
 from koogcli.core.messages import Message, assistant, system, user
 from koogcli.core.names import SessionName
 from koogcli.core.preprocessors import Pipeline, PredicateFilter, Preprocessor, WindowPreprocessor
+from tests.fakes.history_store import InMemoryHistoryStore
 
 GEO = "You are a helpful geography assistant."
 ANSWERS = {
@@ -49,7 +50,7 @@ class Agent:
         self.memory.commit(name, self.live, loaded, [question, reply])
 
     def stored(self, session: str = "s1") -> list[tuple[str, str]]:
-        return [(m.role, m.text) for m in self.store.load(SessionName(session))]
+        return [(m.role, m.text) for m in self.store.read(SessionName(session)).messages]
 
 
 FRANCE, GERMANY = "What is the capital of France?", "What is the capital of Germany?"
@@ -116,9 +117,10 @@ def test_case5_sessions_are_isolated_even_interleaved() -> None:
 
 
 def _seed(agent: Agent) -> None:
-    agent.store.store(
+    agent.store.write(
         SessionName("s1"),
         [user(FRANCE), assistant(ANSWERS["France"]), user(GERMANY), assistant(ANSWERS["Germany"])],
+        None,
     )
 
 
@@ -196,11 +198,11 @@ def test_case13_filter_by_length_drops_the_long_reply() -> None:
 
 def test_case14_in_memory_provider_overwrites() -> None:
     store = InMemoryHistoryStore()
-    assert store.load(SessionName("unknown")) == []
+    assert store.read(SessionName("unknown")).messages == []
     s = SessionName("s")
-    store.store(s, [user("one"), assistant("two")])
-    store.store(s, [user("New message")])
-    assert [m.text for m in store.load(s)] == ["New message"]
+    store.write(s, [user("one"), assistant("two")], None)
+    store.write(s, [user("New message")], None)
+    assert [m.text for m in store.read(s).messages] == ["New message"]
 
 
 def test_concurrent_commit_reapplies_new_messages_instead_of_losing_them() -> None:
@@ -211,7 +213,7 @@ def test_concurrent_commit_reapplies_new_messages_instead_of_losing_them() -> No
     second = memory.load(s, live)
     memory.commit(s, live, first, [user("from A"), assistant("a")])
     memory.commit(s, live, second, [user("from B"), assistant("b")])
-    assert [m.text for m in store.load(s)] == ["sys", "from A", "a", "from B", "b"]
+    assert [m.text for m in store.read(s).messages] == ["sys", "from A", "a", "from B", "b"]
 
 
 def test_commit_after_a_landed_store_does_not_duplicate() -> None:
@@ -222,4 +224,4 @@ def test_commit_after_a_landed_store_does_not_duplicate() -> None:
     new = [user("q"), assistant("a")]
     memory.commit(s, live, loaded, new)
     memory.commit(s, live, loaded, new)  # a resumed turn committing again from the old base
-    assert [m.text for m in store.load(s)] == ["sys", "q", "a"]
+    assert [m.text for m in store.read(s).messages] == ["sys", "q", "a"]

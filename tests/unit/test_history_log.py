@@ -240,6 +240,6 @@ def test_rename_and_delete_take_the_log_along(data: DataDir) -> None:
     store = process(data)
     store.rename(S, SessionName("moved"))
     assert not data.session_file(S).with_name("log.log").exists()
-    assert [m.text for m in process(data).load(SessionName("moved"))] == ["a", "b"]
+    assert [m.text for m in process(data).read(SessionName("moved")).messages] == ["a", "b"]
     store.delete(SessionName("moved"))
     assert process(data).sessions() == []

@@ -30,14 +30,14 @@ def test_round_trip_keeps_every_field(store: FileHistoryStore) -> None:
         assistant(None, [ToolCall("c1", "create_user", '{"name": "Alex"}')]),
         tool_result("c1", "create_user", "ok"),
     ]
-    store.store(S, msgs)
-    assert store.load(S) == msgs
+    store.write(S, msgs, None)
+    assert store.read(S).messages == msgs
     raw = json.loads(store.data.session_file(S).read_text())
     assert (raw["format"], raw["version"], raw["revision"]) == ("koog.chat-history", 2, 1)
 
 
 def test_files_are_0600_and_folders_0700(store: FileHistoryStore) -> None:
-    store.store(S, [user("x")])
+    store.write(S, [user("x")], None)
     path = store.data.session_file(S)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -54,7 +54,7 @@ def test_revision_conflict_writes_nothing(store: FileHistoryStore) -> None:
 
 def test_no_temp_files_left_behind(store: FileHistoryStore) -> None:
     for i in range(3):
-        store.store(S, [user(str(i))])
+        store.write(S, [user(str(i))], None)
     assert sorted(p.name for p in store.data.sessions_dir.iterdir()) == ["work.json"]
 
 
@@ -81,11 +81,11 @@ def test_unreadable_document_raises_and_is_never_overwritten(
     path.parent.mkdir(parents=True)
     path.write_text(content)
     with pytest.raises(error) as info:
-        store.load(S)
+        store.read(S)
     assert str(path) in info.value.message  # type: ignore[attr-defined]
     assert info.value.exit_code == 3  # type: ignore[attr-defined]
     with pytest.raises(error):
-        store.store(S, [user("overwrite?")])
+        store.write(S, [user("overwrite?")], None)
     assert path.read_text() == content
 
 
@@ -124,13 +124,13 @@ TRICKY = [
 
 @pytest.mark.parametrize("count", [0, 1, 3, 6, 50])
 def test_tail_reads_the_last_messages_from_the_end(store: FileHistoryStore, count: int) -> None:
-    store.store(S, TRICKY)
+    store.write(S, TRICKY, None)
     assert store.tail(S, count) == (TRICKY[-count:] if count else [])
 
 
 def test_tail_of_long_history_reads_across_chunks(store: FileHistoryStore) -> None:
     messages = [user(f"message {i} " + "x" * 300) for i in range(2000)]
-    store.store(S, messages)
+    store.write(S, messages, None)
     assert store.tail(S, 900) == messages[-900:]
 
 
@@ -150,8 +150,8 @@ def test_documents_without_the_summary_are_read_whole(store: FileHistoryStore, s
 
 
 def test_listing_reads_the_summary(store: FileHistoryStore) -> None:
-    store.store(S, TRICKY)
-    store.store(SessionName("empty"), [])
+    store.write(S, TRICKY, None)
+    store.write(SessionName("empty"), [], None)
     infos = {i.name: i for i in store.sessions()}
     assert (infos["work"].messages, infos["work"].revision) == (6, 1)
     assert infos["work"].preview == TRICKY[0].text
@@ -165,9 +165,9 @@ def test_digests_from_the_documents_lines_equal_the_computed_ones(
 ) -> None:
     from koogcli.adapters import message_digests
 
-    store.store(S, TRICKY)
+    store.write(S, TRICKY, None)
     data = store.data.session_file(S).read_bytes()
-    loaded = FileHistoryStore(store.data).load(S)
+    loaded = FileHistoryStore(store.data).read(S).messages
     message_digests.forget()
     assert message_digests.remember_lines(data, loaded)
     from_lines = [message_digests.digest(m) for m in loaded]
@@ -180,8 +180,8 @@ def test_digests_from_the_documents_lines_equal_the_computed_ones(
 def test_a_document_of_another_shape_gives_no_digests(store: FileHistoryStore) -> None:
     from koogcli.adapters import message_digests
 
-    store.store(S, TRICKY)
-    loaded = store.load(S)
+    store.write(S, TRICKY, None)
+    loaded = store.read(S).messages
     shuffled = json.loads(store.data.session_file(S).read_text())
     shuffled["messages"].reverse()
     text = json.dumps(shuffled, indent=None)  # one line: not one message per line
@@ -231,7 +231,7 @@ def test_a_new_process_takes_the_digests_a_fold_wrote_instead_of_hashing_lines(
 ) -> None:
     from koogcli.adapters import message_digests
 
-    store.store(S, _long_history(message_digests.CACHE_MIN_MESSAGES))
+    store.write(S, _long_history(message_digests.CACHE_MIN_MESSAGES), None)
     cache = store.data.sessions_dir / "work.digests"
     assert cache.exists()
     message_digests.forget()  # as in a new process
@@ -240,7 +240,7 @@ def test_a_new_process_takes_the_digests_a_fold_wrote_instead_of_hashing_lines(
         raise AssertionError("the document's lines were hashed")
 
     monkeypatch.setattr(message_digests, "remember_lines", hashing_lines)
-    loaded = FileHistoryStore(store.data).load(S)
+    loaded = FileHistoryStore(store.data).read(S).messages
     extended = [*loaded, user("new")]
     taken = message_digests.digests(extended)
     message_digests.forget()
@@ -257,10 +257,10 @@ def test_digests_of_another_document_or_damaged_are_not_taken(
 
     count = message_digests.CACHE_MIN_MESSAGES
     cache = store.data.sessions_dir / "work.digests"
-    store.store(S, _long_history(count))
+    store.write(S, _long_history(count), None)
     data = cache.read_bytes()
     if damage == "another document":  # whole and checked, but written for the history before
-        store.store(S, [user("other"), *_long_history(count)[1:]])
+        store.write(S, [user("other"), *_long_history(count)[1:]], None)
     elif damage == "a digest changed":
         data = data.replace(data[-24:], b"0" * 24)
     elif damage == "torn":
@@ -277,7 +277,7 @@ def test_digests_of_another_document_or_damaged_are_not_taken(
         data = header.replace(f" {count} ".encode(), f" {count - 1} ".encode()) + b"\n" + rest
     cache.write_bytes(data)
     message_digests.forget()
-    loaded = FileHistoryStore(store.data).load(S)
+    loaded = FileHistoryStore(store.data).read(S).messages
     taken = message_digests.digests(loaded)
     message_digests.forget()
     assert taken == [message_digests.digest(m) for m in loaded]
@@ -286,13 +286,13 @@ def test_digests_of_another_document_or_damaged_are_not_taken(
 def test_digests_go_with_their_session(store: FileHistoryStore) -> None:
     from koogcli.adapters import message_digests
 
-    store.store(S, _long_history(message_digests.CACHE_MIN_MESSAGES))
+    store.write(S, _long_history(message_digests.CACHE_MIN_MESSAGES), None)
     folder = store.data.sessions_dir
     store.rename(S, SessionName("moved"))
     assert sorted(p.name for p in folder.iterdir()) == ["moved.digests", "moved.json"]
-    store.store(SessionName("moved"), [user("short now")])
+    store.write(SessionName("moved"), [user("short now")], None)
     assert sorted(p.name for p in folder.iterdir()) == ["moved.json"]
-    store.store(SessionName("moved"), _long_history(message_digests.CACHE_MIN_MESSAGES))
+    store.write(SessionName("moved"), _long_history(message_digests.CACHE_MIN_MESSAGES), None)
     store.delete(SessionName("moved"))
     assert list(folder.iterdir()) == []
 
@@ -304,12 +304,12 @@ def test_a_document_edited_after_its_digests_were_written_is_checked(
     from koogcli.adapters import message_digests
 
     history = _long_history(message_digests.CACHE_MIN_MESSAGES)
-    store.store(S, history)
+    store.write(S, history, None)
     path = store.data.session_file(S)
-    assert FileHistoryStore(store.data).load(S) == history
+    assert FileHistoryStore(store.data).read(S).messages == history
     path.write_bytes(path.read_bytes().replace(b'"role": "assistant"', b'"role": "robot"', 1))
     with pytest.raises(CorruptDocumentError, match=r"messages\.1\.role"):
-        FileHistoryStore(store.data).load(S)
+        FileHistoryStore(store.data).read(S)
 
 
 def test_reading_a_session_again_and_again_keeps_one_copy_of_it(store: FileHistoryStore) -> None:
@@ -320,19 +320,19 @@ def test_reading_a_session_again_and_again_keeps_one_copy_of_it(store: FileHisto
 
     from koogcli.adapters import message_digests
 
-    store.store(S, _long_history(2000))
+    store.write(S, _long_history(2000), None)
     message_digests.forget()
     reader = FileHistoryStore(store.data)
-    reader.load(S)  # the first reading, and what stays of it
+    reader.read(S)  # the first reading, and what stays of it
     gc.collect()
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        reader.load(S)
+        reader.read(S)
         gc.collect()
         one = tracemalloc.get_traced_memory()[0] - base
         for _ in range(4):
-            reader.load(S)
+            reader.read(S)
         gc.collect()
         many = tracemalloc.get_traced_memory()[0] - base
     finally:

@@ -33,12 +33,6 @@ class PgHistoryStore:
     def _source(self, session: SessionName) -> str:
         return f"session {session.value} in PostgreSQL {self.db.where}"
 
-    def load(self, session: SessionName) -> list[Message]:
-        return self.read(session).messages
-
-    def store(self, session: SessionName, messages: Sequence[Message]) -> None:
-        self.write(session, messages, expected_revision=None)
-
     def read(self, session: SessionName) -> StoredHistory:
         row = self.db.one(
             "SELECT revision, updated_at, items FROM sessions WHERE name = %s", [session.value]
