@@ -81,13 +81,13 @@ class FakeOpenAIServer:
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         # Dropped connections are a scripted fault here, not something to print.
-        self.httpd.handle_error = lambda request, address: None  # type: ignore[method-assign]
+        self.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         self.thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def start(self) -> FakeOpenAIServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
