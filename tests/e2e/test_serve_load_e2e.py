@@ -118,11 +118,10 @@ def test_ten_clients_streaming_on_ten_sessions_and_four_on_one(
     _no_duplicates(serve)
 
 
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_two_servers_on_one_postgresql_database_serve_the_same_sessions(
     backend: str, koog_env: dict[str, str], isolated: Path, run_koog: Run
 ) -> None:
-    if backend != "postgresql":
-        pytest.skip("two servers share sessions through PostgreSQL")
     servers = [KoogServe(koog_env, log=isolated / f"serve{i}.log").start() for i in range(2)]
     try:
         # Each conversation's turns alternate between the two servers.
