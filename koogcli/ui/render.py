@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from koogcli.core.errors import EndpointNotConfiguredError, KoogError
+from koogcli.ui.environment import current
 
 if TYPE_CHECKING:  # kept out of start-up: `koog --help` needs none of them
     from koogcli.core.messages import Message, ToolCall
@@ -49,7 +50,7 @@ def terminal_reflows(setting: str, env: Mapping[str, str] | None = None) -> bool
     as nearly all of today's do)."""
     if setting in ("yes", "no"):
         return setting == "yes"
-    env = os.environ if env is None else env
+    env = current().variables if env is None else env
     if any(env.get(name) for name in _REFLOWING_VARIABLES):
         return True
     term = env.get("TERM", "")
@@ -57,16 +58,16 @@ def terminal_reflows(setting: str, env: Mapping[str, str] | None = None) -> bool
 
 
 def color_ok(stream: TextIO) -> bool:
-    return is_tty(stream) and not os.environ.get("NO_COLOR")
+    return is_tty(stream) and not current().no_color
 
 
 def out(text: str, stream: TextIO | None = None) -> None:
-    stream = stream or sys.stdout
+    stream = stream or current().stdout
     try:
         stream.write(text if text.endswith("\n") else text + "\n")
         stream.flush()
     except BrokenPipeError:
-        if stream is not sys.stdout:
+        if stream is not current().stdout:
             raise
         silence_stdout()  # `koog ... | head`: the reader has all it wanted
 
@@ -81,7 +82,8 @@ def read_stdin(limit: int | None = None, setting: str = "chat.max_input_bytes") 
     bounded by what koog keeps, not by what was piped in)."""
     from koogcli.core.errors import UsageError
 
-    data = sys.stdin.buffer.read() if limit is None else sys.stdin.buffer.read(limit + 1)
+    stdin = current().stdin.buffer
+    data = stdin.read() if limit is None else stdin.read(limit + 1)
     if limit is not None and len(data) > limit:
         raise UsageError(
             f"standard input is more than {limit:,} bytes, over {setting}",
@@ -98,9 +100,9 @@ def read_stdin(limit: int | None = None, setting: str = "chat.max_input_bytes") 
 
 def note(text: str) -> None:
     """A diagnostic line on stderr, dimmed on a colour terminal."""
-    if color_ok(sys.stderr):
+    if color_ok(current().stderr):
         text = f"\x1b[2m{text}\x1b[0m"
-    out(text, sys.stderr)
+    out(text, current().stderr)
 
 
 def usage_line(usage: Usage | None) -> None:
@@ -112,21 +114,22 @@ def usage_line(usage: Usage | None) -> None:
 
 
 def warning(text: str) -> None:
-    out(f"koog: warning: {text}", sys.stderr)
+    out(f"koog: warning: {text}", current().stderr)
 
 
 def error(err: KoogError) -> None:
     if isinstance(err, EndpointNotConfiguredError):
-        out(FIRST_RUN_GUIDE, sys.stderr)
+        out(FIRST_RUN_GUIDE, current().stderr)
         return
-    out(f"koog: error: {err.message}", sys.stderr)
+    out(f"koog: error: {err.message}", current().stderr)
     if err.hint:
-        out(f"koog: hint: {err.hint}", sys.stderr)
+        out(f"koog: hint: {err.hint}", current().stderr)
 
 
 def internal_error(exc: BaseException) -> None:
-    out(f"koog: internal error: {type(exc).__name__}: {exc}", sys.stderr)
-    out("koog: hint: rerun with KOOG_DEBUG=1 for a traceback, and report it", sys.stderr)
+    err_stream = current().stderr
+    out(f"koog: internal error: {type(exc).__name__}: {exc}", err_stream)
+    out("koog: hint: rerun with KOOG_DEBUG=1 for a traceback, and report it", err_stream)
 
 
 FIRST_RUN_GUIDE = """\
@@ -223,10 +226,10 @@ def approval_question(call: ToolCall, undo: bool = False) -> str:
 
 def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -> Approval:
     """Read y / n / a (always this tool, this session) from a terminal's stdin."""
-    stream = stream or sys.stdin
+    stream = stream or current().stdin
     while True:
-        sys.stderr.write(approval_question(call, undo))
-        sys.stderr.flush()
+        current().stderr.write(approval_question(call, undo))
+        current().stderr.flush()
         line = stream.readline()
         if not line:
             return "n"
@@ -247,7 +250,7 @@ def tool_approver(
 ) -> Callable[[ToolCall], Approval] | None:
     """An approval callback when stdin is a terminal; None elsewhere (calls are refused).
     A reply being shown is paused first, so the question is not drawn inside it."""
-    if not is_tty(sys.stdin):
+    if not is_tty(current().stdin):
         return None
 
     def approve(call: ToolCall) -> Approval:
@@ -270,13 +273,13 @@ class ProgressBar:
         return self
 
     def update(self, done: int, total: int) -> None:
-        if not is_tty(sys.stderr) or total < 2:
+        if not is_tty(current().stderr) or total < 2:
             return
         if self._progress is None:
             from rich.console import Console
             from rich.progress import Progress
 
-            console = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")))
+            console = Console(file=current().stderr, no_color=current().no_color)
             self._progress = Progress(console=console, transient=True)
             self._progress.start()
             self._task = self._progress.add_task(self.label, total=total)

@@ -11,12 +11,11 @@ received and stored; the rest is not written (SPEC §2).
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypedDict
 
+from koogcli.ui.environment import current
 from koogcli.ui.markdown_blocks import BlockSplitter
 from koogcli.ui.render import is_tty, silence_stdout, tool_call_line, tool_result_line
 
@@ -34,7 +33,7 @@ class ReplyWriter:
     def __init__(
         self, stream: TextIO | None = None, markdown: bool = False, reflows: bool = True
     ) -> None:
-        self.stream = stream or sys.stdout
+        self.stream = stream or current().stdout
         self.terminal = is_tty(self.stream)
         self.markdown = markdown and self.terminal
         self.reflows = reflows  # the terminal reflows its lines when resized
@@ -120,7 +119,7 @@ class ReplyWriter:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(file=self.stream, no_color=bool(os.environ.get("NO_COLOR")))
+            self._console = Console(file=self.stream, no_color=current().no_color)
         return self._console
 
     def _redraw(self) -> None:
@@ -178,7 +177,7 @@ class ReplyWriter:
             self.stream.flush()
         except BrokenPipeError:
             self.closed = True
-            if self.stream is sys.stdout:
+            if self.stream is current().stdout:
                 silence_stdout()
 
 
