@@ -156,23 +156,17 @@ def _snapshot(run_koog: Run, data_dir: Path, backend: str, name: str) -> object:
     return done.stdout
 
 
-# Every id habit on files; on PostgreSQL (where the ids in use are looked up in SQL) the
-# reference and the per-turn numbering that reuses them most.
-@pytest.mark.parametrize(
-    ("backend", "profile"),
-    [
-        *(("files", p) for p in ID_PROFILES),
-        ("postgresql", "reference"),
-        ("postgresql", "per-turn-ids"),
-    ],
-    indirect=["backend"],
-)
 def test_client_tools_go_back_to_the_client_with_ids_unique_in_the_session(
-    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run, profile: str
+    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
 ) -> None:
-    """Under every id habit of real servers: the client receives ids it can answer, and
-    its results are stored after the calls."""
-    server.use_profile(profile)
+    """Under every id habit of real servers (one server, a session per habit): the client
+    receives ids it can answer, and its results are stored after the calls."""
+    for profile in ID_PROFILES:
+        server.use_profile(profile)
+        _three_tool_turns(serve, server, run_koog, f"tools-{profile}")
+
+
+def _three_tool_turns(serve: KoogServe, server: FakeOpenAIServer, run_koog: Run, name: str) -> None:
     tools = [
         {
             "type": "function",
@@ -182,7 +176,7 @@ def test_client_tools_go_back_to_the_client_with_ids_unique_in_the_session(
             },
         }
     ]
-    client = serve.client(default_headers={"X-Koog-Session": "tools"})
+    client = serve.client(default_headers={"X-Koog-Session": name})
     convo: list[dict[str, Any]] = []
     seen: list[str] = []
     for turn in range(3):
@@ -240,8 +234,8 @@ def test_client_tools_go_back_to_the_client_with_ids_unique_in_the_session(
         done = client.chat.completions.create(model="gpt-4o-mini", messages=convo, tools=tools)  # type: ignore[arg-type]
         assert done.choices[0].message.content == f"made two in turn {turn}"
         convo.append({"role": "assistant", "content": done.choices[0].message.content})
-    assert len(set(seen)) == 6
-    history = _history(run_koog, "tools")
+    assert len(set(seen)) == 6, name
+    history = _history(run_koog, name)
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool", "assistant"] * 3
     assert [c["id"] for m in history for c in m.get("tool_calls", [])] == seen
 
