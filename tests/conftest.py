@@ -191,6 +191,27 @@ def tools(write_config: Callable[[str], Path], tmp_path: Path) -> Callable[[], l
 
 
 @pytest.fixture
+def serve(backend: str, koog_env: dict[str, str], isolated: Path) -> Iterator[Any]:
+    """A real `koog serve` on the test's backend (chosen first, so `koog_env` and
+    `run_koog` carry it too), stopped after the test: it must exit 0."""
+    from tests.serving import KoogServe
+
+    started = KoogServe(koog_env, log=isolated / "serve.log").start()
+    yield started
+    assert started.stop() == 0
+
+
+@pytest.fixture
+def serve_files(koog_env: dict[str, str], isolated: Path) -> Iterator[Any]:
+    """`serve` on files only: for what does not depend on the backend."""
+    from tests.serving import KoogServe
+
+    started = KoogServe(koog_env, log=isolated / "serve.log").start()
+    yield started
+    assert started.stop() == 0
+
+
+@pytest.fixture
 def koog_env(server: FakeOpenAIServer, isolated: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("KOOG_DEBUG", None)
@@ -251,6 +272,14 @@ def zygote() -> Iterator[Zygote]:
     forks = Zygote()
     yield forks
     forks.close()
+
+
+def forked_run_koog(
+    forked_koog: Callable[..., subprocess.CompletedProcess[str]],
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`run_koog` for a module that runs koog dozens of times: processes forked from the
+    zygote (`run_koog = pytest.fixture(name="run_koog")(forked_run_koog)` in the module)."""
+    return forked_koog
 
 
 @pytest.fixture

@@ -16,20 +16,15 @@ from typing import Any
 import pexpect
 import pytest
 
-from tests.conftest import KOOG_BIN, snapshot, spawn_koog
+from tests.conftest import KOOG_BIN, forked_run_koog, snapshot, spawn_koog
 from tests.e2e.test_persistence_e2e import call, tool_env, tool_log
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def run_koog(
-    forked_koog: Callable[..., subprocess.CompletedProcess[str]],
-) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """koog processes forked from the zygote: the same program, without a second of imports
-    each (this module runs koog dozens of times)."""
-    return forked_koog
+# koog processes forked from the zygote (tests/conftest.py: forked_run_koog).
+run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
 
 
 __all__ = ["tool_env"]  # the fixture, shared with the persistence tests

@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import forked_run_koog
+
 pytestmark = pytest.mark.e2e
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture
-def run_koog(
-    forked_koog: Callable[..., subprocess.CompletedProcess[str]],
-) -> Callable[..., subprocess.CompletedProcess[str]]:
-    return forked_koog
+# koog processes forked from the zygote (tests/conftest.py: forked_run_koog).
+run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
 
 
 def _ok(done: subprocess.CompletedProcess[str]) -> str:

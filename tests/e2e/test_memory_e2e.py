@@ -10,18 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests import searching
+from tests.conftest import forked_run_koog
 from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def run_koog(
-    forked_koog: Callable[..., subprocess.CompletedProcess[str]],
-) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """koog processes forked from the zygote: the same program, without a second of imports
-    each (this module runs koog dozens of times)."""
-    return forked_koog
+# koog processes forked from the zygote (tests/conftest.py: forked_run_koog).
+run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
 
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

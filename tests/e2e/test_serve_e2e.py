@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +20,6 @@ from tests.serving import KoogServe, http
 pytestmark = pytest.mark.e2e
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def serve(backend: str, koog_env: dict[str, str], isolated: Path) -> Iterator[KoogServe]:
-    """On the test's backend (chosen first, so `koog_env` and `run_koog` carry it too)."""
-    started = KoogServe(koog_env, log=isolated / "serve.log").start()
-    yield started
-    assert started.stop() == 0
-
-
-@pytest.fixture
-def serve_files(koog_env: dict[str, str], isolated: Path) -> Iterator[KoogServe]:
-    """On files only: for what does not depend on the backend."""
-    started = KoogServe(koog_env, log=isolated / "serve.log").start()
-    yield started
-    assert started.stop() == 0
 
 
 def _history(run_koog: Run, name: str) -> list[dict[str, Any]]:

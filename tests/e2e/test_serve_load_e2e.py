@@ -8,7 +8,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,13 +22,6 @@ from tests.serving import KoogServe, http
 pytestmark = pytest.mark.e2e
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def serve(backend: str, koog_env: dict[str, str], isolated: Path) -> Iterator[KoogServe]:
-    started = KoogServe(koog_env, log=isolated / "serve.log").start()
-    yield started
-    assert started.stop() == 0
 
 
 def _cli_history(run_koog: Run, name: str) -> list[tuple[str, str]]:
