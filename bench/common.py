@@ -20,24 +20,21 @@ PYTHON = sys.executable
 KOOG = str(Path(PYTHON).parent / "koog")
 
 
+def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+    """Wall time of one execution; a failure ends the benchmark with its stderr."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{argv} failed: {done.stderr.decode()[-400:]}")
+    return elapsed
+
+
 def median_seconds(argv: list[str], runs: int, env: dict[str, str] | None = None) -> float:
     """Median wall time of `runs` executions, after one warm-up run."""
-    times = []
-    for i in range(runs + 1):
-        start = time.perf_counter()
-        done = subprocess.run(
-            argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        elapsed = time.perf_counter() - start
-        if done.returncode != 0:
-            raise SystemExit(f"{argv} failed: {done.stderr.decode()[-400:]}")
-        if i:
-            times.append(elapsed)
-    return statistics.median(times)
+    return statistics.median([timed(argv, env) for _ in range(runs + 1)][1:])
 
 
 def seed_session(data_dir: Path, name: str, count: int) -> None:

@@ -10,21 +10,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from common import KOOG, clean_env, seed_session
-
-
-def _timed(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{argv} failed: {done.stderr[-400:]}")
-    return elapsed
+from common import KOOG, clean_env, seed_session, timed
 
 
 def main() -> None:
@@ -41,7 +30,7 @@ def main() -> None:
             order = ["short", "long"] if n % 2 else ["long", "short"]
             for name in order:
                 at = "8" if name == "short" else "40000"
-                took = _timed([KOOG, "history", "fork", "-s", name, "--at", at, f"{name}{n}"], env)
+                took = timed([KOOG, "history", "fork", "-s", name, "--at", at, f"{name}{n}"], env)
                 if n:
                     times[name].append(took)
         short, long = (statistics.median(times[k]) for k in ("short", "long"))

@@ -32,7 +32,7 @@ from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError, KoogError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
-from koogcli.core.ports import SessionInfo, StoredHistory
+from koogcli.core.ports import CutCheck, SessionInfo, StoredHistory
 
 _HEADER = re.compile(
     rb'\{"format": "koog\.chat-history", "version": ([12]), "session": "[^"]*", "revision": (\d+),'
@@ -154,13 +154,7 @@ class FileHistoryStore:
             self._known[session.value] = (revision, list(messages))
             return revision
 
-    def splice(
-        self,
-        source: SessionName,
-        target: SessionName,
-        count: int,
-        check: Callable[[int, Sequence[Message], Sequence[Message]], None],
-    ) -> bool:
+    def splice(self, source: SessionName, target: SessionName, count: int, check: CutCheck) -> bool:
         """`target` as the first `count` messages of `source`, from the document's lines
         (adapters/history_fork.py); False when it must be written the ordinary way."""
         from koogcli.adapters import history_fork

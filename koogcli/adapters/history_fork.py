@@ -12,7 +12,7 @@ is forked the ordinary way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +27,11 @@ from koogcli.adapters.documents import (
     read_summary,
 )
 from koogcli.core.messages import Message, utc_now
+from koogcli.core.ports import CutCheck
 
 # Messages parsed before the cut (and one after): few enough to be checked by hand, never
 # by pydantic, whose import alone costs more than the rest of a fork.
 AROUND = 32
-
-Check = Callable[[int, Sequence[Message], Sequence[Message]], None]
 
 
 @dataclass
@@ -67,7 +66,7 @@ def splice(
     target: Path,
     target_name: str,
     count: int,
-    check: Check,
+    check: CutCheck,
     warn: Callable[[str], None],
 ) -> bool:
     """Write `target` as the first `count` messages of the history in `document` + `log`;

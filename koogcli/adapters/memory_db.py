@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from koogcli.adapters.sql.sqlite import explain as sqlite_explain
-from koogcli.adapters.sql.sqlite import use_wal
+from koogcli.adapters.sql.sqlite import immediate, use_wal
 from koogcli.core.errors import KoogError, StorageError, UnknownFormatError
 
 FORMAT, VERSION = "koog.memory", "3"
@@ -145,12 +144,4 @@ def open_database(path: Path, busy_timeout: float) -> sqlite3.Connection:
     return db
 
 
-@contextmanager
-def transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
+transaction = immediate  # one BEGIN IMMEDIATE transaction (adapters/sql/sqlite.py)

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import signal
-import socket
 import sys
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import typer
@@ -16,7 +13,9 @@ from koogcli.cli.options import globals_of
 from koogcli.core.errors import UsageError
 from koogcli.ui import render
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # socket and signal too: every command imports this module at start-up
+    import socket
+
     from koogcli.services.context import AppContext
 
 
@@ -63,6 +62,9 @@ def serve(
 
 
 def _run(app_ctx: AppContext, listener: socket.socket, shutdown_seconds: float) -> None:
+    import signal
+    from types import FrameType
+
     import uvicorn
 
     from koogcli.server.app import create_app
@@ -92,6 +94,8 @@ def _run(app_ctx: AppContext, listener: socket.socket, shutdown_seconds: float) 
 
 
 def _listen(host: str, port: int) -> socket.socket:
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

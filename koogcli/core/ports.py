@@ -33,6 +33,10 @@ class SessionInfo:
     forked_from: tuple[str, int] | None = None  # (session, messages taken) for a fork
 
 
+# Told (total, the messages just before a cut, those just after), may refuse the cut.
+CutCheck = Callable[[int, Sequence[Message], Sequence[Message]], None]
+
+
 class HistoryStore(Protocol):
     """Koog's ChatHistoryProvider: one way to read a history (`read`), one to write it
     (`write`, with a revision for lost-update safety)."""
@@ -51,13 +55,7 @@ class HistoryStore(Protocol):
 
     def exists(self, session: SessionName) -> bool: ...
 
-    def splice(
-        self,
-        source: SessionName,
-        target: SessionName,
-        count: int,
-        check: Callable[[int, Sequence[Message], Sequence[Message]], None],
-    ) -> bool:
+    def splice(self, source: SessionName, target: SessionName, count: int, check: CutCheck) -> bool:
         """Store `target` (new) as the first `count` messages of `source` without reading
         all of it; `check(total, before_cut, after_cut)` may refuse first. False: this
         store has no cheaper way, the caller reads and writes."""

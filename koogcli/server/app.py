@@ -73,16 +73,7 @@ def _embedding_request(raw: bytes) -> tuple[str, list[str], bool]:
 
 
 def _embed(state: ServerState, model: str, texts: list[str]) -> list[list[float]]:
-    ctx = state.ctx
-    memory = ctx.settings.long_term_memory
-    settings = ctx.settings.model_copy(
-        update={
-            "long_term_memory": memory.model_copy(
-                update={"embeddings": memory.embeddings.model_copy(update={"model": model})}
-            )
-        }
-    )
-    return ctx.with_settings(settings).embedder().embed(texts)
+    return state.ctx.with_memory(embeddings={"model": model}).embedder().embed(texts)
 
 
 async def healthz(request: Request) -> Response:

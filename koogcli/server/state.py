@@ -12,7 +12,6 @@ from typing import TypeVar
 from koogcli.config.schema import ServeSettings
 from koogcli.core.names import SessionName
 from koogcli.server.auth import Grant, grant_for
-from koogcli.server.errors import Refused
 from koogcli.services.context import AppContext
 from koogcli.services.exchange import SessionGate, namespaced
 
@@ -66,6 +65,3 @@ class ServerState:
         default = self.ctx.settings.long_term_memory.retrieval.namespace
         grant.namespace(namespace_of(raw, default))
         return raw
-
-
-__all__ = ["Refused", "ServerState"]

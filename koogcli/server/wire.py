@@ -18,10 +18,12 @@ from koogcli.core.ports import Usage
 from koogcli.services.turn_state import ClientOptions
 
 # Fields koog reads itself; everything else a client sends is passed upstream as it came.
-_OWN = {"model", "messages", "stream", "stream_options", "tools", "temperature"}
-_OWN |= {"response_format", "metadata", "n"}
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-_ROLES["tool"] = "tool"
+_OWN = {
+    *("model", "messages", "stream", "stream_options", "tools", "temperature"),
+    *("response_format", "metadata", "n"),
+}
+# OpenAI's `developer` role is its newer name for `system`.
+_ROLES = {"developer": "system", **{r: r for r in ("system", "user", "assistant", "tool")}}
 _FINISH = {"stop", "length", "tool_calls", "content_filter", "function_call"}
 
 

@@ -206,6 +206,17 @@ class AppContext:
                 derived.__dict__[shared] = self.__dict__[shared]
         return derived
 
+    def with_memory(self, **sections: Mapping[str, object]) -> AppContext:
+        """A new context whose `[long_term_memory]` sections (retrieval, ingestion,
+        embeddings) have these fields changed."""
+        memory = self.settings.long_term_memory
+        changed = {
+            name: getattr(memory, name).model_copy(update=dict(fields))
+            for name, fields in sections.items()
+        }
+        update = {"long_term_memory": memory.model_copy(update=changed)}
+        return self.with_settings(self.settings.model_copy(update=update))
+
     def with_endpoint(self) -> tuple[AppContext, str | None]:
         """The context a command talks to the model through, and a line to show when a
         local server's model is used; the first-run guide (exit 2) when no endpoint is

@@ -276,17 +276,7 @@ def namespaced(ctx: AppContext, namespace: str) -> AppContext:
     memory = ctx.settings.long_term_memory
     if memory.retrieval.namespace == namespace and memory.ingestion.namespace == namespace:
         return ctx
-    settings = ctx.settings.model_copy(
-        update={
-            "long_term_memory": memory.model_copy(
-                update={
-                    "retrieval": memory.retrieval.model_copy(update={"namespace": namespace}),
-                    "ingestion": memory.ingestion.model_copy(update={"namespace": namespace}),
-                }
-            )
-        }
-    )
-    return ctx.with_settings(settings)
+    return ctx.with_memory(retrieval={"namespace": namespace}, ingestion={"namespace": namespace})
 
 
 __all__ = [

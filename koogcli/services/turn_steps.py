@@ -158,7 +158,6 @@ def _model_step(turn: TurnState) -> None:
             client.response_format,
             client.extra,
         )
-        turn.context = _context(turn, prompt)
     produced: list[str] = []
 
     def collect(delta: str) -> None:
@@ -168,6 +167,8 @@ def _model_step(turn: TurnState) -> None:
             turn.events.on_delta(delta)
 
     shaped = why.record(turn, prompt, retrieval, request.temperature, len(request.tools))
+    if client is not None:  # the server's X-Koog-Context-Tokens: the estimate why counted
+        turn.context = _context(turn, prompt, shaped.estimate)
     if turn.events.on_request:
         turn.events.on_request(
             RequestInfo(
@@ -219,12 +220,15 @@ def _model_step(turn: TurnState) -> None:
     turn.record(reply, f"model:{turn.rounds}", completion.text)
 
 
-def _context(turn: TurnState, prompt: list[Message]) -> str:
-    """The request's estimated size against the model's context, as `estimate/limit`."""
+def _context(turn: TurnState, prompt: list[Message], estimate: int | None) -> str:
+    """The request's estimated size against the model's context, as `estimate/limit`;
+    counted here only when `why` did not count it (no context size is configured)."""
     from koogcli.services.budget import size_of
 
-    size = size_of(turn.ctx.settings, turn.model, prompt, turn.loaded.messages)
-    return f"{size.tokens}/{size.limit if size.limit is not None else 'unknown'}"
+    limit = context_limit(turn.ctx.settings, turn.model)
+    if estimate is None:
+        estimate = size_of(turn.ctx.settings, turn.model, prompt, turn.loaded.messages).tokens
+    return f"{estimate}/{limit if limit is not None else 'unknown'}"
 
 
 NAMELESS_CALL = (

@@ -18,7 +18,7 @@ from koogcli.adapters.sql import rows
 from koogcli.core.errors import ConflictError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
-from koogcli.core.ports import SessionInfo, StoredHistory
+from koogcli.core.ports import CutCheck, SessionInfo, StoredHistory
 
 
 def _preview(messages: Sequence[Message]) -> str:
@@ -45,13 +45,7 @@ class PgHistoryStore:
         rows.hold(self.db, session.value, revision, updated_at, items)
         return StoredHistory(messages, int(revision), updated_at)
 
-    def splice(
-        self,
-        source: SessionName,
-        target: SessionName,
-        count: int,
-        check: Callable[[int, Sequence[Message], Sequence[Message]], None],
-    ) -> bool:
+    def splice(self, source: SessionName, target: SessionName, count: int, check: CutCheck) -> bool:
         """A fork's message rows are its own (they go with it): written the ordinary way."""
         return False
 

@@ -133,14 +133,8 @@ class SqliteDatabase:
     def transaction(self) -> Iterator[_Cursor]:
         """One write transaction holding the database's write lock from its start."""
         conn = self.conn
-        with self.errors():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield _Cursor(conn.cursor())
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self.errors(), immediate(conn):
+            yield _Cursor(conn.cursor())
 
     def rows(self, sql: str, params: Sequence[object] | dict[str, object] = ()) -> list[Any]:
         with self.errors():
@@ -190,8 +184,7 @@ class SqliteDatabase:
     def _schema(self, conn: sqlite3.Connection) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not tables:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 if not conn.execute("SELECT 1 FROM sqlite_master").fetchone():
                     for statement in (_SCHEMA + _V2).split(";"):
                         if statement.strip():
@@ -199,10 +192,6 @@ class SqliteDatabase:
                     conn.executemany(
                         "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", VERSION)]
                     )
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
             tables = {"meta"}
         found = (
             dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
@@ -218,19 +207,27 @@ class SqliteDatabase:
 
     def _from_v1(self, conn: sqlite3.Connection) -> dict[str, str]:
         """Version 1 gains the session_origins table, in place, once."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             if conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("1",):
                 conn.execute(_V2)
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'version'", (VERSION,))
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
         return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
     def _explain(self, exc: sqlite3.Error) -> StorageError:
         return explain(self.path, exc, self.busy_timeout)
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction holding the database's write lock from its first statement;
+    rolled back on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
