@@ -4,8 +4,8 @@
   folder. A crash at any instant leaves the old or the new document, never a torn one.
   Without `sync` the fsyncs are skipped: still whole after a killed process, for documents
   a later synced write supersedes.
-- `append_line`: O_APPEND writes of whole lines at 0600 (the transcript); a reader ignores
-  a torn last line.
+- `append_text`: O_APPEND writes of whole lines at 0600 (a session's log); a torn last line
+  is closed off before the next append.
 - `file_lock`, `shared_or_exclusive`: inter-process locks (fcntl.flock, released by the
   kernel when a process dies); a timeout becomes LockTimeoutError (exit 3).
 """
@@ -109,27 +109,12 @@ def write_text(path: Path, text: str | bytes, sync: bool = True) -> None:
         raise _failure("write", path, exc) from exc
 
 
-def sync_file(path: Path) -> None:
-    """Make whatever was written to a file durable, by this process or another."""
-    try:
-        with open_binary(path) as handle:
-            os.fsync(handle.fileno())
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise _failure("sync", path, exc) from exc
-
-
 def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def append_line(path: Path, line: str) -> None:
-    append_text(path, line.rstrip("\n") + "\n")
 
 
 def append_text(path: Path, text: str, sync: bool = True, torn_mark: str | None = None) -> None:
@@ -189,15 +174,6 @@ def remove_orphan_temp_files(folder: Path, now: float) -> int:
         except OSError:
             continue  # another process got there first, or it is not ours to remove
     return removed
-
-
-def read_json(path: Path) -> object:
-    """Parse a JSON document; a parse failure names the file and line and changes nothing."""
-    try:
-        data = read_bytes(path)
-    except FileNotFoundError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
-    return parse_json(data, path)
 
 
 def parse_json(data: bytes, path: Path) -> object:

@@ -109,10 +109,6 @@ def undone_calls(
     return [c for m in messages for c in m.tool_calls if c.id in undone]
 
 
-def latest_restore_point(checkpoints: Sequence[Checkpoint]) -> Checkpoint | None:
-    return latest([c for c in checkpoints if c.kind == "restore"])
-
-
 def restore_points_newest_first(checkpoints: Sequence[Checkpoint]) -> list[Checkpoint]:
     found = [c for c in checkpoints if c.kind == "restore" and c.readable]
     return sorted(found, key=lambda c: (c.seq, c.created_at), reverse=True)
