@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.conftest import API_KEY
-from tests.fakes.openai_server import ID_PROFILES, FakeOpenAIServer
+from tests.fakes.openai_server import ID_PROFILES, PROFILES, FakeOpenAIServer
 from tests.serving import KoogServe, http
 
 pytestmark = pytest.mark.e2e
@@ -222,6 +222,33 @@ def _three_tool_turns(serve: KoogServe, server: FakeOpenAIServer, run_koog: Run,
     history = _history(run_koog, name)
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool", "assistant"] * 3
     assert [c["id"] for m in history for c in m.get("tool_calls", [])] == seen
+
+
+def test_streams_and_replies_under_every_quirk_profile(
+    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    """Each real endpoint's habits upstream (ENDPOINT_QUIRKS.md: Azure's filter chunks,
+    Bedrock's usage chunks, reasoning deltas, ...): the client still gets clean OpenAI
+    chunks and whole replies, and the session holds exactly the turns."""
+    for profile in PROFILES:
+        server.use_profile(profile)
+        client = serve.client(default_headers={"X-Koog-Session": f"q-{profile}"})
+        convo: list[dict[str, Any]] = [{"role": "user", "content": f"hello {profile}"}]
+        with client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=convo,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        ) as stream:
+            chunks = list(stream)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == f"echo: hello {profile}", profile
+        assert chunks[-1].usage is not None, profile
+        convo += [{"role": "assistant", "content": text}, {"role": "user", "content": "again"}]
+        whole = client.chat.completions.create(model="gpt-4o-mini", messages=convo)  # type: ignore[arg-type]
+        assert whole.choices[0].message.content == "echo: again", profile
+        said = [(m["role"], m["content"]) for m in _history(run_koog, f"q-{profile}")]
+        assert said == [(m["role"], m["content"]) for m in convo] + [("assistant", "echo: again")]
 
 
 def test_errors_keep_the_upstream_status_in_openais_shape(
