@@ -86,7 +86,8 @@ def http(
     import urllib.request
 
     data = content if content is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    sent = {"Content-Type": "application/json", **(headers or {})} if data is not None else headers
+    request = urllib.request.Request(url, data=data, method=method, headers=sent or {})
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.status, json.loads(answer.read() or b"null")

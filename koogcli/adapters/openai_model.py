@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from koogcli.core import content_parts
 from koogcli.core.errors import (
     ContextOverflowError,
     EndpointNotConfiguredError,
@@ -69,6 +70,10 @@ def resolve_endpoint(
 
 def message_to_wire(m: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if content_parts.KEY in m.meta:  # the one look-up a message of text alone costs
+        given = content_parts.parts(m)
+        if given is not None:  # sent as the client sent them, data URLs byte for byte
+            out["content"] = content_parts.with_text(given, m.text)
     if m.tool_calls:
         out["tool_calls"] = [c.to_dict() for c in m.tool_calls]
     if m.role == "tool":

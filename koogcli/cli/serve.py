@@ -39,12 +39,15 @@ def serve(
     settings = app_ctx.settings.serve
     host = host or settings.host
     port = settings.port if port is None else port
-    if not _loopback(host) and not settings.tokens:
+    if not settings.tokens and not _loopback(host):
         raise UsageError(
             f"--host {host} is not a loopback address and [serve] tokens is empty",
             hint="add [[serve.tokens]] to the config (see config.example.toml), or serve on "
             "127.0.0.1",
         )
+    # One request, one attempt: the clients of a server retry themselves.
+    llm = app_ctx.settings.llm.model_copy(update={"max_retries": settings.upstream_retries})
+    app_ctx = app_ctx.with_settings(app_ctx.settings.model_copy(update={"llm": llm}), False)
     app_ctx, found = app_ctx.with_endpoint()
     if found is not None:
         render.note(found)
@@ -58,25 +61,31 @@ def serve(
         f"({where.get('where', '')}) · upstream: {upstream} ({app_ctx.settings.llm.model})"
     )
     sys.stdout.flush()  # whoever started it may be waiting for the line
-    _run(app_ctx, listener, settings.shutdown_seconds)
+    _run(app_ctx, listener, bound_host)
 
 
-def _run(app_ctx: AppContext, listener: socket.socket, shutdown_seconds: float) -> None:
+def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:
     import signal
     from types import FrameType
 
     import uvicorn
 
     from koogcli.server.app import create_app
+    from koogcli.server.connections import protocol
+    from koogcli.server.guard import Guard
     from koogcli.server.state import ServerState
 
+    settings = app_ctx.settings.serve
     state = ServerState(app_ctx)
     config = uvicorn.Config(
-        create_app(state),
+        Guard(create_app(state), settings, bound_host),
+        http=protocol(settings.header_timeout_seconds, settings.max_connections),
         log_level="warning",
         access_log=False,
         lifespan="off",
-        timeout_graceful_shutdown=int(shutdown_seconds) or None,
+        timeout_graceful_shutdown=int(settings.shutdown_seconds) or None,
+        timeout_keep_alive=max(1, round(settings.idle_timeout_seconds)),
+        h11_max_incomplete_event_size=64 * 1024,  # a request head larger than this: 400
         server_header=False,
     )
 
@@ -113,4 +122,16 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
+    """Whether every address the host resolves to is a loopback one (its spelling
+    proves nothing: `127.0.0.1.nip.io` is a public name)."""
+    import ipaddress
+    import socket
+
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {str(info[4][0]) for info in found}
+    return bool(addresses) and all(
+        ipaddress.ip_address(a.partition("%")[0]).is_loopback for a in addresses
+    )

@@ -253,6 +253,8 @@ class StorageSettings(_Strict):
 class ServeToken(_Strict):
     # A bearer token a client of `koog serve` sends (`Authorization: Bearer ...`).
     token: str = Field(min_length=16)
+    # What the access log calls the token's requests (never the token itself).
+    name: str = Field(default="", max_length=64, pattern=r"^[A-Za-z0-9._-]*$")
     # Session-name prefixes the token may use ("" grants every session).
     sessions: list[str] = []
     # Long-term memory namespaces the token may use.
@@ -270,6 +272,27 @@ class ServeSettings(_Strict):
     shutdown_seconds: float = Field(default=30.0, ge=0.0, le=3600.0)
     # Required to bind anything but a loopback address; with any set, every request needs one.
     tokens: list[ServeToken] = []
+    # Browsers: a request carrying an Origin not listed is refused (403); CORS headers are
+    # sent to the listed ones only ("http://localhost:3000", exactly as browsers send it).
+    allowed_origins: list[str] = []
+    # Host names besides the bound address and loopback names (others: 421, DNS rebinding).
+    allowed_hosts: list[str] = []
+    # A request body larger than this is refused (413) before more of it is read.
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=1024**3)
+    # A connection that has not sent a whole request head in this time is closed.
+    header_timeout_seconds: float = Field(default=10.0, gt=0.0, le=600.0)
+    # A kept-alive connection idle this long between requests is closed.
+    idle_timeout_seconds: float = Field(default=5.0, gt=0.0, le=3600.0)
+    # Open connections at most; more are closed as they come.
+    max_connections: int = Field(default=512, ge=1, le=100_000)
+    # Requests waiting on one session (beyond the one it runs); more are refused (409).
+    session_queue: int = Field(default=16, ge=0, le=10_000)
+    # Of the worker threads, the share one token's requests may hold at once (with tokens).
+    token_share: float = Field(default=0.5, gt=0.0, le=1.0)
+    # Attempts after a failed upstream request; 0: a client that retries decides.
+    upstream_retries: int = Field(default=0, ge=0, le=20)
+    # One line per request on stderr (time, method, path, status, ms, session, placement).
+    access_log: bool = True
 
 
 class Settings(_Strict):

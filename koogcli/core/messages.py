@@ -16,6 +16,10 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+# meta key of an assistant message whose tool calls are a client's of `koog serve`: the
+# client ran them, so koog never runs, resumes or compensates them (SPEC §6).
+CLIENT_TOOLS = "client_tools"
+
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -121,6 +125,12 @@ _set_tool_calls = _slot["tool_calls"]
 _set_tool_call_id = _slot["tool_call_id"]
 _set_name = _slot["name"]
 _set_meta = _slot["meta"]
+
+
+def clients_calls(m: Message) -> bool:
+    """Whether the message's tool calls are a client's: marked so, or a reply koog serve
+    stored before the mark existed (its replies carry a wire mark, core/wire_marks.py)."""
+    return bool(m.meta.get(CLIENT_TOOLS)) or "wire" in m.meta
 
 
 def system(text: str) -> Message:

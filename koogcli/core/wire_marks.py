@@ -4,7 +4,11 @@ A client resends its whole conversation every turn; once koog has compressed the
 history, the stored messages no longer say what the client holds. So every reply stored by
 a server turn carries a mark: how many messages of the client's conversation it ends
 (system messages aside) and a hash chained over them, as they were stored (after the
-redactors). Compression moves the newest mark it replaces onto its summary, so a
+redactors). The hash is over what a message means, as `same` compares it (SPEC §6):
+tool-call arguments as parsed JSON, text without surrounding whitespace, non-text parts
+without the annotations clients move (`cache_control`), and no ids (clients echo koog's
+or invent their own). Marks of version 1 hashed the bytes with the ids; they are still
+read, and matched the old way. Compression moves the newest mark it replaces onto its summary, so a
 conversation is recognised, and never forked, because koog compressed it.
 """
 
@@ -15,39 +19,70 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from koogcli.core import content_parts
 from koogcli.core.messages import Message
 
 KEY = "wire"
+
+
+VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
 class Mark:
     count: int  # messages of the client's conversation, through the marked one
     digest: str  # the chain over them
+    version: int = VERSION
 
     def to_dict(self) -> dict[str, object]:
-        return {"n": self.count, "h": self.digest}
+        return {"n": self.count, "h": self.digest, "v": self.version}
 
 
 def read(m: Message) -> Mark | None:
     raw = m.meta.get(KEY)
     if isinstance(raw, dict):
-        count, digest = raw.get("n"), raw.get("h")
+        count, digest, version = raw.get("n"), raw.get("h"), raw.get("v", 1)
         if isinstance(count, int) and count > 0 and isinstance(digest, str):
-            return Mark(count, digest)
+            return Mark(count, digest, version if version in (1, VERSION) else 1)
     return None
 
 
-def chain(messages: Sequence[Message], start: str = "") -> str:
+def same(stored: Message, sent: Message) -> bool:
+    """Whether a stored message is the one a client resent, by meaning (SPEC §6)."""
+    return stored.role == sent.role and _meaning(stored) == _meaning(sent)
+
+
+def _meaning(m: Message) -> list[object]:
+    """What a message says, without what clients change in transit."""
+    out: list[object] = [m.text.strip()]
+    if m.tool_calls:
+        out.append([[c.name, canonical_arguments(c.arguments)] for c in m.tool_calls])
+    if content_parts.KEY in m.meta:
+        out.append(content_parts.media_meaning(m))
+    return out
+
+
+def canonical_arguments(arguments: str) -> str:
+    """Tool-call arguments as parsed JSON written one way (`{"c": "O"}` is `{"c":"O"}`)."""
+    text = arguments.strip()
+    if not text:
+        return "{}"
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return text
+
+
+def chain(messages: Sequence[Message], start: str = "", version: int = VERSION) -> str:
     """The chain over `messages`, continued from `start` (the chain of those before)."""
     digest = start
     for m in messages:
-        calls = [[c.id, c.name, c.arguments] for c in m.tool_calls]
-        canonical = json.dumps(
-            [digest, m.role, m.text, m.tool_call_id, calls],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        if version == 1:
+            calls = [[c.id, c.name, c.arguments] for c in m.tool_calls]
+            said: list[object] = [digest, m.role, m.text, m.tool_call_id, calls]
+        else:
+            said = [digest, m.role, *_meaning(m)]
+        canonical = json.dumps(said, ensure_ascii=False, separators=(",", ":"))
         digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
     return digest
 

@@ -3,19 +3,17 @@ them, and koog's own `/koog/v1` namespace. Routes parse, call a service, answer.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from koogcli.server import errors, koog_api
+from koogcli.server import bodies, errors, koog_api
 from koogcli.server.chat import chat_completions
 from koogcli.server.state import ServerState
-from koogcli.server.wire import BadRequest, error_body
+from koogcli.server.bodies import BadRequest
+from koogcli.server.wire import error_body
 
 
 async def models(request: Request) -> Response:
@@ -55,15 +53,8 @@ def _pack(vector: list[float]) -> str:
 
 
 def _embedding_request(raw: bytes) -> tuple[str, list[str], bool]:
-    try:
-        body: Any = json.loads(raw)
-    except ValueError as exc:
-        raise BadRequest(f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    model, given = body.get("model"), body.get("input")
-    if not isinstance(model, str) or not model:
-        raise BadRequest("'model' must be a string", "model")
+    body = bodies.obj(raw)
+    model, given = bodies.string(body, "model", required=True) or "", body.get("input")
     if body.get("encoding_format") not in (None, "float", "base64"):
         raise BadRequest("encoding_format must be 'float' or 'base64'", "encoding_format")
     texts = [given] if isinstance(given, str) else given

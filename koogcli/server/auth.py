@@ -21,6 +21,7 @@ from koogcli.server.errors import Refused
 class Grant:
     sessions: tuple[str, ...] | None  # None: every session
     namespaces: tuple[str, ...] | None  # None: every namespace
+    name: str = "-"  # what the access log calls it: the token's name, or "token N"
 
     def session(self, name: str) -> None:
         if self.sessions is not None and not any(name.startswith(p) for p in self.sessions):
@@ -52,7 +53,8 @@ def grant_for(headers: Mapping[str, str], tokens: Sequence[ServeToken]) -> Grant
     if scheme.lower() != "bearer" or not token.strip():
         raise Refused(401, "a bearer token is required", "authentication_error", "missing_token")
     token = token.strip()
-    for known in tokens:
+    for number, known in enumerate(tokens, 1):
         if hmac.compare_digest(known.token.encode(), token.encode()):
-            return Grant(tuple(known.sessions), tuple(known.namespaces))
+            name = known.name or f"token {number}"
+            return Grant(tuple(known.sessions), tuple(known.namespaces), name)
     raise Refused(401, "the bearer token is not one this server knows", "authentication_error")

@@ -16,7 +16,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -24,10 +24,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from koogcli.core.errors import KoogError
 from koogcli.server import errors
+from koogcli.server.guard import LogEntry, log_entry
 from koogcli.server.state import ServerState
 from koogcli.server.wire import Reply, chunk, closing_chunks, completion, parse_chat
 from koogcli.services.context import AppContext
-from koogcli.services.exchange import Exchange, Exchanged, exchange
+from koogcli.services.exchange import Exchange, Exchanged, Placement, exchange, family_of
 from koogcli.services.turn_state import RequestInfo, TurnEvents
 
 
@@ -37,16 +38,21 @@ class ClientGoneError(KoogError):
 
 async def chat_completions(request: Request) -> Response:
     state: ServerState = request.app.state.koog
+    entry = log_entry(request.scope)
     try:
         grant = state.grant(request.headers)
+        entry.token = grant.name
         body = parse_chat(await request.body())
         session = state.session(grant, request.headers.get("x-koog-session") or body.session)
+        entry.session, entry.placement = (session.value, "") if session else ("-", "stateless")
         ctx = state.context(grant, request.headers, body.user)
+        family = family_of(session).value if session is not None else None
+        release = await state.admission.enter(family, grant.name)
     except Exception as exc:
         return errors.response(exc)
     asked = Exchange(session, body.conversation, body.client, body.model, body.stream)
-    turn = _Turn(state, asked)
-    turn.start(ctx)
+    turn = _Turn(state, asked, entry)
+    turn.start(ctx, release)
     ident = f"chatcmpl-{secrets.token_hex(12)}"
     if not body.stream:
         while True:
@@ -62,12 +68,14 @@ class _Turn:
     """One exchange on a worker thread, telling the event loop what happens as it happens:
     `delta`s, then `done` (stored) or `error`."""
 
-    def __init__(self, state: ServerState, asked: Exchange) -> None:
+    def __init__(self, state: ServerState, asked: Exchange, entry: LogEntry) -> None:
         self.state = state
         self.asked = asked
+        self.entry = entry
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.info: RequestInfo | None = None
+        self.placed: Placement | None = None
         self.gone = threading.Event()
 
     def _put(self, kind: str, value: Any) -> None:
@@ -81,25 +89,32 @@ class _Turn:
     def _request(self, info: RequestInfo) -> None:
         self.info = info
 
-    def start(self, ctx: AppContext) -> None:
+    def _placed(self, placed: Placement) -> None:
+        self.placed = placed
+        self.entry.placement = placed.action
+
+    def start(self, ctx: AppContext, release: Callable[[], None]) -> None:
         events = TurnEvents(on_delta=self._delta, on_request=self._request)
 
         def work() -> None:
             try:
-                self._put("done", exchange(ctx, self.state.gate, self.asked, events))
+                done = exchange(ctx, self.state.gate, self.asked, events, self._placed)
+                self._put("done", done)
             except BaseException as exc:
                 self._put("error", exc)
+            finally:
+                release()
 
         self.loop.run_in_executor(self.state.pool, work)
 
     def headers(self) -> dict[str, str]:
-        info, asked = self.info, self.asked
+        info, asked, placed = self.info, self.asked, self.placed
         headers: dict[str, str] = {}
         if asked.session is not None:
-            name = info.session if info is not None else asked.session.value
+            name = placed.session.value if placed is not None else asked.session.value
             headers["X-Koog-Session"] = name
-            if name != asked.session.value:
-                headers["X-Koog-Forked-From"] = asked.session.value
+            if placed is not None and placed.forked_from is not None:
+                headers["X-Koog-Forked-From"] = placed.forked_from
         if info is not None:
             headers["X-Koog-Memory-Used"] = ",".join(info.memory_used)
             headers["X-Koog-Context-Tokens"] = info.context

@@ -4,7 +4,6 @@ need no confirmation here: the request is the confirmation."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +14,10 @@ from starlette.routing import Route
 from koogcli.core.names import SessionName
 from koogcli.server import errors
 from koogcli.server.auth import Grant
+from koogcli.server.guard import log_entry
 from koogcli.server.state import ServerState
-from koogcli.server.wire import BadRequest
+from koogcli.server import bodies
+from koogcli.server.bodies import BadRequest
 from koogcli.services.context import AppContext
 
 Handler = Callable[[AppContext, Grant, Request, Any], Any]
@@ -25,8 +26,11 @@ Handler = Callable[[AppContext, Grant, Request, Any], Any]
 def _endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         state: ServerState = request.app.state.koog
+        entry = log_entry(request.scope)
+        entry.session = request.path_params.get("name", "-")
         try:
             grant = state.grant(request.headers)
+            entry.token = grant.name
             body = await _json(request) if request.method == "POST" else None
             data = await state.run(lambda: handler(state.ctx, grant, request, body))
         except Exception as exc:
@@ -37,16 +41,7 @@ def _endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Any]:
 
 
 async def _json(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise BadRequest(f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    return body
+    return bodies.obj(await request.body())
 
 
 def _session(grant: Grant, request: Request) -> SessionName:
@@ -100,13 +95,11 @@ def _rollback(ctx: AppContext, grant: Grant, request: Request, body: Any) -> Any
 
     name = _session(grant, request)
     ctx.require_session(name)
-    wanted = body.get("checkpoint")
-    if wanted is not None and not isinstance(wanted, str):
-        raise BadRequest("'checkpoint' must be a checkpoint id", "checkpoint")
+    wanted = bodies.string(body, "checkpoint")
     options = rollback.Options(
-        bool(body.get("compensate", True)),
-        bool(body.get("force", False)),
-        bool(body.get("compensate_imported", False)),
+        bodies.boolean(body, "compensate", True),
+        bodies.boolean(body, "force", False),
+        bodies.boolean(body, "compensate_imported", False),
     )
     # Tools that ask before each call have no one to ask here: they are refused.
     plan = rollback.prepare(ctx, name, wanted, wanted is None, options)
@@ -133,7 +126,7 @@ def _memory_add(ctx: AppContext, grant: Grant, request: Request, body: Any) -> A
     meta = body.get("metadata") or {}
     if not isinstance(meta, dict):
         raise BadRequest("'metadata' must be an object of strings", "metadata")
-    namespace = state.namespace(grant, body.get("namespace"))
+    namespace = state.namespace(grant, bodies.string(body, "namespace"))
     record = memory.add(ctx, text, namespace, {str(k): str(v) for k, v in meta.items()})
     return views.record_dict(record)
 
@@ -143,28 +136,32 @@ def _memory_search(ctx: AppContext, grant: Grant, request: Request, body: Any) -
     from koogcli.ui import views
 
     state: ServerState = request.app.state.koog
-    query = body.get("query")
-    if not isinstance(query, str):
-        raise BadRequest("'query' must be a string", "query")
-    top_k = body.get("top_k", 10)
-    threshold = body.get("threshold", 0.0)
-    if not isinstance(top_k, int) or not 1 <= top_k <= 100:
-        raise BadRequest("'top_k' must be a whole number from 1 to 100", "top_k")
-    if not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+    query = bodies.string(body, "query", required=True) or ""
+    top_k = bodies.whole(body, "top_k", 10, 1, 100)
+    threshold = bodies.number(body, "threshold") or 0.0
+    if not 0.0 <= threshold <= 1.0:
         raise BadRequest("'threshold' must be a number from 0 to 1", "threshold")
-    namespace = state.namespace(grant, body.get("namespace"))
-    mode = body.get("mode")
-    hits = memory.search(
-        ctx, query, namespace, top_k, float(threshold), mode if isinstance(mode, str) else None
-    )
+    namespace = state.namespace(grant, bodies.string(body, "namespace"))
+    hits = memory.search(ctx, query, namespace, top_k, threshold, bodies.string(body, "mode"))
     return [views.record_dict(h.record, h) for h in hits]
 
 
 def _memory_delete(ctx: AppContext, grant: Grant, request: Request, body: Any) -> Any:
     from koogcli.services import memory
 
-    record = memory.show(ctx, request.path_params["id"])
-    grant.namespace(record.namespace)
+    from koogcli.core.errors import KoogError
+
+    wanted = request.path_params["id"]
+    try:
+        record = memory.show(ctx, wanted)
+        grant.namespace(record.namespace)
+    except (KoogError, errors.Refused):
+        # "Not yours" and "no such record" are one answer: a token learns nothing of
+        # records outside its namespaces.
+        raise errors.Refused(
+            404, f"no memory record {wanted!r} this token may use", "not_found_error",
+            "record_not_found",
+        ) from None
     memory.delete(ctx, record.id)
     return {"id": record.id, "deleted": True}
 

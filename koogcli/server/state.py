@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from koogcli.config.schema import ServeSettings
 from koogcli.core.names import SessionName
+from koogcli.server.admission import Admission
 from koogcli.server.auth import Grant, grant_for
 from koogcli.services.context import AppContext
 from koogcli.services.exchange import SessionGate, namespaced
@@ -25,6 +26,10 @@ class ServerState:
         self.settings: ServeSettings = ctx.settings.serve
         self.gate = SessionGate(self.settings.session_wait_seconds)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="koog-turn")
+        share = max(1, int(workers * self.settings.token_share)) if self.settings.tokens else None
+        self.admission = Admission(
+            self.settings.session_queue, self.settings.session_wait_seconds, share
+        )
         self._guard = threading.Lock()
         self._by_namespace: dict[str, AppContext] = {}
 

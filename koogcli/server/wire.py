@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from koogcli.core import content_parts
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Usage
+from koogcli.server import bodies
+from koogcli.server.bodies import BadRequest as BadRequest
 from koogcli.services.turn_state import ClientOptions
 
 # Fields koog reads itself; everything else a client sends is passed upstream as it came.
@@ -25,15 +28,6 @@ _OWN = {
 # OpenAI's `developer` role is its newer name for `system`.
 _ROLES = {"developer": "system", **{r: r for r in ("system", "user", "assistant", "tool")}}
 _FINISH = {"stop", "length", "tool_calls", "content_filter", "function_call"}
-
-
-class BadRequest(Exception):
-    """A body the endpoint cannot take (HTTP 400), with the field at fault."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,50 +42,49 @@ class ChatBody:
 
 
 def parse_chat(raw: bytes) -> ChatBody:
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise BadRequest(f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
+    body = bodies.obj(raw)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty array", "messages")
-    if body.get("n") not in (None, 1):
+    if body.get("n") not in (None, 1) or isinstance(body.get("n"), bool):
         raise BadRequest("koog stores one reply per turn: 'n' must be 1", "n")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise BadRequest("'model' must be a string", "model")
+    model = bodies.string(body, "model")
     tools = body.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise BadRequest("'tools' must be an array of objects", "tools")
-    temperature = body.get("temperature")
-    if temperature is not None and not isinstance(temperature, (int, float)):
-        raise BadRequest("'temperature' must be a number", "temperature")
+    temperature = bodies.number(body, "temperature")
     response_format = body.get("response_format")
     if response_format is not None and not isinstance(response_format, dict):
         raise BadRequest("'response_format' must be an object", "response_format")
     metadata = body.get("metadata")
-    metadata = dict(metadata) if isinstance(metadata, dict) else None
+    if metadata is not None and not isinstance(metadata, dict):
+        raise BadRequest("'metadata' must be an object", "metadata")
+    metadata = dict(metadata) if metadata else None
     session = metadata.pop("koog_session", None) if metadata is not None else None
+    if session is not None and not isinstance(session, str):
+        raise BadRequest("'metadata.koog_session' must be a string", "metadata.koog_session")
     extra = {k: v for k, v in body.items() if k not in _OWN}
     if metadata:
         extra["metadata"] = metadata
     options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise BadRequest("'stream_options' must be an object", "stream_options")
     user = body.get("safety_identifier") or body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise BadRequest("'user' must be a string", "user")
     return ChatBody(
-        conversation=tuple(_message(m, i) for i, m in enumerate(messages)),
+        conversation=_named(tuple(_message(m, i) for i, m in enumerate(messages))),
         client=ClientOptions(
             tools=tuple(tools),
-            temperature=None if temperature is None else float(temperature),
+            temperature=temperature,
             response_format=response_format,
             extra=extra,
         ),
         model=model or None,
-        stream=bool(body.get("stream")),
-        include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
-        session=session if isinstance(session, str) and session else None,
-        user=user if isinstance(user, str) and user else None,
+        stream=bodies.boolean(body, "stream", False),
+        include_usage=bodies.boolean(options or {}, "include_usage", False),
+        session=session or None,
+        user=user or None,
     )
 
 
@@ -99,55 +92,74 @@ def _message(raw: object, index: int) -> Message:
     where = f"messages[{index}]"
     if not isinstance(raw, dict):
         raise BadRequest(f"{where} must be an object", where)
-    role = _ROLES.get(str(raw.get("role")))
+    given = raw.get("role")
+    role = _ROLES.get(given) if isinstance(given, str) else None
     if role is None:
-        raise BadRequest(f"{where}.role {raw.get('role')!r} is not one koog takes", where)
+        raise BadRequest(f"{where}.role {raw.get('role')!r} is not one koog takes", f"{where}.role")
     calls = raw.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise BadRequest(f"{where}.tool_calls must be an array", where)
+        raise BadRequest(f"{where}.tool_calls must be an array", f"{where}.tool_calls")
     call_id = raw.get("tool_call_id")
     if role == "tool" and not isinstance(call_id, str):
-        raise BadRequest(f"{where}.tool_call_id is missing", where)
+        raise BadRequest(f"{where}.tool_call_id is missing", f"{where}.tool_call_id")
     name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        raise BadRequest(f"{where}.name must be a string", f"{where}.name")
+    text, parts = _content(raw.get("content"), f"{where}.content")
     return Message(
         role=role,  # type: ignore[arg-type]
         # Ids and times are given to the messages koog stores (services/exchange.py), not
         # to every message of every resent conversation.
         id="",
         created_at="",
-        content=_content(raw.get("content"), where),
+        content=text,
         tool_calls=tuple(_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(calls)),
         tool_call_id=call_id if role == "tool" else None,
-        name=name if role == "tool" and isinstance(name, str) else None,
+        name=name if role == "tool" else None,
+        meta={content_parts.KEY: parts} if parts is not None else {},
     )
 
 
-def _content(raw: object, where: str) -> str | None:
+def _content(raw: object, where: str) -> tuple[str | None, list[dict[str, Any]] | None]:
+    """The text, and the parts when any is not text (they pass through as they came)."""
     if raw is None or isinstance(raw, str):
-        return raw
-    if isinstance(raw, list):
-        texts = []
-        for part in raw:
-            if not isinstance(part, dict) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise BadRequest(
-                    f"{where}.content holds a {kind!r} part; koog stores text only", where
-                )
-            texts.append(str(part.get("text") or ""))
-        return "".join(texts)
-    raise BadRequest(f"{where}.content must be a string or an array of text parts", where)
+        return raw, None
+    if not isinstance(raw, list):
+        raise BadRequest(f"{where} must be a string or an array of content parts", where)
+    for i, part in enumerate(raw):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str):
+            raise BadRequest(f"{where}[{i}] must be a content part with a 'type'", f"{where}[{i}]")
+        if kind == "text" and not isinstance(part.get("text"), str):
+            raise BadRequest(f"{where}[{i}].text must be a string", f"{where}[{i}].text")
+    text = content_parts.joined_text(raw)
+    return text, (raw if content_parts.has_media(raw) else None)
 
 
 def _call(raw: object, where: str) -> ToolCall:
     function = raw.get("function") if isinstance(raw, dict) else None
     if not isinstance(raw, dict) or not isinstance(function, dict):
         raise BadRequest(f"{where} must be a function call", where)
+    name = function.get("name")
+    if not isinstance(name, str):
+        raise BadRequest(f"{where}.function.name must be a string", f"{where}.function.name")
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments if arguments is not None else {})
     call_id = raw.get("id")
-    return ToolCall(
-        call_id if isinstance(call_id, str) else None, str(function.get("name") or ""), arguments
+    return ToolCall(call_id if isinstance(call_id, str) else None, name, arguments)
+
+
+def _named(conversation: tuple[Message, ...]) -> tuple[Message, ...]:
+    """Tool results carry their tool's name (clients send only the call's id)."""
+    names: dict[str | None, str | None] = {
+        c.id: c.name for m in conversation for c in m.tool_calls if c.id
+    }
+    if not any(m.role == "tool" and not m.name for m in conversation):
+        return conversation
+    return tuple(
+        replace(m, name=names.get(m.tool_call_id)) if m.role == "tool" and not m.name else m
+        for m in conversation
     )
 
 

@@ -1,10 +1,12 @@
 """A turn asked for by any OpenAI client through `koog serve` (SPEC §6).
 
-Clients resend the whole conversation every time. When the stored history (as koog stored
-it: system messages and koog's notes aside) is a prefix of what the client sent, only the
-new tail is stored; when they differ, the conversation forks into `NAME~2` (`~3`, …)
-holding the common part and the tail, and the original stays as it was. A message is
-never stored twice. The turn itself is the CLI's (services/turn.py): system prompt,
+Clients resend the whole conversation every time, under one session name for every
+conversation. A session's family is `NAME` and its forks `NAME~2`, `NAME~3`, ...: the
+member whose stored history (system messages and koog's notes aside) is the longest
+prefix of what the client sent takes the new tail; when none is, the conversation forks
+into a new member holding the common part and the tail (`forked_from` recorded), and every
+later turn of it continues there. Messages compare by meaning (core/wire_marks.same). A
+message is never stored twice; a client's tool calls are marked as the client's. The turn itself is the CLI's (services/turn.py): system prompt,
 preprocessors, budget, compression, retrieval and ingestion apply alike; the client's own
 tools are offered and their calls go back to it.
 
@@ -17,13 +19,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from koogcli.core import wire_marks
 from koogcli.core.errors import ConflictError, KoogError, UsageError
-from koogcli.core.messages import Message, new_id, utc_now
+from koogcli.core.messages import CLIENT_TOOLS, Message, new_id, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
 from koogcli.core.wire_marks import Mark, chain
@@ -56,6 +58,7 @@ class Exchanged:
     result: TurnResult
     session: str | None
     forked_from: str | None = None
+    continued: SessionName | None = None  # placed in this other member of the family
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,16 @@ class Placement:
     forked_from: str | None
     conversation: Mark  # the client's whole conversation, as the reply's mark continues it
     known: StoredHistory | None = None  # the session's history as read to place it
+    continued: SessionName | None = None  # another member of the family than the one named
+
+    @property
+    def action(self) -> str:
+        """What placement did, in words (serve's access log)."""
+        if self.forked_from is not None:
+            return f"forked {self.session.value} from {self.forked_from}"
+        if self.continued is not None:
+            return f"continued {self.continued.value}"
+        return "appended"
 
 
 class SessionGate:
@@ -102,11 +115,16 @@ class SessionGate:
 
 
 def exchange(
-    ctx: AppContext, gate: SessionGate, request: Exchange, events: TurnEvents | None = None
+    ctx: AppContext,
+    gate: SessionGate,
+    request: Exchange,
+    events: TurnEvents | None = None,
+    on_placed: Callable[[Placement], None] | None = None,
 ) -> Exchanged:
     system_prompt, said = split_system(request.conversation)
     if not said:
         raise UsageError("the request holds no message besides system messages")
+    said = tuple(map(_as_client, said))
     if request.session is None:
         base, tail = _split_tail(tuple(map(_stamped, said)))
         turn = TurnRequest(
@@ -121,10 +139,14 @@ def exchange(
             history=base,
         )
         return Exchanged(run_turn(ctx, turn, events), None)
-    # One request at a time on a session: in this process (the gate, bounded), and across
-    # processes and servers sharing a database (the turn lock, held exclusively).
-    with gate.hold(request.session), ctx.turn_lock(request.session, exclusive=True):
+    # One request at a time on a session's family: in this process (the gate, bounded),
+    # and across processes and servers sharing a database (the turn lock on the family's
+    # name, held exclusively while placing; the turn locks a fork itself).
+    family = family_of(request.session)
+    with gate.hold(family), ctx.turn_lock(family, exclusive=True):
         placed = place(ctx, request.session, said)
+        if on_placed is not None:
+            on_placed(placed)
         turn = TurnRequest(
             placed.session,
             "",
@@ -134,10 +156,10 @@ def exchange(
             tail=tuple(map(_stamped, placed.tail)),
             client=replace(request.client, conversation=placed.conversation),
             known=placed.known,
-            held=placed.forked_from is None,  # a fork is a session of its own
+            held=placed.session == family,
         )
         result = run_turn(ctx, turn, events)
-    return Exchanged(result, placed.session.value, placed.forked_from)
+    return Exchanged(result, placed.session.value, placed.forked_from, placed.continued)
 
 
 def _stamped(m: Message) -> Message:
@@ -147,6 +169,13 @@ def _stamped(m: Message) -> Message:
     return replace(m, id=m.id or new_id(), created_at=m.created_at or utc_now())
 
 
+def _as_client(m: Message) -> Message:
+    """A client's tool calls are marked as the client's: koog never runs or undoes them."""
+    if not m.tool_calls or m.meta.get(CLIENT_TOOLS):
+        return m
+    return replace(m, meta={**m.meta, CLIENT_TOOLS: True})
+
+
 def split_system(conversation: Sequence[Message]) -> tuple[str | None, tuple[Message, ...]]:
     """The client's system messages become the turn's system prompt (never stored)."""
     prompts = [m.text for m in conversation if m.role == "system"]
@@ -154,56 +183,109 @@ def split_system(conversation: Sequence[Message]) -> tuple[str | None, tuple[Mes
     return ("\n\n".join(prompts) if prompts else None), rest
 
 
+def family_of(session: SessionName) -> SessionName:
+    """`work~3` belongs to the family of `work`."""
+    return SessionName(_FORK.sub("", session.value)) if _FORK.search(session.value) else session
+
+
+def members(ctx: AppContext, family: SessionName) -> list[SessionName]:
+    """The family's sessions that exist: `NAME` and its forks `NAME~2`, `NAME~3`, ..."""
+    prefix = family.value + "~"
+    return [
+        SessionName(n)
+        for n in ctx.history.names()
+        if n == family.value or (n.startswith(prefix) and n[len(prefix) :].isdigit())
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fit:
+    """How one member of the family fits what the client sent."""
+
+    member: SessionName
+    known: StoredHistory
+    held: int | None  # messages of the conversation it holds, when it holds only those
+    common: int  # messages it shares with the conversation from the start
+    conversation: Mark | None  # with `held`: the chain over what was sent
+    keep: tuple[Message, ...]  # a fork from it starts with these
+    cut: int  # ... and stores the conversation from here on
+
+    @property
+    def newest(self) -> str:
+        return self.known.updated_at or ""
+
+
 def place(ctx: AppContext, session: SessionName, said: Sequence[Message]) -> Placement:
-    """Where the client's conversation goes: the session with the new tail, or a fork."""
-    known = ctx.history.read(session)
+    """Where the client's conversation goes (SPEC §6): the member of the session's family
+    that holds the longest prefix of it (the newest on a tie) takes the new tail; when no
+    member is a prefix, a new fork of the member sharing most holds the common part."""
+    sent = ctx.pipeline.redact(list(said))  # stored messages passed the redactors too
+    found = members(ctx, family_of(session)) or [session]
+    fits = [_fit(ctx.history.read(m), m, said, sent) for m in found]
+    holding = [f for f in fits if f.held is not None]
+    if holding:
+        best = max(holding, key=lambda f: (f.held or 0, f.newest))
+        held = best.held or 0
+        _something_new(best.member, held, said)
+        assert best.conversation is not None
+        continued = best.member if best.member != session else None
+        return Placement(
+            best.member, tuple(said[held:]), None, best.conversation, best.known, continued
+        )
+    source = max(fits, key=lambda f: (f.common, f.newest))
+    fork = _fork(ctx, source.member, source.keep)
+    ctx.storage.origins.record(fork, source.member, len(source.keep))
+    tail = tuple(said[source.cut :])
+    return Placement(fork, tail, source.member.value, Mark(len(sent), chain(sent)))
+
+
+def _fit(
+    known: StoredHistory, member: SessionName, said: Sequence[Message], sent: list[Message]
+) -> _Fit:
     stored = known.messages
     view = [i for i, m in enumerate(stored) if _comparable(m)]
-    sent = ctx.pipeline.redact(list(said))  # stored messages passed the redactors too
     if any(stored[i].meta.get("kind") in ("summary", "facts") for i in view):
-        return _place_compressed(ctx, session, known, view, said, sent)
+        return _fit_compressed(known, member, view, said, sent)
     common = 0
-    while common < min(len(view), len(sent)) and _same(stored[view[common]], sent[common]):
+    while common < min(len(view), len(sent)) and wire_marks.same(stored[view[common]], sent[common]):
         common += 1
-    if common == len(view):
-        _something_new(session, common, said)
-        conversation = _conversation(stored, view[:common], sent)
-        return Placement(session, tuple(said[common:]), None, conversation, known)
     cut = _reply_before(said, common)
     keep = stored[: view[cut - 1] + 1] if cut else [m for m in stored if m.role == "system"]
-    fork = _fork(ctx, session, keep)
-    return Placement(fork, tuple(said[cut:]), session.value, Mark(len(sent), chain(sent)))
+    if common == len(view):
+        conversation = _conversation(stored, view[:common], sent)
+        return _Fit(member, known, common, common, conversation, tuple(keep), cut)
+    return _Fit(member, known, None, common, None, tuple(keep), cut)
 
 
-def _place_compressed(
-    ctx: AppContext,
-    session: SessionName,
+def _fit_compressed(
     known: StoredHistory,
+    member: SessionName,
     view: list[int],
     said: Sequence[Message],
     sent: list[Message],
-) -> Placement:
+) -> _Fit:
     """A compressed history is matched by its newest mark (core/wire_marks.py): the
     client's conversation up to it hashes the same, and what was stored after it equals
-    what follows. Diverged, the fork holds the client's own version of the common part."""
+    what follows. Diverged, a fork holds the client's own version of the common part."""
     stored = known.messages
     marked = [(i, mark) for i, m in enumerate(stored) if (mark := wire_marks.read(m))]
+    cut = _reply_before(said, len(said))
+    keep = (*(m for m in stored if m.role == "system"), *map(_stamped, sent[:cut]))
     if marked:
         last, mark = marked[-1]
         after = [stored[i] for i in view if i > last]
         end = mark.count + len(after)
         if (
             end <= len(sent)
-            and all(_same(a, b) for a, b in zip(after, sent[mark.count :], strict=False))
-            and chain(sent[: mark.count]) == mark.digest
+            and all(wire_marks.same(a, b) for a, b in zip(after, sent[mark.count :], strict=False))
+            and chain(sent[: mark.count], version=mark.version) == mark.digest
         ):
-            _something_new(session, end, said)
-            conversation = Mark(len(sent), chain(sent[mark.count :], mark.digest))
-            return Placement(session, tuple(said[end:]), None, conversation, known)
-    cut = _reply_before(said, len(said))
-    keep = [*(m for m in stored if m.role == "system"), *map(_stamped, sent[:cut])]
-    fork = _fork(ctx, session, keep)
-    return Placement(fork, tuple(said[cut:]), session.value, Mark(len(sent), chain(sent)))
+            if mark.version == wire_marks.VERSION:
+                conversation = Mark(len(sent), chain(sent[mark.count :], mark.digest))
+            else:
+                conversation = Mark(len(sent), chain(sent))
+            return _Fit(member, known, end, end, conversation, keep, cut)
+    return _Fit(member, known, None, 0, None, keep, cut)
 
 
 def _something_new(session: SessionName, known: int, said: Sequence[Message]) -> None:
@@ -229,7 +311,7 @@ def _conversation(stored: list[Message], matched: list[int], sent: list[Message]
     the matched messages (so a long conversation is hashed once, a turn at a time)."""
     for position in range(len(matched) - 1, -1, -1):
         mark = wire_marks.read(stored[matched[position]])
-        if mark is not None and mark.count == position + 1:
+        if mark is not None and mark.count == position + 1 and mark.version == wire_marks.VERSION:
             return Mark(len(sent), chain(sent[mark.count :], mark.digest))
     return Mark(len(sent), chain(sent))
 
@@ -262,13 +344,6 @@ def _split_tail(said: Sequence[Message]) -> tuple[tuple[Message, ...], tuple[Mes
 def _comparable(m: Message) -> bool:
     """What the client sees of a stored history: not system prompts, not koog's notes."""
     return m.role != "system" and m.meta.get("kind") not in ("note", "memory")
-
-
-def _same(stored: Message, sent: Message) -> bool:
-    if (stored.role, stored.text, stored.tool_call_id) != (sent.role, sent.text, sent.tool_call_id):
-        return False
-    mine = [(c.id, c.name, c.arguments) for c in stored.tool_calls]
-    return mine == [(c.id, c.name, c.arguments) for c in sent.tool_calls]
 
 
 def namespaced(ctx: AppContext, namespace: str) -> AppContext:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, StorageError, UsageError
-from koogcli.core.messages import Message, ToolCall, local_time, utc_now
+from koogcli.core.messages import Message, ToolCall, clients_calls, local_time, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory, ToolOutcome
 from koogcli.core.results import Compensation, RollbackResult, call_text
@@ -156,6 +156,8 @@ def _fate(
     def left(reason: str) -> Compensation:
         return Compensation(call, None, "left in place", reason)
 
+    if clients_calls(message):
+        return left("a client's tool")
     if call.id in already:
         return Compensation(call, None, "already undone", "by an earlier rollback")
     if not ctx.toolbox.has_rollback(call.name):

@@ -137,6 +137,7 @@ class TurnState:
     compressed: bool = False
     recovered: bool = False  # sent again, compressed, after the server said too long
     system_source: str = ""  # where the system prompt came from (`koog why`)
+    unlogged: list[Message] = field(default_factory=list)  # a client's, until stored
 
     def checkpoint(self, step: str, output: str | None) -> None:
         settings = self.ctx.settings.persistence
@@ -183,8 +184,18 @@ class TurnState:
         safe = self.ctx.pipeline.redact(list(messages))
         self.written.extend(safe)
         self.checkpoint(step, output)
-        if self.save:
+        if self.save and self.client is not None:
+            # A client resends a failed request: its messages reach the transcript with
+            # the turn's store, so a failed attempt leaves nothing there (SPEC §6).
+            self.unlogged.extend(safe)
+        elif self.save:
             self.ctx.transcript.append(self.session, safe, self.turn_id)
+
+    def log_client_messages(self) -> None:
+        """A client's turn, about to be stored: its messages go to the transcript."""
+        if self.unlogged:
+            self.ctx.transcript.append(self.session, self.unlogged, self.turn_id)
+            self.unlogged = []
 
 
 def fail(turn: TurnState, reason: str) -> None:

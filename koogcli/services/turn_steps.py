@@ -18,8 +18,10 @@ from koogcli.core import why as why_core
 from koogcli.core import wire_marks
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
+    CLIENT_TOOLS,
     Message,
     ToolCall,
+    clients_calls,
     assistant,
     for_api,
     tool_result,
@@ -67,6 +69,7 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
             return result(turn, turn.loaded.revision, len(history), resumed_after)
         with interrupts.deferred(check_first=True) as held:
             committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
+            turn.log_client_messages()
     except KeyboardInterrupt:
         interrupts.handled()
         fail(turn, "cancelled")
@@ -117,9 +120,12 @@ def ingest(turn: TurnState) -> KoogError | None:
 
 
 def _pending_calls(new: list[Message]) -> list[ToolCall]:
-    """Calls of the latest assistant message that have no result yet, in order."""
+    """Calls of the latest assistant message that have no result yet, in order (none
+    when they are a client's: koog never runs those)."""
     for index in range(len(new) - 1, -1, -1):
         if new[index].role == "assistant":
+            if clients_calls(new[index]):
+                return []
             answered = {m.tool_call_id for m in new[index + 1 :] if m.role == "tool"}
             return [c for c in new[index].tool_calls if c.id not in answered]
     return []
@@ -211,6 +217,8 @@ def _model_step(turn: TurnState) -> None:
             # later estimates for this model (core/tokens.py). Counting costs time in
             # proportion to the history, so only where a context size makes it matter.
             meta["estimate_known"], meta["estimate"] = parts(prompt)
+    if client is not None and usable:
+        meta[CLIENT_TOOLS] = True  # the client runs them: never koog's to run or undo
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     if client is not None and client.conversation is not None:
         [safe] = ctx.pipeline.redact([reply])

@@ -2,9 +2,10 @@
 
 The page needs nothing but itself: styles inline, code highlighted by Pygments at export
 time, no script, no font, no image fetched (a Content-Security-Policy forbids any request,
-so even an image a reply links to stays unloaded). Markdown is rendered by markdown-it
-with raw HTML escaped, never passed through. Tool calls and results fold; compression
-summaries are marked as such.
+so even an image a reply links to stays unloaded). An image a client sent as a `data:` URL
+is shown inline; any other content part (an image by URL, audio, a file) by its label
+(SPEC §6). Markdown is rendered by markdown-it with raw HTML escaped, never passed
+through. Tool calls and results fold; compression summaries are marked as such.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from koogcli.core import content_parts
 from koogcli.core.messages import Message, local_time
 from koogcli.core.results import SharedConversation
 
@@ -42,6 +44,9 @@ table { border-collapse: collapse; margin: .5rem 0; }
 th, td { border: 1px solid #d0d7de; padding: .25rem .6rem; }
 th { background: #f6f8fa; }
 blockquote { border-left: 4px solid #d0d7de; margin: 0; padding: 0 1rem; color: #59636e; }
+figure { margin: .5rem 0; }
+figure img { max-width: 100%; height: auto; border-radius: 4px; }
+figcaption, .part { font-family: ui-monospace, monospace; font-size: .85rem; color: #59636e; }
 """
 
 
@@ -57,6 +62,8 @@ def to_markdown(shared: SharedConversation) -> str:
             out += ["```", m.text, "```"]
         elif m.text:
             out.append(m.text)
+        labels = content_parts.labels(m)
+        out += ([""] if labels and m.text else []) + labels
         for call in m.tool_calls:
             out += [
                 "",
@@ -104,6 +111,7 @@ def _section(m: Message) -> str:
         )
     elif m.text:
         parts.append(_markdown().render(m.text))
+    parts += [_media(p) for p in content_parts.parts(m) or [] if p.get("type") != "text"]
     for call in m.tool_calls:
         parts.append(
             f"<details><summary>tool call: {html.escape(call.name)}</summary>"
@@ -111,6 +119,19 @@ def _section(m: Message) -> str:
         )
     parts.append("</section>")
     return "".join(parts)
+
+
+def _media(part: dict[str, Any]) -> str:
+    """An image sent as a data: URL inline; anything else by its label, never fetched."""
+    found = content_parts.media(part)
+    label = html.escape(found.label() if found else "[?]")
+    url = found.url if found else None
+    if url is not None and url.startswith("data:image/"):
+        return (
+            f'<figure><img src="{html.escape(url)}" alt="{label}">'
+            f"<figcaption>{label}</figcaption></figure>"
+        )
+    return f'<p class="part">{label}</p>'
 
 
 @lru_cache(maxsize=1)

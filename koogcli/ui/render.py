@@ -169,6 +169,8 @@ def format_messages(
 
 
 def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str:
+    from koogcli.core import content_parts
+
     label = m.role if m.role != "tool" else f"tool {m.name or ''}".rstrip()
     if m.meta.get("kind"):
         label += f" ({m.meta['kind']})"
@@ -177,6 +179,9 @@ def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str
     if tokens is not None:
         label += f" ~{tokens:,} tokens"
     lines = [m.text] if m.text else []
+    shown = content_parts.labels(m)  # `[image: image/png, 34 KB]`, after the text
+    lines += [""] if shown and lines and markdown else []  # a paragraph of their own
+    lines += shown
     lines += [f"→ {c.name}({c.arguments})" for c in m.tool_calls]
     body = "\n".join(lines)
     if markdown:

@@ -21,7 +21,9 @@ Scripted responses are dicts:
 `reject_response_formats` holds the `response_format` types answered with 400;
 `context_limit` (with `context_counter`, a function of the messages, default the server's
 own `count_tokens`) answers OpenAI's `context_length_exceeded` error above the limit.
-Usage counts tokens with `count_tokens`, a word-piece rule of the server's own;
+Usage counts tokens with `count_tokens`, a word-piece rule of the server's own (a message
+whose `content` is a list of parts counts its text parts, and MEDIA_TOKENS for each other
+part; the echo reply echoes the text parts);
 `embedding_faults` holds statuses, or "-inf" / "dim" for a non-finite or short vector.
 
 Quirks of real endpoints (shared/ENDPOINT_QUIRKS.md), switched on by `server.quirks` (a set
@@ -130,7 +132,7 @@ class FakeOpenAIServer:
                 return dict(self.responder(body))
         last_user = next(
             (
-                m.get("content")
+                text_of(m.get("content"))
                 for m in reversed(body.get("messages", []))
                 if m.get("role") == "user"
             ),
@@ -510,10 +512,31 @@ def text_tokens(text: str) -> int:
     return sum(1 + (not piece.isascii()) for piece in _WORD_PIECES.findall(text))
 
 
+# Each part that is not text (an image, audio, a file) costs this flat amount, as OpenAI
+# charges a low-detail image, whatever the size of its data.
+MEDIA_TOKENS = 85
+
+
+def text_of(content: object) -> str:
+    """A message's text: `content` as a string, or its text parts joined (a list of parts)."""
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text") or "")
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return str(content or "")
+
+
 def count_tokens(messages: list[dict[str, Any]]) -> int:
     total = 2
     for m in messages:
-        total += 3 + text_tokens(str(m.get("content") or ""))
+        content = m.get("content")
+        total += 3 + text_tokens(text_of(content))
+        if isinstance(content, list):
+            total += MEDIA_TOKENS * sum(
+                1 for p in content if not (isinstance(p, dict) and p.get("type") == "text")
+            )
         for call in m.get("tool_calls") or []:
             function = call.get("function") or {}
             total += text_tokens(f"{function.get('name', '')} {function.get('arguments', '')}")

@@ -21,7 +21,7 @@ THIRD_PARTY_HOMES = {
     "psycopg": ("adapters/postgres",),
     "pgvector": ("adapters/postgres",),
     "starlette": ("server",),
-    "uvicorn": ("cli/serve.py",),
+    "uvicorn": ("cli/serve.py", "server/connections.py"),
     "markdown_it": ("ui/export.py",),
     "pygments": ("ui/export.py",),
 }

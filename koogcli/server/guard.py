@@ -1,0 +1,239 @@
+"""What every request to `koog serve` passes before a route sees it (SPEC §6), as one ASGI
+layer around the app:
+
+- **Browsers stay out.** A page can send requests to 127.0.0.1 from any tab: with
+  `mode: "no-cors"` and a `text/plain` body it needs no preflight. So a request carrying an
+  `Origin` not in `[serve] allowed_origins` is 403, a body that is not
+  `application/json` is 415 (no simple request can send that), and a `Host` that is not the
+  bound address, a loopback name or in `[serve] allowed_hosts` is 421 (a DNS-rebinding page
+  reaches the server under a name of its own). CORS headers go to allowed origins only.
+- **Bodies are bounded**: over `[serve] max_body_bytes` is 413, told by `Content-Length`
+  before any byte of the body is read, or as soon as a chunked body passes it.
+- **The access log**: one line per request on stderr, written when the answer ends.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from koogcli.config.schema import ServeSettings
+from koogcli.server.errors import Refused
+from koogcli.server.wire import error_body
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOG_KEY = "koog.log"
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+
+
+@dataclass
+class LogEntry:
+    """What a route tells the access log about its request."""
+
+    session: str = "-"
+    placement: str = "-"
+    token: str = "-"
+
+
+def log_entry(scope: Scope) -> LogEntry:
+    """The request's log entry (a fresh one when the guard is not in front)."""
+    found = scope.get(LOG_KEY)
+    if not isinstance(found, LogEntry):
+        found = scope[LOG_KEY] = LogEntry()
+    return found
+
+
+def loopback_name(host: str) -> bool:
+    """localhost, `*.localhost` (RFC 6761: never resolved elsewhere) or a loopback IP."""
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def host_of(header: str) -> str:
+    """The name in a Host header: `[::1]:8765` → `::1`, `localhost:8765` → `localhost`."""
+    header = header.strip()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, settings: ServeSettings, bound: str) -> None:
+        self.app = app
+        self.settings = settings
+        self.bound = bound.lower()
+        self.origins = frozenset(settings.allowed_origins)
+        self.hosts = frozenset(h.lower() for h in settings.allowed_hosts)
+        self.limit = settings.max_body_bytes
+        self.log = settings.access_log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        entry = log_entry(scope)
+        status = [0]
+
+        async def sent(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                if origin is not None:
+                    message["headers"] = [*message.get("headers", ()), *self._cors(origin)]
+            await send(message)
+
+        headers = _headers(scope)
+        origin = headers.get("origin")
+        try:
+            refusal = self._refusal(scope, headers, origin)
+            if refusal is not None:
+                await _answer(sent, refusal)
+            elif scope["method"] == "OPTIONS" and origin is not None:
+                await sent({"type": "http.response.start", "status": 204, "headers": []})
+                await sent({"type": "http.response.body", "body": b""})
+            else:
+                await self.app(scope, self._bounded(receive), sent)
+        finally:
+            if self.log:
+                self._write_log(scope, status[0], started, entry)
+
+    def _refusal(
+        self, scope: Scope, headers: dict[str, str], origin: str | None
+    ) -> Refused | None:
+        host = headers.get("host")
+        if host is not None and not self._host_allowed(host_of(host)):
+            return Refused(
+                421,
+                f"this server does not answer for host {host_of(host)!r}",
+                "invalid_request_error",
+                "host_not_allowed",
+            )
+        if origin is not None and origin not in self.origins:
+            return Refused(
+                403,
+                f"requests from web pages ({origin}) are refused; "
+                "list the origin in [serve] allowed_origins to let it in",
+                "permission_error",
+                "origin_not_allowed",
+            )
+        if scope["method"] in _BODY_METHODS:
+            kind = headers.get("content-type", "").partition(";")[0].strip().lower()
+            if kind != "application/json":
+                return Refused(
+                    415,
+                    f"request bodies must be Content-Type: application/json, not {kind or 'none'!r}",
+                    "invalid_request_error",
+                    "unsupported_media_type",
+                )
+            length = headers.get("content-length", "")
+            if length.isdigit() and int(length) > self.limit:
+                return _too_large(self.limit)
+        return None
+
+    def _host_allowed(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        if host == self.bound or host in self.hosts or loopback_name(host):
+            return True
+        # Bound to every address: an address itself is no name a rebinding page controls.
+        return self.bound in _WILDCARDS and _ip_literal(host)
+
+    def _cors(self, origin: str) -> list[tuple[bytes, bytes]]:
+        if origin not in self.origins:
+            return []
+        return [
+            (b"access-control-allow-origin", origin.encode("latin-1")),
+            (b"vary", b"Origin"),
+            (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+            (
+                b"access-control-allow-headers",
+                b"authorization, content-type, x-koog-session, x-koog-memory-namespace",
+            ),
+            (
+                b"access-control-expose-headers",
+                b"x-koog-session, x-koog-forked-from, x-koog-memory-used, "
+                b"x-koog-context-tokens, x-koog-compressed",
+            ),
+        ]
+
+    def _bounded(self, receive: Receive) -> Receive:
+        """`receive`, refusing a body once it passes the limit (chunked bodies)."""
+        seen = [0]
+        limit = self.limit
+
+        async def bounded() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                seen[0] += len(message.get("body", b""))
+                if seen[0] > limit:
+                    raise _too_large(limit)
+            return message
+
+        return bounded
+
+    def _write_log(self, scope: Scope, status: int, started: float, entry: LogEntry) -> None:
+        ms = (time.perf_counter() - started) * 1000
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        path = scope.get("path", "")
+        line = (
+            f"{when} {scope.get('method')} {path} {status} {ms:.0f}ms "
+            f"session={entry.session} {entry.placement} token={entry.token}\n"
+        )
+        try:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # a closed stderr loses the log, never the request
+
+
+def _too_large(limit: int) -> Refused:
+    return Refused(
+        413,
+        f"the request body is larger than {limit} bytes ([serve] max_body_bytes)",
+        "invalid_request_error",
+        "body_too_large",
+    )
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())}
+
+
+async def _answer(send: Send, refused: Refused) -> None:
+    import json
+
+    body = json.dumps(error_body(refused.message, refused.kind, refused.code)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": refused.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
