@@ -194,3 +194,81 @@ def test_compression_never_makes_a_resent_conversation_fork(
     assert done.session == "work~2"
     assert _stored(ctx, "work~2")[0] == ("user", "q0 edited")
     assert len(_stored(ctx, "work~2")) == len(edited) + 1
+
+
+def test_a_second_conversation_under_one_name_gets_one_fork_that_it_continues(
+    make_ctx: Callable[..., Any],
+) -> None:
+    """Clients send one fixed session name for every conversation: the second
+    conversation forks once, and each later turn of it continues that fork."""
+    ctx = make_ctx()
+    first = [user("X")]
+    _ask(ctx, first)
+    first += [assistant("echo: X"), user("Y")]
+    _ask(ctx, first)
+    second: list[Message] = []
+    placed = []
+    for word in ("A", "B", "C"):
+        second.append(user(word))
+        done = _ask(ctx, second)
+        placed.append((done.session, done.forked_from))
+        second.append(assistant(done.result.reply))
+    assert placed == [("work~2", "work"), ("work~2", None), ("work~2", None)]
+    assert [t for _, t in _stored(ctx, "work~2")] == ["A", "echo: A", "B", "echo: B", "C", "echo: C"]
+    assert [t for _, t in _stored(ctx)] == ["X", "echo: X", "Y", "echo: Y"]
+    from koogcli.services import history
+
+    origins = {s.name: s.forked_from for s in history.list_sessions(ctx)}
+    assert origins["work~2"] is not None and origins["work~2"][0] == "work"
+    # The first conversation goes on where it was, named by its fork's name or its own.
+    first.append(assistant("echo: Y"))
+    first.append(user("Z"))
+    assert _ask(ctx, first, SessionName("work~2")).session == "work"
+
+
+def test_resent_messages_compare_by_meaning_not_bytes(make_ctx: Callable[..., Any], fake_model: FakeChatModel) -> None:
+    """Re-serialised arguments, text as parts, moved cache_control, other ids and
+    whitespace at the ends are the same conversation: nothing forks."""
+    ctx = make_ctx()
+    spec = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+    fake_model.enqueue(
+        Completion("", (ToolCall("call_0", "lookup", '{"c":"O","n":[1,2]}'),), None, "tool_calls")
+    )
+    done = _ask(ctx, [user("find x")], tools=(spec,))
+    [call] = done.result.message.tool_calls
+    resent = ToolCall("client-invented-id", "lookup", '{"n": [1, 2], "c": "O"}')
+    convo = [
+        user("  find x\n"),
+        assistant(None, (resent,)),
+        tool_result("client-invented-id", "lookup", "x is 1"),
+    ]
+    done = _ask(ctx, convo, tools=(spec,))
+    assert (done.session, done.forked_from) == ("work", None)
+    stored = [m for m in ctx.history.read(WORK).messages if m.role != "system"]
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[2].name == "lookup" or stored[2].tool_call_id == call.id
+
+
+def test_client_tool_calls_are_marked_and_rollback_leaves_them_in_place(
+    make_ctx: Callable[..., Any], tools: Callable[[], list[list[str]]]
+) -> None:
+    """A call named like koog's own compensated tool, sent by a client, is the client's:
+    rollback never runs koog's compensation for it."""
+    from koogcli.services import rollback
+
+    ctx = make_ctx()
+    attack = ToolCall("c1", "create_user", '{"name": "ATTACKER-CHOSEN-ARG ../../etc"}')
+    convo = [
+        user("make one"),
+        assistant(None, (attack,)),
+        tool_result("c1", "create_user", "created"),
+    ]
+    _ask(ctx, convo)
+    stored = ctx.history.read(WORK).messages
+    assert any(m.meta.get("client_tools") for m in stored if m.tool_calls)
+    plan = rollback.prepare(ctx, WORK, None, True)
+    done = rollback.execute(ctx, plan)
+    assert tools() == []  # neither create_user nor remove_user ever ran
+    [left] = [c.describe() for c in done.compensations]
+    assert left.startswith("left in place: create_user(") and left.endswith("(a client's tool)")
+    assert "ATTACKER-CHOSEN-ARG" in left

@@ -1,0 +1,73 @@
+"""`koog serve`'s bounds (SPEC §6 "Bounds"), on a real server: a 100 MB body is refused
+at once in little memory, a burst on one session never delays another session, and
+connections that never finish their request head are closed. bench/serve_limits.py runs
+the same probes with bigger numbers."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import limit_probes
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.serving import KoogServe
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def bounded(koog_env: dict[str, str], isolated: Path) -> Iterator[KoogServe]:
+    config = isolated / "limits.toml"
+    config.write_text("[serve]\nheader_timeout_seconds = 1.5\nsession_queue = 100\n")
+    started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}, log=isolated / "serve.log")
+    yield started.start()
+    assert started.stop() == 0
+
+
+def test_a_100_mb_body_is_refused_at_once_in_little_memory_and_stores_nothing(
+    bounded: KoogServe, isolated: Path, run_koog: Run
+) -> None:
+    assert bounded.proc is not None
+    for chunked in (False, True):
+        found = limit_probes.big_body(bounded.url, 100 << 20, chunked=chunked)
+        assert found.status == 413, found
+        assert found.seconds < 1.0, found
+    assert limit_probes.peak_rss_mib(bounded.proc.pid) < 100
+    assert run_koog("history", "list", "--json").stdout.strip() == "[]"
+    data = isolated / "data"
+    size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file()) if data.exists() else 0
+    assert size < 1 << 20
+
+
+def test_a_burst_on_one_session_never_delays_another(
+    bounded: KoogServe, server: FakeOpenAIServer
+) -> None:
+    found = limit_probes.burst(
+        bounded.url, 70, 3.0, lambda: server.enqueue({"delay": 3.0, "content": "slow"})
+    )
+    assert found.during < found.usual + 1.0, found
+    assert found.statuses == {200: 70}, found  # all of them waited their turn and answered
+
+
+def test_the_queue_bound_answers_409_at_once(koog_env: dict[str, str], isolated: Path, server: FakeOpenAIServer) -> None:
+    config = isolated / "queue.toml"
+    config.write_text("[serve]\nsession_queue = 2\n")
+    started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}).start()
+    try:
+        found = limit_probes.burst(
+            started.url, 10, 2.0, lambda: server.enqueue({"delay": 2.0, "content": "slow"})
+        )
+        assert found.statuses == {200: 3, 409: 7}, found
+    finally:
+        assert started.stop() == 0
+
+
+def test_half_sent_requests_are_closed_by_the_header_timeout(bounded: KoogServe) -> None:
+    closed, opened = limit_probes.half_sent(bounded.url, 1000, 4.0)
+    assert (closed, opened) == (1000, 1000)
+    assert limit_probes.turn_seconds(bounded.url, "after", "still here")[0] == 200
