@@ -402,8 +402,20 @@ def test_tokens_guard_namespaces_and_the_upstream_key_stays_inside(
         )
         assert "4711" not in json.dumps(server.chat_requests[-1])
         assert answered.choices[0].message.content
+        # Deleting: "not yours" and "no such record" are one answer.
+        bob_auth = {"Authorization": "Bearer token-for-bob-0123456789ab"}
+        records = http("GET", f"{base}/koog/v1/memory?namespace=b", headers=bob_auth)[1]
+        record = records[0]
+        theirs = http("DELETE", f"{base}/koog/v1/memory/{record['id']}", headers=auth)
+        missing = http("DELETE", f"{base}/koog/v1/memory/{'f' * 32}", headers=auth)
+        assert theirs[0] == missing[0] == 404
+        assert theirs[1]["error"]["code"] == missing[1]["error"]["code"] == "record_not_found"
+        assert http("GET", f"{base}/koog/v1/memory?namespace=b", headers=bob_auth)[1] == records
     finally:
         assert serve.stop() == 0
+    access = log.read_text()
+    assert "token=token 1" in access and "token=token 2" in access
+    assert "session=bob-1 appended" in access
     for path in [log, *data_dir.rglob("*")]:
         if path.is_file():
             assert API_KEY.encode() not in path.read_bytes(), path

@@ -421,3 +421,13 @@ def test_an_image_part_reaches_the_upstream_unchanged_and_shows_in_history(
     again = client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=convo)
     assert again.headers["x-koog-session"] == "pic"
     assert "x-koog-forked-from" not in again.headers
+
+
+def test_the_no_token_rule_checks_the_address_not_the_spelling(run_koog: Run) -> None:
+    from koogcli.cli.serve import _loopback
+
+    assert _loopback("localhost") and _loopback("127.0.0.1") and _loopback("::1")
+    assert not _loopback("0.0.0.0") and not _loopback("127.0.0.1.nip.io")
+    done = run_koog("serve", "--host", "127.0.0.1.nip.io", "--port", "0", timeout=30)
+    assert done.returncode == 2
+    assert "127.0.0.1.nip.io is not a loopback address" in done.stderr
