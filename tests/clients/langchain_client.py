@@ -18,7 +18,7 @@ def model(session: str) -> ChatOpenAI:
     return ChatOpenAI(
         model="gpt-4o-mini",
         base_url=base_url,
-        api_key="unused",  # type: ignore[arg-type]
+        api_key="unused",
         default_headers={"X-Koog-Session": session},
         max_retries=0,
         timeout=30,

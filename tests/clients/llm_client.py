@@ -1,8 +1,10 @@
-"""llm (the CLI, Simon Willison's): models registered through `extra-openai-models.yaml`
+"""llm, the CLI: two models registered through `extra-openai-models.yaml`
 in a fresh LLM_USER_PATH, each with `api_base` and `headers: {X-Koog-Session: ...}`.
 `llm -m koog-chat 'one'`, `llm -c 'two'`, then `llm chat` for three turns on its stdin (a
 new conversation under the same header), then `llm -m koog-tools --functions CODE` and
-`llm -c --functions CODE` (llm runs the tool). Prints JSON: each command's output."""
+`llm -c --functions CODE` (llm runs the tool), each command a process of its own. Prints
+JSON: the replies (one per turn; `llm chat` prints each after its `> ` prompt) and the
+tool's calls."""
 
 from __future__ import annotations
 
@@ -32,8 +34,13 @@ def element(c: str) -> str:
 home = Path(tempfile.mkdtemp(prefix="llm-user-"))
 calls = home / "calls.jsonl"
 models = [
-    {"model_id": model_id, "model_name": "gpt-4o-mini", "api_base": base_url,
-     "headers": {"X-Koog-Session": session}, "supports_tools": True}
+    {
+        "model_id": model_id,
+        "model_name": "gpt-4o-mini",
+        "api_base": base_url,
+        "headers": {"X-Koog-Session": session},
+        "supports_tools": True,
+    }
     for model_id, session in (("koog-chat", chat_session), ("koog-tools", tools_session))
 ]
 # JSON is YAML: llm reads the file with yaml.safe_load.
@@ -51,10 +58,10 @@ def llm(*argv: str, stdin: str = "") -> str:
     return done.stdout.strip()
 
 
-replies = [
-    llm("-m", "koog-chat", "one"),
-    llm("-c", "two"),
-    llm("chat", "-m", "koog-chat", stdin="three\nfour\nfive\nexit\n"),
+replies = [llm("-m", "koog-chat", "one"), llm("-c", "two")]
+chatted = llm("chat", "-m", "koog-chat", stdin="three\nfour\nfive\nexit\n")
+replies += [line.removeprefix("> ") for line in chatted.splitlines() if line.startswith("> ")][:3]
+replies += [
     llm("-m", "koog-tools", "--functions", code, "element O"),
     llm("-c", "--functions", code, "element Fe"),
 ]

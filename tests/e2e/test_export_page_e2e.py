@@ -53,7 +53,8 @@ def _chromium() -> str:
     return found
 
 
-def _browse(page: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _browse(page: Path | str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Chromium, headless, on a page file or a URL."""
     return subprocess.run(
         [
             _chromium(),
@@ -74,7 +75,7 @@ def _browse(page: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProce
             f"--user-data-dir={tmp_path / 'chromium'}",
             "--window-size=1000,1800",
             *args,
-            page.as_uri(),
+            page if isinstance(page, str) else page.as_uri(),
         ],
         capture_output=True,
         text=True,

@@ -5,12 +5,10 @@ refuses, an image part."""
 
 from __future__ import annotations
 
-import base64
 from http.client import HTTPConnection
 import json
 import subprocess
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -107,12 +105,9 @@ def test_a_page_on_another_origin_stores_nothing_and_plants_no_memory(
     origin, root = page_server
     koog = serve_files.url.removesuffix("/v1")
     (root / "attack.html").write_text(PAGE % {"koog": koog, "planted": PLANTED})
-    shown = subprocess.run(
-        [*_chromium_argv(tmp_path), "--virtual-time-budget=8000", "--dump-dom", f"{origin}/attack.html"],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    from tests.e2e.test_export_page_e2e import _browse
+
+    shown = _browse(f"{origin}/attack.html", tmp_path, "--virtual-time-budget=8000", "--dump-dom")
     assert "done" in shown.stdout, shown.stdout[-2000:] + shown.stderr[-2000:]
     # Every request reached the server, and each was refused.
     log = _log(isolated)
@@ -123,23 +118,6 @@ def test_a_page_on_another_origin_stores_nothing_and_plants_no_memory(
     assert listed == []
     memory = run_koog("memory", "list", "--all-namespaces", "--json")
     assert PLANTED not in memory.stdout
-
-
-def _chromium_argv(tmp_path: Path) -> list[str]:
-    from tests.e2e.test_export_page_e2e import _chromium
-
-    return [
-        _chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-default-apps",
-        f"--user-data-dir={tmp_path / 'chromium-attack'}",
-    ]
 
 
 def test_foreign_hosts_plain_text_bodies_and_cors_follow_the_rules(
@@ -381,23 +359,14 @@ def test_an_upstream_429_is_one_attempt_per_sdk_attempt_and_the_transcript_holds
     assert texts == ["only once", "echo: only once"]
 
 
-def _png(size: int = 48) -> bytes:
-    """A real PNG: a blue square."""
-    row = b"\x00" + b"\x20\x40\xe0" * size
-    raw = zlib.compress(row * size)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return len(data).to_bytes(4, "big") + body + zlib.crc32(body).to_bytes(4, "big")
-
-    header = size.to_bytes(4, "big") * 2 + b"\x08\x02\x00\x00\x00"
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
-
-
-def test_an_image_part_reaches_the_upstream_unchanged_and_shows_in_history(
-    serve_files: KoogServe, server: FakeOpenAIServer, run_koog: Run
+def test_an_image_part_reaches_the_upstream_unchanged_and_shows_in_history_and_the_page(
+    serve_files: KoogServe, server: FakeOpenAIServer, run_koog: Run, tmp_path: Path
 ) -> None:
-    url = "data:image/png;base64," + base64.b64encode(_png()).decode()
+    from tests.e2e.test_export_page_e2e import _browse, _page_requests
+    from tests.images import data_url, has_run, square_png
+
+    blue = (32, 64, 224)
+    url = data_url(square_png(48, blue))
     parts = [
         {"type": "text", "text": "what colour is this?"},
         {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
@@ -421,6 +390,12 @@ def test_an_image_part_reaches_the_upstream_unchanged_and_shows_in_history(
     again = client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=convo)
     assert again.headers["x-koog-session"] == "pic"
     assert "x-koog-forked-from" not in again.headers
+    page, shot, netlog = tmp_path / "pic.html", tmp_path / "pic.png", tmp_path / "net.json"
+    done = run_koog("history", "export", "-s", "pic", "--format", "html", "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    _browse(page, tmp_path, f"--screenshot={shot}", f"--log-net-log={netlog}")
+    assert has_run(shot.read_bytes(), blue, 48)  # the image is drawn on the page
+    assert _page_requests(netlog) == []
 
 
 def test_the_no_token_rule_checks_the_address_not_the_spelling(run_koog: Run) -> None:
