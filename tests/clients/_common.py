@@ -26,3 +26,17 @@ def args() -> tuple[str, str, str]:
 def report(replies: list[str], **more: Any) -> None:
     """One JSON document on stdout: the replies in order and the tool's calls."""
     print(json.dumps({"replies": replies, "tool_calls": CALLS, **more}))
+
+
+def async_openai(base_url: str, session: str) -> Any:
+    """The SDK's async client as the agent frameworks take it: the fixed session header,
+    no retries of its own."""
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(
+        base_url=base_url,
+        api_key="unused",
+        default_headers={"X-Koog-Session": session},
+        max_retries=0,
+        timeout=30,
+    )

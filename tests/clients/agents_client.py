@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from _common import args, name_of, report
+from _common import args, async_openai, name_of, report
 from agents import (
     Agent,
     OpenAIChatCompletionsModel,
@@ -16,7 +16,6 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from openai import AsyncOpenAI
 
 base_url, session, _ = args()
 set_tracing_disabled(True)
@@ -29,13 +28,7 @@ def element(c: str) -> str:
 
 
 async def main() -> None:
-    client = AsyncOpenAI(
-        base_url=base_url,
-        api_key="unused",
-        default_headers={"X-Koog-Session": session},
-        max_retries=0,
-        timeout=30,
-    )
+    client = async_openai(base_url, session)
     model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
     agent = Agent(name="chemist", instructions="Answer briefly.", model=model, tools=[element])
     replies: list[str] = []

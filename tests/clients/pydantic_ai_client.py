@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from _common import args, report
-from openai import AsyncOpenAI
+from _common import args, async_openai, report
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -17,13 +16,7 @@ base_url, session, _ = args()
 
 
 async def main() -> None:
-    client = AsyncOpenAI(
-        base_url=base_url,
-        api_key="unused",
-        default_headers={"X-Koog-Session": session},
-        max_retries=0,
-        timeout=30,
-    )
+    client = async_openai(base_url, session)
     model = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client))
     agent = Agent(model, instructions="Answer briefly.")
     replies: list[str] = []
