@@ -193,24 +193,42 @@ class OpenAIChatModel:
                         slot = calls.setdefault(
                             _slot_of(frag, calls), {"id": None, "name": "", "arguments": ""}
                         )
-                        if frag.id:
-                            slot["id"] = frag.id
-                        if frag.function is not None:
-                            slot["name"] = (slot["name"] or "") + _text(frag.function.name)
-                            slot["arguments"] = (slot["arguments"] or "") + _arguments(
-                                frag.function.arguments, ""
-                            )
+                        _assemble(slot, frag, self.endpoint)
         tool_calls = tuple(
             ToolCall(s["id"], s["name"] or "", s["arguments"] or "{}")
             for _, s in sorted(calls.items())
         )
         if not parts and not tool_calls and finish is None:
+            return self._second_opinion(kwargs, on_delta)
+        if finish is None:
+            # A reply is complete only when the server says so: llama.cpp ends a stream in
+            # flight with `[DONE]` and no finish when another request arrives.
+            got = sum(map(len, parts))
             raise ModelError(
-                f"the stream from {self.endpoint.shown_url} ended without a reply "
-                "(no text, no tool call, no finish reason)",
-                hint="retry; nothing of this turn was stored",
+                f"the server at {self.endpoint.shown_url} ended the stream before the reply "
+                f"was complete (no finish reason, after {got} characters"
+                f"{f' and {len(tool_calls)} tool call(s)' if tool_calls else ''})",
+                hint="nothing of this turn was stored; retry (a local server may cut a "
+                "stream when another request arrives)",
             )
         return Completion("".join(parts), tool_calls, usage, finish)
+
+    def _second_opinion(
+        self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None
+    ) -> Completion:
+        """An empty stream (no text, no call, no finish) tells nothing: llama.cpp answers
+        a streamed request over its context, or with `tool_choice`, with an empty 200. The
+        same request once more without streaming gets the server's real answer: its
+        refusal (raised, so overflow recovery runs), or a reply."""
+        done = self._whole(kwargs, on_delta)
+        if not done.text and not done.tool_calls:
+            raise ModelError(
+                f"the server at {self.endpoint.shown_url} sent an empty reply, streamed and "
+                "not (no text, no tool call)",
+                hint="retry; nothing of this turn was stored. If it persists, the model or "
+                "the server is misconfigured",
+            )
+        return done
 
     def list_models(self) -> list[str]:
         """The endpoint's models (`GET /models`), sorted."""
@@ -294,6 +312,28 @@ def _guarded(stream: Any, endpoint: Endpoint) -> Any:
                 hint="retry; nothing of this turn was stored",
             ) from exc
         yield chunk
+
+
+def _assemble(slot: dict[str, str | None], frag: Any, endpoint: Endpoint) -> None:
+    """One streamed fragment into its call, by the rule real servers follow: the id and
+    the name are set by the first fragment that has them, and the same value again is not
+    appended (llama.cpp repeats both in every fragment); arguments are appended."""
+    if frag.id and not slot["id"]:
+        slot["id"] = frag.id
+    function = frag.function
+    if function is None:
+        return
+    name = _text(function.name)
+    if name and not slot["name"]:
+        slot["name"] = name
+    elif name and name != slot["name"]:
+        raise ModelError(
+            f"{endpoint.shown_url} changed a tool call's name while streaming it "
+            f"({slot['name']!r}, then {name!r})",
+            hint="the server streams tool calls in a way koog cannot read; try "
+            "chat.stream = false",
+        )
+    slot["arguments"] = (slot["arguments"] or "") + _arguments(function.arguments, "")
 
 
 def _slot_of(frag: Any, calls: Mapping[int, Mapping[str, str | None]]) -> int:

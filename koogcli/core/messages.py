@@ -19,6 +19,11 @@ Role = Literal["system", "user", "assistant", "tool"]
 # meta key of an assistant message whose tool calls are a client's of `koog serve`: the
 # client ran them, so koog never runs, resumes or compensates them (SPEC §6).
 CLIENT_TOOLS = "client_tools"
+# meta key of a reply the server cut short, with its reason: `length` (the token limit),
+# `content_filter`. A whole reply has none.
+FINISH_KEY = "finish_reason"
+CUT_REASONS = frozenset({"length", "content_filter"})
+CUT_LABELS = {"length": "cut at the length limit", "content_filter": "cut by a content filter"}
 
 
 def utc_now() -> str:

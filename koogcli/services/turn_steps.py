@@ -19,6 +19,8 @@ from koogcli.core import wire_marks
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
     CLIENT_TOOLS,
+    CUT_REASONS,
+    FINISH_KEY,
     Message,
     ToolCall,
     clients_calls,
@@ -210,6 +212,8 @@ def _model_step(turn: TurnState) -> None:
     if turn.corrections and not usable:
         return  # ask again; the round counts, so a model that keeps doing it runs out
     meta: dict[str, object] = {"model": turn.model, why_core.KEY: shaped.to_dict()}
+    if completion.finish_reason in CUT_REASONS:
+        meta[FINISH_KEY] = completion.finish_reason  # a reply cut short says so where shown
     if completion.usage is not None:
         meta["usage"] = completion.usage.to_dict()
         if context_limit(ctx.settings, turn.model) is not None:

@@ -170,12 +170,16 @@ def format_messages(
 
 def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str:
     from koogcli.core import content_parts
+    from koogcli.core.messages import CUT_LABELS, FINISH_KEY
 
     label = m.role if m.role != "tool" else f"tool {m.name or ''}".rstrip()
     if m.meta.get("kind"):
         label += f" ({m.meta['kind']})"
     if m.meta.get("cancelled"):
         label += " (cancelled)"
+    cut = CUT_LABELS.get(str(m.meta.get(FINISH_KEY)))
+    if cut is not None:
+        label += f" ({cut})"
     if tokens is not None:
         label += f" ~{tokens:,} tokens"
     lines = [m.text] if m.text else []

@@ -10,7 +10,7 @@ from typing import Any
 
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.memory import MemoryRecord, SearchHit
-from koogcli.core.messages import Message, local_time
+from koogcli.core.messages import CUT_LABELS, FINISH_KEY, Message, local_time
 from koogcli.core.ports import SessionInfo
 from koogcli.core.results import Compensation, CompressResult, RollbackResult
 from koogcli.core.why import Explained, StepTrace
@@ -284,6 +284,9 @@ def why_lines(found: Explained) -> list[str]:
     if w.recovered:
         context += "; the server refused it as too long and it was sent again, compressed"
     lines.append(f"context: {context}")
+    cut = CUT_LABELS.get(str(found.reply.meta.get(FINISH_KEY)))
+    if cut is not None:
+        lines.append(f"the reply: {cut} (finish_reason {found.reply.meta[FINISH_KEY]})")
     return lines
 
 

@@ -183,11 +183,31 @@ def test_streams_answered_with_json_or_nothing(
     ok = run_koog("chat", "-s", "js", "hi")
     assert ok.returncode == 0 and ok.stdout == "a whole JSON answer\n"
     assert history(run_koog, "js")[-1]["content"] == "a whole JSON answer"
+    # An empty stream gets a second opinion: the same request without streaming.
+    server.enqueue({"empty_stream": True}, {"content": "asked again, whole"})
+    again = run_koog("chat", "-s", "js", "anything?")
+    assert again.returncode == 0 and again.stdout == "asked again, whole\n", again.stderr
+    assert [r.get("stream") for r in server.chat_requests[-2:]] == [True, None]
     before = snapshot(data_dir / "sessions")
-    server.enqueue({"empty_stream": True})
-    empty = run_koog("chat", "-s", "js", "anything?")
-    assert empty.returncode == 1 and "ended without a reply" in empty.stderr
+    server.enqueue({"empty_stream": True}, {"content": ""})
+    empty = run_koog("chat", "-s", "js", "anything more?")
+    assert empty.returncode == 1 and "empty reply, streamed and not" in empty.stderr
     assert snapshot(data_dir / "sessions") == before
+
+
+def test_a_stream_cut_without_a_finish_reason_is_a_failed_turn(
+    backend: str, run_koog: Run, server: FakeOpenAIServer
+) -> None:
+    """llama.cpp ends a stream in flight with [DONE] and no finish chunk: the partial text
+    was shown, but nothing is stored as if the reply were whole."""
+    assert run_koog("chat", "-s", "cut", "first").returncode == 0
+    before = history(run_koog, "cut")
+    server.enqueue({"content": "one two three four five six", "cut_after": 3})
+    cut = run_koog("chat", "-s", "cut", "tell me more")
+    assert cut.returncode == 1
+    assert cut.stdout.startswith("one two three"), cut.stdout  # what arrived was shown
+    assert "ended the stream before the reply was complete" in cut.stderr
+    assert history(run_koog, "cut") == before
 
 
 def test_servers_that_reject_stream_options_get_one_retry(
@@ -333,3 +353,17 @@ def test_system_prompt_is_per_turn(run_koog: Run) -> None:
         ("user", "three"),
         ("assistant", "echo: three"),
     ]
+
+
+def test_a_reply_cut_at_the_length_limit_is_stored_saying_so(
+    run_koog: Run, server: FakeOpenAIServer
+) -> None:
+    server.enqueue({"content": "the first half of a long", "finish_reason": "length"})
+    done = run_koog("chat", "-s", "len", "write a lot")
+    assert done.returncode == 0 and done.stdout == "the first half of a long\n"
+    [reply] = [m for m in history(run_koog, "len") if m["role"] == "assistant"]
+    assert reply["meta"]["finish_reason"] == "length"
+    shown = run_koog("history", "show", "-s", "len").stdout
+    assert "[assistant (cut at the length limit)] the first half of a long" in shown
+    why = run_koog("why", "-s", "len").stdout
+    assert "the reply: cut at the length limit (finish_reason length)" in why

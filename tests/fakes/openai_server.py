@@ -15,6 +15,7 @@ Scripted responses are dicts:
   {"chunk_delay": 0.2}                     wait between stream chunks
   {"drop_after": 2}                        close the connection after 2 chunks
   {"json": true, "content": "text"}        a JSON completion even to a `stream: true` request
+  {"finish_reason": "length", ...}         this finish reason instead of stop / tool_calls
   {"empty_stream": true}                   a stream with no content, no tool call, no finish
   a tool call with "raw": true sends its arguments as given (an object, not JSON text)
 `reject_stream_options = True` answers 400 to any request carrying `stream_options`;
@@ -39,6 +40,15 @@ of names) or a whole profile at once (`server.use_profile(name)`, PROFILES below
   usage_chunks   control chunks with no `choices`, carrying only usage (Bedrock)
   stop_with_tools  `finish_reason: "stop"` although tool calls were sent (local servers)
   reasoning      `reasoning_content` deltas before the text (DeepSeek, vLLM)
+  repeat_fields  every tool-call delta repeats `id`, `type` and `function.name`; only the
+                 arguments come in pieces (llama.cpp's Python server)
+  no_usage       `stream_options.include_usage` ignored: no usage chunk (llama.cpp)
+  empty_overflow a streamed request over `context_limit` is HTTP 200 with an empty body;
+                 non-streamed it is the 400 (llama.cpp)
+  empty_tool_choice  a streamed request with `tool_choice` is HTTP 200 with an empty body
+  format_500     a refused `response_format` is HTTP 500, not 400 (llama.cpp's validation)
+A script's `{"cut_after": 2}` ends the stream after two text chunks with `data: [DONE]` and no
+finish chunk, as llama.cpp does to a stream in flight when another request arrives.
 Like strict servers, every request holding two tool calls with one id is answered 400
 "duplicate tool_call_id" (`strict_ids = False` turns that off).
 
@@ -202,10 +212,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
             return
         refusal = self._refusal(body) or self._duplicate_ids(body)
+        quirks = self.fake.quirks
+        if body.get("stream") and (
+            (
+                refusal is not None
+                and refusal.get("code") == "context_length_exceeded"
+                and "empty_overflow" in quirks
+            )
+            or ("empty_tool_choice" in quirks and body.get("tool_choice") is not None)
+        ):
+            with self.fake.lock:
+                self.fake.requests.append(body)
+            self._empty_ok()
+            return
         if refusal is not None:
             with self.fake.lock:
                 self.fake.requests.append(body)
-            self._json(400, {"error": refusal})
+            status = (
+                500 if refusal.get("param") == "response_format" and "format_500" in quirks else 400
+            )
+            self._json(status, {"error": refusal})
             return
         script = self.fake.next_response(body)
         time.sleep(float(script.get("delay", self.fake.default_delay)))
@@ -223,6 +249,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(body, script)
         else:
             self._whole(body, script)
+
+    def _empty_ok(self) -> None:
+        """HTTP 200 with an empty event stream: what llama.cpp answers some streams."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
 
     def _refusal(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """What a real server refuses before answering: a response_format it lacks, or a
@@ -323,7 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": _finish(calls, self.fake.quirks),
+                        "finish_reason": script.get("finish_reason")
+                        or _finish(calls, self.fake.quirks),
                     }
                 ],
                 "usage": _usage(body, content),
@@ -346,6 +382,9 @@ class _Handler(BaseHTTPRequestHandler):
         events = [] if script.get("empty_stream") else list(_events(script, quirks))
         delay = float(script.get("chunk_delay", 0))
         drop_after = script.get("drop_after")
+        cut_after = script.get("cut_after")
+        if cut_after is not None:  # the text chunks before it, then [DONE] and no finish
+            events = [e for e in events if e[1] is None][: int(cut_after) + 1]
         content = script.get("content", "".join(script.get("chunks", [])))
         try:
             for index, (delta, finish) in enumerate(events):
@@ -361,7 +400,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(json.dumps(chunk))
                 if delay and finish is None:
                     time.sleep(delay)
-            if (body.get("stream_options") or {}).get("include_usage"):
+            if (body.get("stream_options") or {}).get("include_usage") and (
+                "no_usage" not in quirks and cut_after is None
+            ):
                 self._event(json.dumps({**base, "choices": [], "usage": _usage(body, content)}))
             self._event("[DONE]")
             self.wfile.write(b"0\r\n\r\n")
@@ -431,6 +472,25 @@ def _events(script: dict[str, Any], quirks: Collection[str] = ()) -> Any:
         if "no_index" in quirks:  # each call whole, in a chunk of its own, with no index
             yield {"tool_calls": [{"id": call["id"], **call}]}, None
             continue
+        if "repeat_fields" in quirks:  # id, type and name again in every piece
+            thirds = [
+                arguments[i * len(arguments) // 3 : (i + 1) * len(arguments) // 3] for i in range(3)
+            ]
+            for part in thirds:
+                yield (
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": call["function"]["name"], "arguments": part},
+                            }
+                        ]
+                    },
+                    None,
+                )
+            continue
         half = len(arguments) // 2
         yield (
             {
@@ -447,7 +507,7 @@ def _events(script: dict[str, Any], quirks: Collection[str] = ()) -> Any:
         )
         for part in (arguments[:half], arguments[half:]):
             yield {"tool_calls": [{"index": index, "function": {"arguments": part}}]}, None
-    yield {}, _finish(calls, quirks)
+    yield {}, script.get("finish_reason") or _finish(calls, quirks)
 
 
 def _finish(calls: list[dict[str, Any]], quirks: Collection[str]) -> str:
@@ -482,6 +542,11 @@ PROFILES: dict[str, frozenset[str]] = {
     "no-id": frozenset({"empty_id", "reasoning"}),
     "azure": frozenset({"prefilter", "filter_chunks"}),
     "bedrock": frozenset({"usage_chunks"}),
+    # llama-cpp-python 0.3.36's server (ENDPOINT_QUIRKS.md): one constant id, fields
+    # repeated in every tool-call delta, no usage, empty 200s, validation errors as 500s.
+    "llamacpp": frozenset(
+        {"constant_id", "repeat_fields", "no_usage", "empty_overflow", "format_500"}
+    ),
 }
 # The profiles whose tool-call ids differ from the reference's.
 ID_PROFILES = ("reference", "per-turn-ids", "constant-id", "name-as-id", "repeated-id", "no-id")
