@@ -379,13 +379,37 @@ def _refusal(exc: Any, model: str, url: str) -> ModelError | None:
     detail = _detail(exc)
     said = f"{exc.message} {detail}"
     if code in ("context_length_exceeded", "context_window_exceeded") or _OVERFLOW.search(said):
-        return ContextOverflowError(
+        error = ContextOverflowError(
             f"{url} refused the request as longer than {model}'s context"
             f"{detail or f' (HTTP {exc.status_code})'}"
         )
+        error.limit = named_limit(said, err)
+        return error
     if "response_format" in said or "json_schema" in said or "json_object" in said:
         return ResponseFormatError(f"{url} does not take this response_format{detail}")
     return None
+
+
+_LIMIT = re.compile(
+    r"(?:maximum context length|context length|context window|context size|context limit|"
+    r"n_ctx)\D{0,24}?(\d[\d,]{2,9})",
+    re.IGNORECASE,
+)
+
+
+def named_limit(said: str, err: object) -> int | None:
+    """The context size an overflow refusal names: "maximum context length is 2048
+    tokens" (OpenAI, vLLM, llama-cpp-python), an `n_ctx` field (llama.cpp's server)."""
+    if isinstance(err, dict):
+        for key in ("n_ctx", "context_length", "max_context_length"):
+            value = err.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    found = _LIMIT.search(said)
+    if found is None:
+        return None
+    value = int(found.group(1).replace(",", ""))
+    return value if 64 <= value <= 100_000_000 else None
 
 
 def _detail(exc: Any) -> str:

@@ -97,5 +97,9 @@ class DataDir:
         return self._inside("memory.sqlite3")
 
     @property
+    def learned_file(self) -> Path:
+        return self._inside("learned.json")
+
+    @property
     def input_history_file(self) -> Path:
         return self._inside("input_history")

@@ -47,6 +47,10 @@ class ModelError(KoogError):
 class ContextOverflowError(ModelError):
     """The server refused a request as longer than the model's context."""
 
+    # The context size the server's refusal named ("maximum context length is 2048
+    # tokens"), when it named one.
+    limit: int | None = None
+
 
 class ResponseFormatError(ModelError):
     """The server refused the request's `response_format` (it supports no such mode)."""

@@ -242,21 +242,22 @@ def chunk(
 
 
 def closing_chunks(reply: Reply, include_usage: bool) -> Iterator[dict[str, Any]]:
-    """After the text: the tool calls, the finish chunk and (when asked) the usage chunk."""
+    """After the text: the tool calls, the finish chunk and (when asked, and the upstream
+    told it) the usage chunk."""
     created = reply.created or int(time.time())
     calls = _wire_calls(reply.message, indexed=True)
     if calls:
         yield chunk(reply.id, reply.model, created, {"tool_calls": calls})
     yield chunk(reply.id, reply.model, created, {}, finish_reason(reply.message, reply.finish))
-    if include_usage:
+    usage = _usage(reply.usage)
+    if include_usage and usage is not None:  # none invented: the upstream sent none
         yield {
             "id": reply.id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": reply.model,
             "choices": [],
-            "usage": _usage(reply.usage)
-            or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "usage": usage,
         }
 
 

@@ -3,8 +3,8 @@
 Turns and compression both need the live prompt and the size of a request; this is their
 one home (turn.py and compression.py import it, not each other). Sizes are estimates
 (core/tokens.py), calibrated by the session's own history; the limit is `context_tokens`
-of `[models."NAME"]`, else of `[llm]`, else unknown — and an unknown limit never
-triggers compression by size.
+of `[models."NAME"]`, else of `[llm]`, else the size the server named when it refused a
+request (learned), else unknown — and an unknown limit never triggers compression by size.
 """
 
 from __future__ import annotations
@@ -25,11 +25,30 @@ def live_prompt(ctx: AppContext, override: str | None) -> list[Message]:
     return [system(text)] if text else []
 
 
-def context_limit(settings: Settings, model: str) -> int | None:
+def context_limit(ctx: AppContext, model: str) -> int | None:
+    """The model's context size: configured, else the size its server named when it
+    refused a request as too long (remembered per endpoint and model)."""
+    configured = configured_limit(ctx.settings, model)
+    if configured is not None:
+        return configured
+    return ctx.learned_limits.get(ctx.endpoint_key, model)
+
+
+def configured_limit(settings: Settings, model: str) -> int | None:
     spec = settings.models.get(model)
     if spec is not None and spec.context_tokens is not None:
         return spec.context_tokens
     return settings.llm.context_tokens
+
+
+def learn_limit(ctx: AppContext, model: str, limit: int | None) -> bool:
+    """Remember the size a refusal named, when none is configured; True if it is new."""
+    if limit is None or configured_limit(ctx.settings, model) is not None:
+        return False
+    if ctx.learned_limits.get(ctx.endpoint_key, model) == limit:
+        return False
+    ctx.learned_limits.put(ctx.endpoint_key, model, limit)
+    return True
 
 
 def summary_model(settings: Settings, override: str | None, chat_model: str | None) -> str:
@@ -62,11 +81,11 @@ class Size:
 
 
 def size_of(
-    settings: Settings, model: str, request: Sequence[Message], history: Sequence[Message]
+    ctx: AppContext, model: str, request: Sequence[Message], history: Sequence[Message]
 ) -> Size:
     """The request's size, calibrated by `history`'s last answer from `model`."""
     scale = tokens.calibration(history, model)
-    return Size(scale.request(request), context_limit(settings, model), scale, model)
+    return Size(scale.request(request), context_limit(ctx, model), scale, model)
 
 
 def over_threshold(settings: Settings, size: Size) -> bool:
@@ -88,7 +107,7 @@ def session_size(
     model = model or _model_in_use(ctx, stored.messages)
     loaded = ctx.memory.prepare(stored, live_prompt(ctx, system_prompt))
     request = [*loaded.messages, *([user(next_message)] if next_message else [])]
-    return size_of(ctx.settings, model, request, loaded.messages)
+    return size_of(ctx, model, request, loaded.messages)
 
 
 def _model_in_use(ctx: AppContext, history: Sequence[Message]) -> str:

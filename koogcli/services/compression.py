@@ -17,13 +17,19 @@ from typing import TypeVar
 from koogcli.config.schema import CompressionSettings
 from koogcli.core import compression as core
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import ConflictError, ResponseFormatError, StorageError, UsageError
+from koogcli.core.errors import (
+    ConflictError,
+    ContextOverflowError,
+    ResponseFormatError,
+    StorageError,
+    UsageError,
+)
 from koogcli.core.messages import Message, assistant, user
 from koogcli.core.names import SessionName
 from koogcli.core.ports import ModelRequest, StoredHistory
 from koogcli.core.results import CompressResult
 from koogcli.core.tokens import carry, request_tokens
-from koogcli.services.budget import context_limit, live_prompt, summary_model
+from koogcli.services.budget import context_limit, learn_limit, live_prompt, summary_model
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
 
@@ -227,9 +233,18 @@ def compress_prompt(
     """Run `strategy` over `prompt`; a strategy whose one summary request would not fit
     the summarising model's context is run in chunks that do."""
     summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, progress, model)
-    strategy = fitted(strategy, prompt, context_limit(ctx.settings, summarizer.model))
+    planned = fitted(strategy, prompt, context_limit(ctx, summarizer.model))
     memory = core.memory_messages(prompt, preserve_memory)
-    out = strategy.compress(list(prompt), memory, summarizer)
+    try:
+        out = planned.compress(list(prompt), memory, summarizer)
+    except ContextOverflowError as err:
+        # The summary request itself was too long, and the server said its size: plan
+        # again for it, once.
+        if not learn_limit(ctx, summarizer.model, err.limit):
+            raise
+        planned = fitted(strategy, prompt, context_limit(ctx, summarizer.model))
+        out = planned.compress(list(prompt), memory, summarizer)
+    strategy = planned
     if out is not None:
         out = carry(prompt, out)  # the session stays calibrated once its answers are gone
         before = {m.id for m in prompt}

@@ -32,6 +32,7 @@ from koogcli.core.ports import (
 
 if TYPE_CHECKING:
     from koogcli.adapters.bounded_regex import BoundedPattern
+    from koogcli.adapters.learned_limits import LearnedLimits
     from koogcli.adapters.openai_model import OpenAIChatModel
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import PreprocessorSpec, Settings
@@ -180,6 +181,18 @@ class AppContext:
     def memory_store(self) -> MemoryStore:
         return self.storage.memory(self.warn)
 
+    @cached_property
+    def learned_limits(self) -> LearnedLimits:
+        """Context sizes servers named when they refused a request (adapters/learned_limits)."""
+        from koogcli.adapters.learned_limits import LearnedLimits
+
+        return LearnedLimits(self.data.learned_file)
+
+    @property
+    def endpoint_key(self) -> str:
+        """Which server the model is asked at, as learned limits are kept for it."""
+        return self.settings.llm.base_url or "https://api.openai.com/v1"
+
     def embedder(self) -> Embedder:
         """Embeddings; only asked for when `[long_term_memory.embeddings] model` is set."""
         if self._embedder is None:
@@ -201,7 +214,7 @@ class AppContext:
         derived = replace(
             self, load_config=lambda: config, _model=self._model if keep_model else None
         )
-        for shared in ("storage", "pipeline", "toolbox", "memory_store"):
+        for shared in ("storage", "pipeline", "toolbox", "memory_store", "learned_limits"):
             if shared in self.__dict__:
                 derived.__dict__[shared] = self.__dict__[shared]
         return derived

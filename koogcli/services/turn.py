@@ -65,6 +65,9 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
         try:
             return drive(turn)
         except ContextOverflowError as err:
+            # A server that names its size teaches it: recovery, and every later turn,
+            # plan for it (summaries in chunks that fit).
+            budget.learn_limit(ctx, turn.model, err.limit)
             automatic = bool(ctx.settings.compression.auto_at)
             if recovering or turn.rounds or not automatic or not turn.loaded.base:
                 raise _overflow(ctx, request, turn, err, recovering) from err
@@ -131,7 +134,7 @@ def _overflow(
 ) -> ContextOverflowError:
     """The refusal as the user should read it: the sizes, and what to run."""
     size = budget.size_of(
-        ctx.settings, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages
+        ctx, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages
     )
     name = request.session.value
     if turn.rounds:
@@ -197,7 +200,7 @@ def _within_budget(
             hint=f"compress in smaller parts: `koog compress -s {request.session.value} "
             "--strategy chunked`",
         ) from err
-    limit = budget.context_limit(ctx.settings, model)
+    limit = budget.context_limit(ctx, model)
     size = (
         _size(ctx, request, model, loaded) if limit and ctx.settings.compression.auto_at else None
     )
@@ -214,7 +217,7 @@ def _within_budget(
 
 def _size(ctx: AppContext, request: TurnRequest, model: str, loaded: LoadedPrompt) -> budget.Size:
     return budget.size_of(
-        ctx.settings,
+        ctx,
         model,
         [*loaded.messages, *(request.tail or (user_message(request.text),))],
         loaded.messages,
@@ -230,7 +233,7 @@ def _compress_reason(
         return None
     if settings.auto_after_messages and count > settings.auto_after_messages:
         return f"{count} messages, over compression.auto_after_messages = {settings.auto_after_messages}"
-    if not settings.auto_at or budget.context_limit(ctx.settings, model) is None:
+    if not settings.auto_at or budget.context_limit(ctx, model) is None:
         return None  # counting tokens costs time in proportion to the history: only if used
     size = _size(ctx, request, model, loaded)
     if budget.over_threshold(ctx.settings, size):

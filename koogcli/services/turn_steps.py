@@ -216,7 +216,7 @@ def _model_step(turn: TurnState) -> None:
         meta[FINISH_KEY] = completion.finish_reason  # a reply cut short says so where shown
     if completion.usage is not None:
         meta["usage"] = completion.usage.to_dict()
-        if context_limit(ctx.settings, turn.model) is not None:
+        if context_limit(ctx, turn.model) is not None:
             # What koog estimated for the request the usage is for: the pair calibrates
             # later estimates for this model (core/tokens.py). Counting costs time in
             # proportion to the history, so only where a context size makes it matter.
@@ -237,9 +237,9 @@ def _context(turn: TurnState, prompt: list[Message], estimate: int | None) -> st
     counted here only when `why` did not count it (no context size is configured)."""
     from koogcli.services.budget import size_of
 
-    limit = context_limit(turn.ctx.settings, turn.model)
+    limit = context_limit(turn.ctx, turn.model)
     if estimate is None:
-        estimate = size_of(turn.ctx.settings, turn.model, prompt, turn.loaded.messages).tokens
+        estimate = size_of(turn.ctx, turn.model, prompt, turn.loaded.messages).tokens
     return f"{estimate}/{limit if limit is not None else 'unknown'}"
 
 

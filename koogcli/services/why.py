@@ -44,10 +44,10 @@ def record(
             "namespace": settings.namespace,
             "records": [{"id": h.record.id, "score": round(h.score, 6)} for h in retrieval.hits],
         }
-    limit = context_limit(ctx.settings, turn.model)
+    limit = context_limit(ctx, turn.model)
     # Counting tokens costs time in proportion to the history: only when there is a limit.
     estimate = (
-        size_of(ctx.settings, turn.model, prompt, turn.loaded.messages).tokens if limit else None
+        size_of(ctx, turn.model, prompt, turn.loaded.messages).tokens if limit else None
     )
     return Why(
         model=turn.model,

@@ -495,3 +495,32 @@ def test_headers_say_which_memory_was_used_and_when_compression_ran(
         assert served.stop() == 0
     listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
     assert listed == ["hdr"]
+
+
+def test_a_cut_upstream_stream_is_an_error_to_the_client_and_nothing_is_stored(
+    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    """llama.cpp ends a stream in flight with [DONE] and no finish: the client gets an
+    error event, never `finish_reason: stop` on half a reply; a length cut is passed on."""
+    client = serve.client(default_headers={"X-Koog-Session": "cut"})
+    client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "a"}])
+    server.use_profile("llamacpp")
+    server.enqueue({"content": "one two three four five", "cut_after": 2})
+    convo: list[Any] = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "echo: a"},
+        {"role": "user", "content": "b"},
+    ]
+    stream = client.chat.completions.create(model="gpt-4o-mini", messages=convo, stream=True)
+    with pytest.raises(openai.APIError, match="ended the stream before the reply was complete"):
+        for _ in stream:
+            pass
+    assert _said(_history(run_koog, "cut")) == [("user", "a"), ("assistant", "echo: a")]
+    server.enqueue({"content": "half of it", "finish_reason": "length"})
+    finishes = [
+        c.choices[0].finish_reason
+        for c in client.chat.completions.create(model="gpt-4o-mini", messages=convo, stream=True)
+        if c.choices
+    ]
+    assert finishes[-1] == "length"
+    assert _history(run_koog, "cut")[-1]["meta"]["finish_reason"] == "length"

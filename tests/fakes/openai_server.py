@@ -549,7 +549,15 @@ PROFILES: dict[str, frozenset[str]] = {
     ),
 }
 # The profiles whose tool-call ids differ from the reference's.
-ID_PROFILES = ("reference", "per-turn-ids", "constant-id", "name-as-id", "repeated-id", "no-id")
+ID_PROFILES = (
+    "reference",
+    "per-turn-ids",
+    "constant-id",
+    "name-as-id",
+    "repeated-id",
+    "no-id",
+    "llamacpp",
+)
 
 
 def _wire_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,54 @@
+"""koog against a local server as llama.cpp's behaves (the test server's `llamacpp`
+profile, ENDPOINT_QUIRKS.md): a small context that nobody configured, streamed overflow
+answered with an empty 200, tool-call fragments repeating their fields, validation errors
+as 500s. Every turn of a long session must still complete."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer, text_of
+
+pytestmark = pytest.mark.e2e
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+WORDS = (
+    "the harbour master counted boats along the northern quay while gulls argued over "
+    "nets and a ferry from the islands waited for the tide to turn before it could dock"
+).split()
+
+
+def _summaries_short(body: dict[str, Any]) -> dict[str, Any]:
+    """A summary request gets a short summary; anything else the echo."""
+    messages = body.get("messages", [])
+    if any("faithful summaries" in text_of(m.get("content")) for m in messages):
+        return {"content": "Summary: the user described the harbour at length."}
+    last = next(text_of(m.get("content")) for m in reversed(messages) if m["role"] == "user")
+    return {"content": f"echo: {last}"}
+
+
+def test_a_30_turn_session_on_a_2048_token_server_with_no_context_size_completes(
+    backend: str, run_koog: Run, server: FakeOpenAIServer, data_dir: Path
+) -> None:
+    server.use_profile("llamacpp")
+    server.context_limit = 2048
+    server.responder = _summaries_short
+    for turn in range(30):
+        text = f"turn {turn}: " + " ".join(WORDS[(turn + i) % len(WORDS)] for i in range(60))
+        done = run_koog("chat", "-s", "harbour", text)
+        assert done.returncode == 0, (turn, done.stderr)
+        assert done.stdout == f"echo: {text}\n", turn
+    learned = json.loads((data_dir / "learned.json").read_text())
+    assert list(learned.values()) == [{"gpt-4o-mini": 2048}]
+    history = json.loads(run_koog("history", "show", "-s", "harbour", "--json").stdout)
+    assert any(m.get("meta", {}).get("kind") == "summary" for m in history)
+    assert history[-1]["content"].startswith("echo: turn 29:")
+    # The streamed overflow was an empty 200 each time; the second opinion saw the 400.
+    refused = [r for r in server.chat_requests if not r.get("stream")]
+    assert refused, "no request was asked again without streaming"
