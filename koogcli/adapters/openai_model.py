@@ -273,6 +273,15 @@ class OpenAIChatModel:
             refused = _refusal(exc, model, url)
             if refused is not None:
                 return refused
+        if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
+            # llama.cpp's validation errors are 500s: one naming response_format is a
+            # refusal of it all the same, so the fallback (json_object, plain) runs.
+            said = f"{exc.message} {_detail(exc)}"
+            if _FORMAT_WORDS.search(said):
+                return ResponseFormatError(
+                    f"{url} does not take this response_format (HTTP {exc.status_code}"
+                    f"{_detail(exc)})"
+                )
         if isinstance(exc, openai.APIStatusError):
             detail = _detail(exc)
             # The client retries only these statuses; others are not called retried.
@@ -385,11 +394,12 @@ def _refusal(exc: Any, model: str, url: str) -> ModelError | None:
         )
         error.limit = named_limit(said, err)
         return error
-    if "response_format" in said or "json_schema" in said or "json_object" in said:
+    if _FORMAT_WORDS.search(said):
         return ResponseFormatError(f"{url} does not take this response_format{detail}")
     return None
 
 
+_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object")
 _LIMIT = re.compile(
     r"(?:maximum context length|context length|context window|context size|context limit|"
     r"n_ctx)\D{0,24}?(\d[\d,]{2,9})",

@@ -20,6 +20,7 @@ from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import (
     ConflictError,
     ContextOverflowError,
+    ModelError,
     ResponseFormatError,
     StorageError,
     UsageError,
@@ -246,6 +247,7 @@ def compress_prompt(
         out = planned.compress(list(prompt), memory, summarizer)
     strategy = planned
     if out is not None:
+        _shrinks(prompt, out, strategy.name)
         out = carry(prompt, out)  # the session stays calibrated once its answers are gone
         before = {m.id for m in prompt}
         out = [  # which strategy wrote each new summary (`koog why` says so)
@@ -255,6 +257,35 @@ def compress_prompt(
             for m in out
         ]
     return Compressed(out, summarizer.requests, tuple(summarizer.problems), strategy.name)
+
+
+def _compressed_already(prompt: Sequence[Message]) -> bool:
+    """The history is a summary and what compression always keeps, nothing after it."""
+    last = max(
+        (i for i, m in enumerate(prompt) if m.meta.get("kind") in ("summary", "facts")),
+        default=None,
+    )
+    if last is None:
+        return False
+    return all(
+        m.role == "system" or m.meta.get("kind") in ("note", "memory") for m in prompt[last + 1 :]
+    )
+
+
+class CompressionGrewError(ModelError):
+    """The summaries came out longer than what they replace: applying them would defeat
+    compression's purpose, so nothing changes (a small model repeating its input does it)."""
+
+
+def _shrinks(prompt: Sequence[Message], out: Sequence[Message], strategy: str) -> None:
+    before, after = request_tokens(prompt), request_tokens(out)
+    if after >= before:
+        raise CompressionGrewError(
+            f"the {strategy} compression would make the history longer (~{before:,} → "
+            f"~{after:,} tokens); nothing was changed",
+            hint="the model wrote summaries longer than the conversation; try --strategy "
+            "last-n, or a stronger model with -m",
+        )
 
 
 def fitted(strategy: core.Strategy, prompt: Sequence[Message], limit: int | None) -> core.Strategy:
@@ -284,6 +315,20 @@ def compress(
         settings.preserve_memory if request.preserve_memory is None else request.preserve_memory
     )
     model = summary_model(ctx.settings, request.model, request.chat_model)
+    if _compressed_already(prompt):
+        # Nothing came after the last summary: summarising it again could only make it
+        # longer (and costs a request); nothing changes.
+        return CompressResult(
+            request.session.value,
+            strategy.name,
+            list(stored.messages),
+            list(stored.messages),
+            0,
+            None,
+            False,
+            request.dry_run,
+            ("nothing was added since the last summary",),
+        )
     done = compress_prompt(ctx, prompt, strategy, preserve, progress, model)
     compressed, requests = done.messages, done.requests
     after = ctx.pipeline(compressed) if compressed is not None else list(stored.messages)

@@ -17,6 +17,7 @@ from koogcli.core.messages import Message, new_id, system
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
+from koogcli.core.results import CompressResult
 from koogcli.core.step_details import StepDetails, owner_of
 from koogcli.services import budget
 from koogcli.services.budget import live_prompt
@@ -241,17 +242,33 @@ def _compress_reason(
     return None
 
 
+FALLBACK_STRATEGY = "last-n"
+
+
 def _compress(
     ctx: AppContext, request: TurnRequest, model: str, events: TurnEvents, reason: str
 ) -> None:
     from koogcli.services import compression  # only when it runs: imports cost every turn
 
-    done = compression.compress(
-        ctx,
-        compression.CompressRequest(
-            request.session, chat_model=model, system_prompt=request.system_prompt
-        ),
-    )
+    def run(choice: compression.StrategyChoice) -> CompressResult:
+        return compression.compress(
+            ctx,
+            compression.CompressRequest(
+                request.session, choice, chat_model=model, system_prompt=request.system_prompt
+            ),
+        )
+
+    try:
+        done = run(compression.StrategyChoice())
+    except compression.CompressionGrewError as err:
+        # The configured strategy would lengthen the history: the next one, which keeps
+        # only a summary of the last messages; if that grows too, the turn goes uncompressed.
+        events.warn(f"{err.message}; trying --strategy {FALLBACK_STRATEGY}")
+        try:
+            done = run(compression.StrategyChoice(strategy=FALLBACK_STRATEGY))
+        except compression.CompressionGrewError as again:
+            events.warn(f"{again.message}; the turn goes on uncompressed")
+            return
     for problem in done.problems:
         events.warn(problem)
     if events.on_note:
@@ -265,13 +282,17 @@ def _compress_request(
     from koogcli.services import compression
 
     settings = ctx.settings.compression
-    done = compression.compress_prompt(
-        ctx,
-        loaded.messages,
-        compression.build_strategy(settings),
-        settings.preserve_memory,
-        model=budget.summary_model(ctx.settings, None, model),
-    )
+    try:
+        done = compression.compress_prompt(
+            ctx,
+            loaded.messages,
+            compression.build_strategy(settings),
+            settings.preserve_memory,
+            model=budget.summary_model(ctx.settings, None, model),
+        )
+    except compression.CompressionGrewError as err:
+        events.warn(f"{err.message}; the turn goes on uncompressed")
+        return loaded
     if done.messages is None:
         return loaded
     if events.on_note:

@@ -38,9 +38,16 @@ def history(run_koog: Run, session: str, env: dict[str, str] | None = None) -> l
     return json.loads(shown.stdout)
 
 
-def five_turns(run_koog: Run, session: str, env: dict[str, str] | None = None) -> None:
+# Long enough that a summary or a fact is shorter than what it replaces (a compression
+# that would lengthen the history is refused).
+ASIDE = ", asked at some length about the deploys, the rollbacks and who is on call"
+
+
+def five_turns(
+    run_koog: Run, session: str, env: dict[str, str] | None = None, aside: str = ""
+) -> None:
     for i in range(5):
-        assert run_koog("chat", "-s", session, f"question {i}", env=env).returncode == 0
+        assert run_koog("chat", "-s", session, f"question {i}{aside}", env=env).returncode == 0
 
 
 def summary_requests(server: FakeOpenAIServer) -> list[list[dict[str, Any]]]:
@@ -120,7 +127,7 @@ def test_last_n_sends_only_the_tail(run_koog: Run, server: FakeOpenAIServer) -> 
 def test_facts_one_request_per_concept_and_nothing_found_changes_nothing(
     run_koog: Run, server: FakeOpenAIServer, data_dir: Path
 ) -> None:
-    five_turns(run_koog, "f")
+    five_turns(run_koog, "f", aside=ASIDE)
     path = data_dir / "sessions" / "f.json"
     before = path.read_bytes()
     server.reset()
@@ -319,3 +326,33 @@ def test_token_window_and_history_show_tokens(
     as_json = run_koog("history", "show", "-s", "t", "--tokens", "--json", env=env)
     assert all(isinstance(m["tokens"], int) for m in json.loads(as_json.stdout))
     assert "next request: ~" in as_json.stderr
+
+
+def test_facts_step_down_when_the_server_refuses_json_schema_with_a_500(
+    run_koog: Run, server: FakeOpenAIServer
+) -> None:
+    """llama.cpp's validation errors are HTTP 500s: one naming response_format is a
+    refusal all the same, and the facts come through json_object."""
+    for i in range(5):
+        text = f"question {i}: how do we deploy the billing service on Fridays, step by step?"
+        assert run_koog("chat", "-s", "f5", text).returncode == 0
+    server.use_profile("llamacpp")
+    server.reject_response_formats = {"json_schema"}
+    server.responder = lambda body: {"content": '{"fact": "Billing deploys on Fridays"}'}
+    done = run_koog("compress", "-s", "f5", "--strategy", "facts", "--concept", "topic:the subject")
+    assert done.returncode == 0, done.stderr
+    kinds = [(r.get("response_format") or {}).get("type") for r in server.chat_requests[-2:]]
+    assert kinds == ["json_schema", "json_object"]
+    assert "Billing deploys on Fridays" in history(run_koog, "f5")[-1]["content"]
+
+
+def test_a_compression_that_would_lengthen_the_history_changes_nothing(
+    run_koog: Run, server: FakeOpenAIServer, data_dir: Path
+) -> None:
+    five_turns(run_koog, "grow")
+    before = (data_dir / "sessions" / "grow.json").read_bytes()
+    server.responder = lambda body: {"content": "a summary far longer than it should be " * 40}
+    done = run_koog("compress", "-s", "grow")
+    assert done.returncode == 1
+    assert "would make the history longer" in done.stderr and "nothing was changed" in done.stderr
+    assert (data_dir / "sessions" / "grow.json").read_bytes() == before

@@ -160,6 +160,11 @@ def test_embeddings_mode(
 
 
 def test_recall_then_compress_keeps_the_pin(run_koog: Run, server: FakeOpenAIServer) -> None:
+    server.responder = lambda body: (
+        {"content": "They greeted each other."}
+        if "conversation_to_summarize" in str(body["messages"][-1]["content"])
+        else {"content": "echo: " + str(body["messages"][-1]["content"])}
+    )
     run_koog("chat", "-s", "p", "hello")
     add(run_koog, "deploys are blue-green")
     pinned = run_koog("memory", "recall", "deploys blue-green", "-s", "p", "--json")

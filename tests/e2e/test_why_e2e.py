@@ -7,8 +7,11 @@ import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 
@@ -41,8 +44,9 @@ def _ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_why_names_the_cut_the_summary_and_the_records_and_keeps_saying_it(
-    backend: str, run_koog: Run
+    backend: str, run_koog: Run, server: FakeOpenAIServer
 ) -> None:
+    server.responder = _brief_summaries
     records = [
         _ok(run_koog("memory", "add", text)).strip()
         for text in ("the zeppelin hangar is north", "zeppelin lift comes from helium")
@@ -85,3 +89,11 @@ def test_why_names_the_cut_the_summary_and_the_records_and_keeps_saying_it(
     assert missing.returncode == 2 and "has 6 answered turns" in missing.stderr
     nosuch = run_koog("why", "-s", "nosuch")
     assert nosuch.returncode == 2 and "no session named 'nosuch'" in nosuch.stderr
+
+
+def _brief_summaries(body: dict[str, Any]) -> dict[str, Any]:
+    """A summary shorter than what it summarises; anything else the echo."""
+    last = str(body["messages"][-1]["content"])
+    if "conversation_to_summarize" in last:
+        return {"content": "They said three words."}
+    return {"content": f"echo: {last}"}

@@ -164,9 +164,18 @@ def test_compression_model_writes_summaries_and_the_chat_model_answers(
 TOPIC = StrategyChoice("facts", concepts=("topic:what the conversation is about",))
 
 
+DETAIL = (
+    " — the pipeline builds, runs the migrations, waits for the health checks of every "
+    "region in turn and only then moves traffic, and the on-call engineer watches the "
+    "dashboards for an hour afterwards"
+)
+
+
 def seeded(ctx: Any) -> bytes:
+    """A history long enough that a fact or a summary is shorter than it (a compression
+    that would lengthen the history is refused)."""
     for text in ("we deploy billing on Fridays", "the rollback takes ten minutes"):
-        run_turn(ctx, TurnRequest(S, text))
+        run_turn(ctx, TurnRequest(S, text + DETAIL * 3))
     return stored_bytes(ctx, S)
 
 

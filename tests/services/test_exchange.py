@@ -165,14 +165,21 @@ def test_one_request_at_a_time_per_session_and_a_bound_on_the_wait() -> None:
 
 @pytest.mark.parametrize("strategy", ["whole", "last-n", "chunked"])
 def test_compression_never_makes_a_resent_conversation_fork(
-    make_ctx: Callable[..., Any], strategy: str
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel, strategy: str
 ) -> None:
     from koogcli.services import compression
 
+    echo = fake_model.answer
+    fake_model.answer = lambda r: (
+        "They asked four questions."
+        if any("faithful summaries" in m.text for m in r.messages)
+        else echo(r)
+    )
     ctx = make_ctx()
     convo: list[Message] = []
+    long = " about the harbour, the boats along the quay and the tide tables" * 3
     for n in range(4):
-        convo.append(user(f"q{n}"))
+        convo.append(user(f"q{n}{long}"))
         done = _ask(ctx, convo)
         convo.append(assistant(done.result.reply))
     choice = compression.StrategyChoice(strategy)
