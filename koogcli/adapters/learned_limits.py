@@ -35,7 +35,11 @@ class LearnedLimits:
             return self._known
         known: dict[str, dict[str, int]] = {}
         try:
-            raw = json.loads(atomic.read_bytes(self.path, limit=1 << 20)) if self.path.exists() else {}
+            raw = (
+                json.loads(atomic.read_bytes(self.path, limit=1 << 20))
+                if self.path.exists()
+                else {}
+            )
         except (KoogError, ValueError, RecursionError):
             raw = {}
         if isinstance(raw, dict):

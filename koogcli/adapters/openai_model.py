@@ -339,8 +339,7 @@ def _assemble(slot: dict[str, str | None], frag: Any, endpoint: Endpoint) -> Non
         raise ModelError(
             f"{endpoint.shown_url} changed a tool call's name while streaming it "
             f"({slot['name']!r}, then {name!r})",
-            hint="the server streams tool calls in a way koog cannot read; try "
-            "chat.stream = false",
+            hint="the server streams tool calls in a way koog cannot read; try chat.stream = false",
         )
     slot["arguments"] = (slot["arguments"] or "") + _arguments(function.arguments, "")
 

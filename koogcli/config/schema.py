@@ -281,6 +281,8 @@ class ServeSettings(_Strict):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=1024**3)
     # A connection that has not sent a whole request head in this time is closed.
     header_timeout_seconds: float = Field(default=10.0, gt=0.0, le=600.0)
+    # A request body not received whole this long after its head is refused (408).
+    body_timeout_seconds: float = Field(default=30.0, gt=0.0, le=3600.0)
     # A kept-alive connection idle this long between requests is closed.
     idle_timeout_seconds: float = Field(default=5.0, gt=0.0, le=3600.0)
     # Open connections at most; more are closed as they come.

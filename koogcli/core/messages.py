@@ -133,9 +133,13 @@ _set_meta = _slot["meta"]
 
 
 def clients_calls(m: Message) -> bool:
-    """Whether the message's tool calls are a client's: marked so, or a reply koog serve
-    stored before the mark existed (its replies carry a wire mark, core/wire_marks.py)."""
-    return bool(m.meta.get(CLIENT_TOOLS)) or "wire" in m.meta
+    """Whether the message's tool calls are a client's: marked so; or stored before the
+    mark existed, when a reply koog serve stored carries a wire mark (core/wire_marks.py)
+    and a call a client sent in its conversation carries nothing at all, where every
+    reply of koog's own model names its model (an imported one says it was imported)."""
+    if m.meta.get(CLIENT_TOOLS) or "wire" in m.meta:
+        return True
+    return bool(m.tool_calls) and "model" not in m.meta and "imported" not in m.meta
 
 
 def system(text: str) -> Message:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from koogcli.core import content_parts
 from koogcli.core.errors import ConfigError
 from koogcli.core.messages import Message, Role
 from koogcli.core.why import StepTrace, trace
@@ -131,11 +132,21 @@ class RedactPreprocessor:
 
     def __call__(self, messages: list[Message]) -> list[Message]:
         return [
-            m.with_content(self.pattern.sub(self.replacement, m.content))
+            _redacted(m, self.pattern.sub(self.replacement, m.content))
             if m.content is not None and self.pattern.search(m.content)
             else m
             for m in messages
         ]
+
+
+def _redacted(m: Message, text: str) -> Message:
+    """The message with its text redacted, and its text parts too: kept parts (an image
+    beside the text) must not keep what the text no longer says."""
+    given = content_parts.parts(m)
+    if given is None:
+        return m.with_content(text)
+    parts = content_parts.with_text(given, text)
+    return replace(m, content=text, meta={**m.meta, content_parts.KEY: parts})
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,10 +88,22 @@ def chain(messages: Sequence[Message], start: str = "", version: int = VERSION) 
 
 
 def carried(original: Sequence[Message], result: Sequence[Message]) -> Mark | None:
-    """The newest mark among the messages a compression replaced (None if it kept it)."""
+    """The newest mark among the messages a compression replaced (None if it kept it, or
+    if a message the client never sent or saw, a `koog chat` turn's, was replaced after
+    it: the summary then holds more than the client's conversation, which must fork)."""
     kept = {m.id for m in result}
-    for m in reversed(original):
+    for index in range(len(original) - 1, -1, -1):
+        m = original[index]
         mark = read(m)
         if mark is not None:
-            return None if m.id in kept else mark
+            if m.id in kept:
+                return None
+            later = original[index + 1 :]
+            if any(x.id not in kept and _conversational(x) for x in later):
+                return None
+            return mark
     return None
+
+
+def _conversational(m: Message) -> bool:
+    return m.role != "system" and m.meta.get("kind") not in ("note", "memory")

@@ -10,9 +10,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from koogcli.server import bodies, errors, koog_api
+from koogcli.server.bodies import BadRequest
 from koogcli.server.chat import chat_completions
 from koogcli.server.state import ServerState
-from koogcli.server.bodies import BadRequest
 from koogcli.server.wire import error_body
 
 

@@ -23,8 +23,11 @@ class Grant:
     namespaces: tuple[str, ...] | None  # None: every namespace
     name: str = "-"  # what the access log calls it: the token's name, or "token N"
 
+    def allows(self, name: str) -> bool:
+        return self.sessions is None or any(name.startswith(p) for p in self.sessions)
+
     def session(self, name: str) -> None:
-        if self.sessions is not None and not any(name.startswith(p) for p in self.sessions):
+        if not self.allows(name):
             raise Refused(
                 403,
                 f"this token may not use session {name!r}",

@@ -12,28 +12,57 @@ delta raises in the worker and nothing is stored as complete.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from koogcli.core.errors import KoogError
 from koogcli.server import errors
 from koogcli.server.guard import LogEntry, log_entry
 from koogcli.server.state import ServerState
 from koogcli.server.wire import Reply, chunk, closing_chunks, completion, parse_chat
 from koogcli.services.context import AppContext
 from koogcli.services.exchange import Exchange, Exchanged, Placement, exchange, family_of
-from koogcli.services.turn_state import RequestInfo, TurnEvents
+from koogcli.services.turn_state import RequestInfo, TurnAbandonedError, TurnEvents
+
+T = TypeVar("T")
 
 
-class ClientGoneError(KoogError):
+class ClientGoneError(TurnAbandonedError):
     """The client closed the connection before the reply was complete."""
+
+
+async def _or_gone(
+    request: Request, waiting: Awaitable[T], late: Callable[[T], None] | None = None
+) -> T:
+    """`waiting`, unless the client closes the connection first: then ClientGoneError, and
+    a result that came anyway is handed to `late` (a place in a queue given back)."""
+    task: asyncio.Future[T] = asyncio.ensure_future(waiting)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        both: set[asyncio.Future[Any]] = {task, gone}
+        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done() and not task.cancelled():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        result = await task
+        if late is not None:
+            late(result)
+    raise ClientGoneError("the client closed the connection; the turn is not stored")
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def chat_completions(request: Request) -> Response:
@@ -44,24 +73,32 @@ async def chat_completions(request: Request) -> Response:
         entry.token = grant.name
         body = parse_chat(await request.body())
         session = state.session(grant, request.headers.get("x-koog-session") or body.session)
-        entry.session, entry.placement = (session.value, "") if session else ("-", "stateless")
+        entry.session, entry.placement = (session.value, "-") if session else ("-", "stateless")
         ctx = state.context(grant, request.headers, body.user)
-        family = family_of(session).value if session is not None else None
-        release = await state.admission.enter(family, grant.name)
+        family = family_of(session, grant.allows).value if session is not None else None
+        release = await _or_gone(
+            request, state.admission.enter(family, grant.name), lambda done: done()
+        )
     except Exception as exc:
         return errors.response(exc)
-    asked = Exchange(session, body.conversation, body.client, body.model, body.stream)
+    asked = Exchange(
+        session, body.conversation, body.client, body.model, body.stream, grant.allows
+    )
     turn = _Turn(state, asked, entry)
     turn.start(ctx, release)
     ident = f"chatcmpl-{secrets.token_hex(12)}"
     if not body.stream:
         while True:
-            kind, value = await turn.queue.get()
+            try:
+                kind, value = await _or_gone(request, turn.queue.get())
+            except ClientGoneError as exc:
+                turn.gone.set()  # the turn fails before it is stored
+                return errors.response(exc)
             if kind == "error":
                 return errors.response(value)
             if kind == "done":
                 return JSONResponse(completion(_reply(ident, value)), headers=turn.headers())
-    return await _stream(turn, ident, body.include_usage)
+    return await _stream(request, turn, ident, body.include_usage)
 
 
 class _Turn:
@@ -94,7 +131,9 @@ class _Turn:
         self.entry.placement = placed.action
 
     def start(self, ctx: AppContext, release: Callable[[], None]) -> None:
-        events = TurnEvents(on_delta=self._delta, on_request=self._request)
+        events = TurnEvents(
+            on_delta=self._delta, on_request=self._request, abandoned=self.gone.is_set
+        )
 
         def work() -> None:
             try:
@@ -122,13 +161,16 @@ class _Turn:
         return headers
 
 
-async def _stream(turn: _Turn, ident: str, include_usage: bool) -> Response:
+async def _stream(request: Request, turn: _Turn, ident: str, include_usage: bool) -> Response:
     wait = turn.state.settings.keepalive_seconds
     first: tuple[str, Any] | None
     try:
-        first = await asyncio.wait_for(turn.queue.get(), wait)
+        first = await _or_gone(request, asyncio.wait_for(turn.queue.get(), wait))
     except TimeoutError:
         first = None
+    except ClientGoneError as exc:
+        turn.gone.set()
+        return errors.response(exc)
     if first is not None and first[0] == "error":
         return errors.response(first[1])
     created = int(time.time())

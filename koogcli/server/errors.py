@@ -24,6 +24,7 @@ from koogcli.core.errors import (
 )
 from koogcli.server.wire import BadRequest, error_body
 from koogcli.services.exchange import SessionBusyError
+from koogcli.services.turn_state import TurnAbandonedError
 
 
 class Refused(Exception):
@@ -49,6 +50,12 @@ def described(exc: BaseException) -> tuple[int, dict[str, object]]:
         status, kind, code = _koog_status(exc)
         text = exc.message if not exc.hint else f"{exc.message} ({exc.hint})"
         return status, error_body(text, kind, code)
+    if type(exc).__name__ == "ClientDisconnect":  # starlette's: gone while sending the body
+        return 499, error_body(
+            "the client closed the connection before sending the whole body",
+            "client_closed_request",
+            "client_closed",
+        )
     sys.stderr.write("koog serve: internal error:\n" + "".join(traceback.format_exception(exc)))
     return 500, error_body(
         f"internal error: {type(exc).__name__}; the server's log has the details",
@@ -62,6 +69,8 @@ def response(exc: BaseException) -> JSONResponse:
 
 
 def _koog_status(exc: KoogError) -> tuple[int, str, str | None]:
+    if isinstance(exc, TurnAbandonedError):
+        return 499, "client_closed_request", "client_closed"  # nobody reads it; the log does
     if isinstance(exc, (SessionBusyError, LockTimeoutError)):
         return 409, "conflict_error", "session_busy"
     if isinstance(exc, ContextOverflowError):

@@ -14,7 +14,9 @@ layer around the app:
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -34,6 +36,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 LOG_KEY = "koog.log"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 
 @dataclass
@@ -112,7 +115,14 @@ class Guard:
             if refusal is not None:
                 await _answer(sent, refusal)
             elif scope["method"] == "OPTIONS" and origin is not None:
-                await sent({"type": "http.response.start", "status": 204, "headers": []})
+                # A preflight from an allowed origin: the headers it asks for are allowed
+                # (the JS SDK sends x-stainless-*), each a header name and nothing else.
+                asked = headers.get("access-control-request-headers", "")
+                names = ",".join(
+                    n.strip() for n in asked.split(",") if _HEADER_NAME.fullmatch(n.strip())
+                )
+                extra = [(b"access-control-allow-headers", names.encode())] if names else []
+                await sent({"type": "http.response.start", "status": 204, "headers": extra})
                 await sent({"type": "http.response.body", "body": b""})
             else:
                 await self.app(scope, self._bounded(receive), sent)
@@ -120,9 +130,7 @@ class Guard:
             if self.log:
                 self._write_log(scope, status[0], started, entry)
 
-    def _refusal(
-        self, scope: Scope, headers: dict[str, str], origin: str | None
-    ) -> Refused | None:
+    def _refusal(self, scope: Scope, headers: dict[str, str], origin: str | None) -> Refused | None:
         host = headers.get("host")
         if host is not None and not self._host_allowed(host_of(host)):
             return Refused(
@@ -141,7 +149,8 @@ class Guard:
             )
         if scope["method"] in _BODY_METHODS:
             kind = headers.get("content-type", "").partition(";")[0].strip().lower()
-            if kind != "application/json":
+            empty = headers.get("content-length") == "0" and "content-type" not in headers
+            if kind != "application/json" and not empty:  # `curl -X POST`: no body at all
                 return Refused(
                     415,
                     f"request bodies must be Content-Type: application/json, not {kind or 'none'!r}",
@@ -168,10 +177,6 @@ class Guard:
             (b"vary", b"Origin"),
             (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
             (
-                b"access-control-allow-headers",
-                b"authorization, content-type, x-koog-session, x-koog-memory-namespace",
-            ),
-            (
                 b"access-control-expose-headers",
                 b"x-koog-session, x-koog-forked-from, x-koog-memory-used, "
                 b"x-koog-context-tokens, x-koog-compressed",
@@ -179,16 +184,31 @@ class Guard:
         ]
 
     def _bounded(self, receive: Receive) -> Receive:
-        """`receive`, refusing a body once it passes the limit (chunked bodies)."""
+        """`receive`, refusing a body once it passes the limit (chunked bodies) or is
+        still arriving `body_timeout_seconds` after the head (a byte a second)."""
         seen = [0]
         limit = self.limit
+        deadline = time.monotonic() + self.settings.body_timeout_seconds
+        whole = [False]
 
         async def bounded() -> Message:
-            message = await receive()
+            if whole[0]:  # the body is in: what comes now is the disconnect, whenever
+                return await receive()
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    message = await receive()
+            except TimeoutError:
+                raise Refused(
+                    408,
+                    "the request body did not arrive in time ([serve] body_timeout_seconds)",
+                    "invalid_request_error",
+                    "body_timeout",
+                ) from None
             if message["type"] == "http.request":
                 seen[0] += len(message.get("body", b""))
                 if seen[0] > limit:
                     raise _too_large(limit)
+                whole[0] = not message.get("more_body", False)
             return message
 
         return bounded
@@ -196,16 +216,33 @@ class Guard:
     def _write_log(self, scope: Scope, status: int, started: float, entry: LogEntry) -> None:
         ms = (time.perf_counter() - started) * 1000
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        path = scope.get("path", "")
+        # The path as sent (still percent-encoded) and every field escaped: a request
+        # can write no line, and no terminal control, of its own into the log.
+        raw = scope.get("raw_path") or str(scope.get("path", "")).encode()
+        path = _printable(raw.decode("latin-1"))
         line = (
-            f"{when} {scope.get('method')} {path} {status} {ms:.0f}ms "
-            f"session={entry.session} {entry.placement} token={entry.token}\n"
+            f"{when} {_printable(str(scope.get('method')))} {path} {status} {ms:.0f}ms "
+            f"session={_printable(entry.session)} {_printable(entry.placement, spaces=True)} "
+            f"token={_printable(entry.token)}\n"
         )
         try:
             sys.stderr.write(line)
             sys.stderr.flush()
         except (OSError, ValueError):
             pass  # a closed stderr loses the log, never the request
+
+
+def _printable(text: str, spaces: bool = False) -> str:
+    """Control characters (and, with `spaces`, spaces) escaped, as `repr` writes them."""
+    if text.isprintable() and (spaces or " " not in text):
+        return text
+    out = []
+    for c in text:
+        if c.isprintable() and (spaces or c != " "):
+            out.append(c)
+        else:
+            out.append(repr(c)[1:-1] if c != " " else "%20")
+    return "".join(out)
 
 
 def _too_large(limit: int) -> Refused:

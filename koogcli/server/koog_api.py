@@ -12,12 +12,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from koogcli.core.names import SessionName
-from koogcli.server import errors
+from koogcli.server import bodies, errors
 from koogcli.server.auth import Grant
+from koogcli.server.bodies import BadRequest
 from koogcli.server.guard import log_entry
 from koogcli.server.state import ServerState
-from koogcli.server import bodies
-from koogcli.server.bodies import BadRequest
 from koogcli.services.context import AppContext
 
 Handler = Callable[[AppContext, Grant, Request, Any], Any]
@@ -147,9 +146,8 @@ def _memory_search(ctx: AppContext, grant: Grant, request: Request, body: Any) -
 
 
 def _memory_delete(ctx: AppContext, grant: Grant, request: Request, body: Any) -> Any:
-    from koogcli.services import memory
-
     from koogcli.core.errors import KoogError
+    from koogcli.services import memory
 
     wanted = request.path_params["id"]
     try:
@@ -159,7 +157,9 @@ def _memory_delete(ctx: AppContext, grant: Grant, request: Request, body: Any) -
         # "Not yours" and "no such record" are one answer: a token learns nothing of
         # records outside its namespaces.
         raise errors.Refused(
-            404, f"no memory record {wanted!r} this token may use", "not_found_error",
+            404,
+            f"no memory record {wanted!r} this token may use",
+            "not_found_error",
             "record_not_found",
         ) from None
     memory.delete(ctx, record.id)

@@ -44,6 +44,13 @@ class SessionBusyError(KoogError):
     exit_code = 3
 
 
+Granted = Callable[[str], bool]
+
+
+def _everything(name: str) -> bool:
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class Exchange:
     session: SessionName | None  # None: stateless, nothing stored
@@ -51,6 +58,9 @@ class Exchange:
     client: ClientOptions
     model: str | None = None
     stream: bool = False
+    # Which session names the client may use (a server token's grant): placement looks
+    # at, and forks into, only those.
+    granted: Granted = _everything
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +152,9 @@ def exchange(
     # One request at a time on a session's family: in this process (the gate, bounded),
     # and across processes and servers sharing a database (the turn lock on the family's
     # name, held exclusively while placing; the turn locks a fork itself).
-    family = family_of(request.session)
+    family = family_of(request.session, request.granted)
     with gate.hold(family), ctx.turn_lock(family, exclusive=True):
-        placed = place(ctx, request.session, said)
+        placed = place(ctx, request.session, said, request.granted)
         if on_placed is not None:
             on_placed(placed)
         turn = TurnRequest(
@@ -183,19 +193,35 @@ def split_system(conversation: Sequence[Message]) -> tuple[str | None, tuple[Mes
     return ("\n\n".join(prompts) if prompts else None), rest
 
 
-def family_of(session: SessionName) -> SessionName:
-    """`work~3` belongs to the family of `work`."""
-    return SessionName(_FORK.sub("", session.value)) if _FORK.search(session.value) else session
+# A family's name leaves room for a fork's `~99999` within a session name's 64 characters.
+FAMILY_MAX = 58
 
 
-def members(ctx: AppContext, family: SessionName) -> list[SessionName]:
-    """The family's sessions that exist: `NAME` and its forks `NAME~2`, `NAME~3`, ..."""
+def family_of(session: SessionName, granted: Granted = _everything) -> SessionName:
+    """`work~3` belongs to the family of `work`; a name the client may use while it may
+    not use its family's (a token granted `proj~1` alone) is a family of its own."""
+    base = _FORK.sub("", session.value)
+    if base != session.value and not granted(base):
+        base = session.value
+    return SessionName(base[:FAMILY_MAX])
+
+
+def members(
+    ctx: AppContext, family: SessionName, session: SessionName, granted: Granted = _everything
+) -> list[SessionName]:
+    """The family's sessions that exist and the client may use: `NAME` and its forks
+    `NAME~2`, `NAME~3`, ... (and the session named, when its name is longer than a
+    family's)."""
     prefix = family.value + "~"
-    return [
-        SessionName(n)
+    found = [
+        n
         for n in ctx.history.names()
-        if n == family.value or (n.startswith(prefix) and n[len(prefix) :].isdigit())
+        if (n == family.value or (n.startswith(prefix) and n[len(prefix) :].isdigit()))
+        and granted(n)
     ]
+    if session.value not in found and ctx.history.exists(session):
+        found.append(session.value)
+    return [SessionName(n) for n in found]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,12 +241,18 @@ class _Fit:
         return self.known.updated_at or ""
 
 
-def place(ctx: AppContext, session: SessionName, said: Sequence[Message]) -> Placement:
+def place(
+    ctx: AppContext,
+    session: SessionName,
+    said: Sequence[Message],
+    granted: Granted = _everything,
+) -> Placement:
     """Where the client's conversation goes (SPEC §6): the member of the session's family
     that holds the longest prefix of it (the newest on a tie) takes the new tail; when no
     member is a prefix, a new fork of the member sharing most holds the common part."""
     sent = ctx.pipeline.redact(list(said))  # stored messages passed the redactors too
-    found = members(ctx, family_of(session)) or [session]
+    family = family_of(session, granted)
+    found = members(ctx, family, session, granted) or [session]
     fits = [_fit(ctx.history.read(m), m, said, sent) for m in found]
     holding = [f for f in fits if f.held is not None]
     if holding:
@@ -233,7 +265,7 @@ def place(ctx: AppContext, session: SessionName, said: Sequence[Message]) -> Pla
             best.member, tuple(said[held:]), None, best.conversation, best.known, continued
         )
     source = max(fits, key=lambda f: (f.common, f.newest))
-    fork = _fork(ctx, source.member, source.keep)
+    fork = _fork(ctx, family, source.keep, granted)
     ctx.storage.origins.record(fork, source.member, len(source.keep))
     tail = tuple(said[source.cut :])
     return Placement(fork, tail, source.member.value, Mark(len(sent), chain(sent)))
@@ -247,7 +279,9 @@ def _fit(
     if any(stored[i].meta.get("kind") in ("summary", "facts") for i in view):
         return _fit_compressed(known, member, view, said, sent)
     common = 0
-    while common < min(len(view), len(sent)) and wire_marks.same(stored[view[common]], sent[common]):
+    while common < min(len(view), len(sent)) and wire_marks.same(
+        stored[view[common]], sent[common]
+    ):
         common += 1
     cut = _reply_before(said, common)
     keep = stored[: view[cut - 1] + 1] if cut else [m for m in stored if m.role == "system"]
@@ -316,19 +350,26 @@ def _conversation(stored: list[Message], matched: list[int], sent: list[Message]
     return Mark(len(sent), chain(sent))
 
 
-def _fork(ctx: AppContext, session: SessionName, messages: Sequence[Message]) -> SessionName:
-    base = _FORK.sub("", session.value)
-    for number in range(2, 10_000):
-        suffix = f"~{number}"
-        name = SessionName.parse(base[: 64 - len(suffix)] + suffix)
+def _fork(
+    ctx: AppContext, family: SessionName, messages: Sequence[Message], granted: Granted
+) -> SessionName:
+    """A new member of the family: the first free `NAME~k`."""
+    for number in range(2, 100_000):
+        name = SessionName.parse(f"{family.value}~{number}")
         if ctx.history.exists(name) or ctx.transcript.exists(name):
             continue
+        if not granted(name.value):
+            raise UsageError(
+                f"the conversation needs a new fork of {family.value!r}, and this token may "
+                f"not use {name.value!r}",
+                hint="grant the token the family's name as a prefix",
+            )
         try:
             ctx.history.write(name, messages, expected_revision=0)
         except ConflictError:
             continue  # another request took this name a moment ago
         return name
-    raise UsageError(f"session {session.value!r} has too many forks")
+    raise UsageError(f"session {family.value!r} has too many forks")
 
 
 def _split_tail(said: Sequence[Message]) -> tuple[tuple[Message, ...], tuple[Message, ...]]:

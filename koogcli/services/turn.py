@@ -134,9 +134,7 @@ def _overflow(
     recovering: bool,
 ) -> ContextOverflowError:
     """The refusal as the user should read it: the sizes, and what to run."""
-    size = budget.size_of(
-        ctx, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages
-    )
+    size = budget.size_of(ctx, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages)
     name = request.session.value
     if turn.rounds:
         hint = (

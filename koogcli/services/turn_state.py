@@ -22,6 +22,10 @@ from koogcli.services import interrupts
 from koogcli.services.context import AppContext
 
 
+class TurnAbandonedError(KoogError):
+    """The client that asked for the turn closed the connection before it was stored."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClientOptions:
     """A turn asked for by a client of `koog serve`: its own tools (their calls go back to
@@ -79,6 +83,9 @@ class TurnEvents:
     on_request: Callable[[RequestInfo], None] | None = None
     # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
     approve: Callable[[ToolCall], Approval] | None = None
+    # True once whoever asked for the turn is gone (a server's client that disconnected):
+    # the turn then fails before it is stored.
+    abandoned: Callable[[], bool] | None = None
 
     def warn(self, text: str) -> None:
         if self.on_warning:

@@ -23,8 +23,8 @@ from koogcli.core.messages import (
     FINISH_KEY,
     Message,
     ToolCall,
-    clients_calls,
     assistant,
+    clients_calls,
     for_api,
     tool_result,
 )
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 from koogcli.services.turn_state import (
     RequestInfo,
+    TurnAbandonedError,
     TurnResult,
     TurnState,
     fail,
@@ -69,6 +70,8 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
         if not turn.save:
             history = turn.ctx.memory.preview(turn.live, turn.loaded, turn.new)
             return result(turn, turn.loaded.revision, len(history), resumed_after)
+        if turn.events.abandoned is not None and turn.events.abandoned():
+            raise TurnAbandonedError("the client closed the connection; the turn is not stored")
         with interrupts.deferred(check_first=True) as held:
             committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
             turn.log_client_messages()

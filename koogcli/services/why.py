@@ -46,9 +46,7 @@ def record(
         }
     limit = context_limit(ctx, turn.model)
     # Counting tokens costs time in proportion to the history: only when there is a limit.
-    estimate = (
-        size_of(ctx, turn.model, prompt, turn.loaded.messages).tokens if limit else None
-    )
+    estimate = size_of(ctx, turn.model, prompt, turn.loaded.messages).tokens if limit else None
     return Why(
         model=turn.model,
         temperature=temperature,

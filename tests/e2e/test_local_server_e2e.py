@@ -18,10 +18,38 @@ from tests.fakes.openai_server import FakeOpenAIServer, text_of
 pytestmark = pytest.mark.e2e
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
-WORDS = (
-    "the harbour master counted boats along the northern quay while gulls argued over "
-    "nets and a ferry from the islands waited for the tide to turn before it could dock"
-).split()
+WORDS = [
+    "the",
+    "harbour",
+    "master",
+    "counted",
+    "boats",
+    "along",
+    "the",
+    "northern",
+    "quay",
+    "while",
+    "gulls",
+    "argued",
+    "over",
+    "nets",
+    "and",
+    "a",
+    "ferry",
+    "from",
+    "the",
+    "islands",
+    "waited",
+    "for",
+    "the",
+    "tide",
+    "to",
+    "turn",
+    "before",
+    "it",
+    "could",
+    "dock",
+]
 
 
 def _summaries_short(body: dict[str, Any]) -> dict[str, Any]:

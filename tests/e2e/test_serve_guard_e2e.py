@@ -5,11 +5,11 @@ refuses, an image part."""
 
 from __future__ import annotations
 
-from http.client import HTTPConnection
 import json
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from http.client import HTTPConnection
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -175,9 +175,7 @@ def test_an_allowed_origin_gets_cors_headers(
         assert status == 200, body
         assert headers["access-control-allow-origin"] == origin["Origin"]
         assert "x-koog-session" in headers["access-control-expose-headers"]
-        status, _, _ = _raw(
-            started, "GET", "/healthz", None, {"Origin": "http://localhost:3001"}
-        )
+        status, _, _ = _raw(started, "GET", "/healthz", None, {"Origin": "http://localhost:3001"})
         assert status == 403
     finally:
         assert started.stop() == 0
@@ -191,18 +189,30 @@ MALFORMED: list[tuple[str, str, bytes]] = [
     ("/v1/chat/completions", "nested object", b'{"a":' * 100_000),
     ("/v1/chat/completions", "NaN", (_TURN % ('"hi"', ', "temperature": NaN')).encode()),
     ("/v1/chat/completions", "1e400", (_TURN % ('"hi"', ', "temperature": 1e400')).encode()),
-    ("/v1/chat/completions", "huge int", (_TURN % ('"hi"', ', "temperature": ' + "9" * 400)).encode()),
+    (
+        "/v1/chat/completions",
+        "huge int",
+        (_TURN % ('"hi"', ', "temperature": ' + "9" * 400)).encode(),
+    ),
     ("/v1/chat/completions", "Infinity", (_TURN % ('"hi"', ', "top_p": Infinity')).encode()),
     ("/v1/chat/completions", "surrogate", (_TURN % ('"\\ud800"', "")).encode()),
     ("/v1/chat/completions", "surrogate key", (_TURN % ('"hi"', ', "\\udfff": 1')).encode()),
-    ("/v1/chat/completions", "bool temperature", (_TURN % ('"hi"', ', "temperature": true')).encode()),
+    (
+        "/v1/chat/completions",
+        "bool temperature",
+        (_TURN % ('"hi"', ', "temperature": true')).encode(),
+    ),
     ("/v1/chat/completions", "stream string", (_TURN % ('"hi"', ', "stream": "yes"')).encode()),
     ("/v1/chat/completions", "role list", b'{"messages": [{"role": ["user"], "content": "x"}]}'),
     ("/v1/chat/completions", "content number", (_TURN % ("5", "")).encode()),
     ("/v1/chat/completions", "part without type", (_TURN % ('[{"text": "x"}]', "")).encode()),
     ("/v1/chat/completions", "metadata list", (_TURN % ('"hi"', ', "metadata": [1]')).encode()),
     ("/v1/chat/completions", "user object", (_TURN % ('"hi"', ', "user": {}')).encode()),
-    ("/v1/chat/completions", "call name number", b'{"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": 5}}]}]}'),
+    (
+        "/v1/chat/completions",
+        "call name number",
+        b'{"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": 5}}]}]}',
+    ),
     ("/v1/chat/completions", "not utf-8", b'{"messages": "\xff\xfe"}'),
     ("/v1/embeddings", "nested", b"[" * 200_000),
     ("/v1/embeddings", "input NaN", b'{"model": "m", "input": [NaN]}'),
@@ -406,3 +416,177 @@ def test_the_no_token_rule_checks_the_address_not_the_spelling(run_koog: Run) ->
     done = run_koog("serve", "--host", "127.0.0.1.nip.io", "--port", "0", timeout=30)
     assert done.returncode == 2
     assert "127.0.0.1.nip.io is not a loopback address" in done.stderr
+
+
+# --- clients that go away, slow bodies, the log -------------------------------------------
+
+
+def test_a_client_that_gives_up_leaves_nothing_stored_and_frees_its_place(
+    koog_env: dict[str, str], isolated: Path, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    config = isolated / "queue.toml"
+    config.write_text("[serve]\nsession_queue = 1\n")
+    started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}, log=isolated / "q.log").start()
+    try:
+        server.enqueue({"delay": 2.5, "content": "too late"})
+        impatient = openai.OpenAI(
+            base_url=started.url,
+            api_key="k",
+            max_retries=0,
+            timeout=1.0,
+            default_headers={"X-Koog-Session": "bye"},
+        )
+        with pytest.raises(openai.APITimeoutError):
+            impatient.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+            )
+        # One waits behind it and gives up too: its place in the queue is free again.
+        with pytest.raises(openai.APITimeoutError):
+            impatient.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "other"}]
+            )
+        patient = started.client(default_headers={"X-Koog-Session": "bye"}, timeout=30)
+        done = patient.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "still here"}]
+        )
+        assert done.choices[0].message.content == "echo: still here"
+    finally:
+        assert started.stop() == 0
+    listed = json.loads(run_koog("history", "list", "--json").stdout)
+    assert [s["session"] for s in listed] == ["bye"]
+    said = json.loads(run_koog("history", "show", "-s", "bye", "--json").stdout)
+    assert [m["content"] for m in said if m["role"] != "system"] == [
+        "still here",
+        "echo: still here",
+    ]
+    assert " 499 " in (isolated / "q.log").read_text()
+
+
+def test_a_body_sent_a_byte_at_a_time_is_refused_with_408(
+    koog_env: dict[str, str], isolated: Path
+) -> None:
+    import socket
+    import time
+
+    config = isolated / "slow.toml"
+    config.write_text("[serve]\nbody_timeout_seconds = 1.0\n")
+    started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}).start()
+    try:
+        where = urlsplit(started.url)
+        sock = socket.create_connection((where.hostname or "", where.port or 0), timeout=10)
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        start = time.monotonic()
+        answer = b""
+        while b"\r\n" not in answer and time.monotonic() - start < 8:
+            try:
+                sock.sendall(b" ")
+            except OSError:
+                break
+            sock.settimeout(0.5)
+            try:
+                answer += sock.recv(4096)
+            except TimeoutError:
+                pass
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert time.monotonic() - start < 4
+    finally:
+        assert started.stop() == 0
+
+
+def test_a_request_cannot_write_a_line_of_its_own_into_the_access_log(
+    serve_files: KoogServe, isolated: Path
+) -> None:
+    base = serve_files.url.removesuffix("/v1")
+    status, _ = http("GET", base + "/nope%0Aforged-line%20token=admin%1b[2J")
+    assert status == 404
+    log = _log(isolated).splitlines()
+    assert not any(line.startswith("forged-line") for line in log)
+    assert not any("\x1b" in line for line in log)
+    [line] = [line for line in log if "nope" in line]
+    assert "/nope%0Aforged-line%20token=admin%1b[2J 404" in line
+
+
+def test_redaction_reaches_the_text_parts_kept_beside_an_image(
+    koog_env: dict[str, str], isolated: Path, data_dir: Path
+) -> None:
+    from tests.images import data_url, image_part, square_png
+
+    config = isolated / "redact.toml"
+    config.write_text('[[chat_memory.preprocessors]]\ntype = "redact"\npattern = "SECRET[0-9]+"\n')
+    started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}).start()
+    try:
+        client = started.client(default_headers={"X-Koog-Session": "red"})
+        parts: list[Any] = [
+            {"type": "text", "text": "my key is SECRET123"},
+            image_part(data_url(square_png(8, (1, 2, 3)))),
+        ]
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": parts}]
+        )
+    finally:
+        assert started.stop() == 0
+    for path in data_dir.rglob("*"):
+        if path.is_file():
+            assert b"SECRET123" not in path.read_bytes(), path
+
+
+def test_a_client_call_stored_before_the_mark_is_not_compensated_either(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    tool_config: tuple[Path, Path],
+    tmp_path: Path,
+    data_dir: Path,
+) -> None:
+    """Sessions an older koog serve stored hold client calls without the mark: a call no
+    model of koog's made (it names no model) is the client's all the same."""
+    config, tool_log = tool_config
+    env = {
+        **koog_env,
+        "KOOG_CONFIG": str(config),
+        "PYTHONPATH": f"{tmp_path}:{koog_env.get('PYTHONPATH', '')}",
+    }
+    messages = [
+        {"role": "user", "content": "make one"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "create_user", "arguments": '{"name": "EVIL"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "created"},
+        {"role": "assistant", "content": "done"},
+    ]
+    started = KoogServe(env).start()
+    try:
+        started.client(default_headers={"X-Koog-Session": "old"}).chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[*messages, {"role": "user", "content": "thanks"}],  # type: ignore[list-item]
+        )
+    finally:
+        assert started.stop() == 0
+    # What the older koog stored: the same, without the mark.
+    changed = 0
+    for document in (data_dir / "sessions").glob("old.*"):
+        text = document.read_text()
+        changed += text.count('"client_tools": true')
+        document.write_text(text.replace('"client_tools": true', '"unmarked": true'))
+    assert changed == 1
+    done = subprocess.run(
+        [KOOG_BIN, "rollback", "-s", "old", "--latest", "--yes"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(a client's tool)" in done.stdout + done.stderr
+    assert not tool_log.exists() or tool_log.read_text() == ""

@@ -54,7 +54,9 @@ def test_a_burst_on_one_session_never_delays_another(
     assert found.statuses == {200: 70}, found  # all of them waited their turn and answered
 
 
-def test_the_queue_bound_answers_409_at_once(koog_env: dict[str, str], isolated: Path, server: FakeOpenAIServer) -> None:
+def test_the_queue_bound_answers_409_at_once(
+    koog_env: dict[str, str], isolated: Path, server: FakeOpenAIServer
+) -> None:
     config = isolated / "queue.toml"
     config.write_text("[serve]\nsession_queue = 2\n")
     started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}).start()

@@ -221,7 +221,14 @@ def test_a_second_conversation_under_one_name_gets_one_fork_that_it_continues(
         placed.append((done.session, done.forked_from))
         second.append(assistant(done.result.reply))
     assert placed == [("work~2", "work"), ("work~2", None), ("work~2", None)]
-    assert [t for _, t in _stored(ctx, "work~2")] == ["A", "echo: A", "B", "echo: B", "C", "echo: C"]
+    assert [t for _, t in _stored(ctx, "work~2")] == [
+        "A",
+        "echo: A",
+        "B",
+        "echo: B",
+        "C",
+        "echo: C",
+    ]
     assert [t for _, t in _stored(ctx)] == ["X", "echo: X", "Y", "echo: Y"]
     from koogcli.services import history
 
@@ -233,7 +240,9 @@ def test_a_second_conversation_under_one_name_gets_one_fork_that_it_continues(
     assert _ask(ctx, first, SessionName("work~2")).session == "work"
 
 
-def test_resent_messages_compare_by_meaning_not_bytes(make_ctx: Callable[..., Any], fake_model: FakeChatModel) -> None:
+def test_resent_messages_compare_by_meaning_not_bytes(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
     """Re-serialised arguments, text as parts, moved cache_control, other ids and
     whitespace at the ends are the same conversation: nothing forks."""
     ctx = make_ctx()
@@ -279,3 +288,63 @@ def test_client_tool_calls_are_marked_and_rollback_leaves_them_in_place(
     [left] = [c.describe() for c in done.compensations]
     assert left.startswith("left in place: create_user(") and left.endswith("(a client's tool)")
     assert "ATTACKER-CHOSEN-ARG" in left
+
+
+def test_a_long_name_keeps_its_conversations_in_one_family(make_ctx: Callable[..., Any]) -> None:
+    """A name too long for a fork suffix: its forks still form one family, and a second
+    conversation continues one fork instead of forking every turn."""
+    ctx = make_ctx()
+    long = SessionName("L" * 63)
+    _ask(ctx, [user("first")], long)
+    second: list[Message] = [user("A")]
+    names = []
+    for word in ("B", "C"):
+        done = _ask(ctx, second, long)
+        names.append(done.session)
+        second += [assistant(done.result.reply), user(word)]
+    names.append(_ask(ctx, second, long).session)
+    assert names == ["L" * 58 + "~2"] * 3
+
+
+def test_placement_looks_only_at_names_the_token_may_use(make_ctx: Callable[..., Any]) -> None:
+    ctx = make_ctx()
+    _ask(ctx, [user("the owner's conversation")], SessionName("proj"))
+    granted = lambda name: name.startswith("proj~1")  # noqa: E731
+    ask = Exchange(
+        SessionName("proj~1"), (user("the owner's conversation"),), ClientOptions(), granted=granted
+    )
+    done = exchange(ctx, SessionGate(5), ask)
+    assert done.session == "proj~1"  # never appended to `proj`, which it may not see
+    again = exchange(
+        ctx,
+        SessionGate(5),
+        Exchange(SessionName("proj~1"), (user("other"),), ClientOptions(), granted=granted),
+    )
+    assert again.session == "proj~1~2" and granted(again.session)
+    assert _stored(ctx, "proj") == [
+        ("user", "the owner's conversation"),
+        ("assistant", "echo: the owner's conversation"),
+    ]
+
+
+def test_a_cli_turn_summarised_away_makes_the_clients_resend_fork(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    """The summary then holds what the client never saw: no mark is carried onto it."""
+    from koogcli.services import compression
+    from koogcli.services.turn import TurnRequest, run_turn
+
+    echo = fake_model.answer
+    fake_model.answer = lambda r: (
+        "Short." if any("faithful summaries" in m.text for m in r.messages) else echo(r)
+    )
+    ctx = make_ctx()
+    long = " with a good deal more detail about the boats, the quay and the tides" * 3
+    convo = [user("one" + long)]
+    convo.append(assistant(_ask(ctx, convo).result.reply))
+    convo.append(user("two" + long))
+    convo.append(assistant(_ask(ctx, convo).result.reply))
+    run_turn(ctx, TurnRequest(WORK, "the terminal said something" + long))
+    compression.compress(ctx, compression.CompressRequest(WORK))
+    convo.append(user("three"))
+    assert _ask(ctx, convo).session == "work~2"
