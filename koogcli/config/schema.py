@@ -38,6 +38,9 @@ class LLMSettings(_Strict):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=1)
     reasoning_effort: str | None = Field(default=None, min_length=1)
+    # Sent with koog's own tools: "auto", "required" or "none"; unset: not sent. Local
+    # servers (llama.cpp's) call no tool unless it is sent.
+    tool_choice: Literal["auto", "required", "none"] | None = None
     timeout_seconds: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
     max_retries: int = Field(default=2, ge=0, le=20)
     # The model's context window in tokens; unset: unknown (no automatic compression by size).

@@ -21,7 +21,7 @@ from koogcli.server.errors import Refused
 class Grant:
     sessions: tuple[str, ...] | None  # None: every session
     namespaces: tuple[str, ...] | None  # None: every namespace
-    name: str = "-"  # what the access log calls it: the token's name, or "token N"
+    name: str = "-"  # what the access log calls it: the token's name, or "token-N"
 
     def allows(self, name: str) -> bool:
         return self.sessions is None or any(name.startswith(p) for p in self.sessions)
@@ -58,6 +58,6 @@ def grant_for(headers: Mapping[str, str], tokens: Sequence[ServeToken]) -> Grant
     token = token.strip()
     for number, known in enumerate(tokens, 1):
         if hmac.compare_digest(known.token.encode(), token.encode()):
-            name = known.name or f"token {number}"
+            name = known.name or f"token-{number}"
             return Grant(tuple(known.sessions), tuple(known.namespaces), name)
     raise Refused(401, "the bearer token is not one this server knows", "authentication_error")

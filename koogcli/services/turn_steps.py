@@ -151,12 +151,14 @@ def _model_step(turn: TurnState) -> None:
         turn.memory_used.extend(hit.record.id for hit in retrieval.hits)
         turn.checkpoint(f"retrieve:{turn.rounds + 1}", f"{len(retrieval.hits)} records")
     if client is None:
+        choice = ctx.settings.llm.tool_choice
         request = ModelRequest(
             turn.model,
             prompt,
             turn.temperature,
             turn.stream,
             ctx.toolbox.specs() if offer_tools else (),
+            extra={"tool_choice": choice} if offer_tools and choice else {},
         )
     else:
         temperature = turn.temperature if client.temperature is None else client.temperature

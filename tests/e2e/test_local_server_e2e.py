@@ -80,3 +80,33 @@ def test_a_30_turn_session_on_a_2048_token_server_with_no_context_size_completes
     # The streamed overflow was an empty 200 each time; the second opinion saw the 400.
     refused = [r for r in server.chat_requests if not r.get("stream")]
     assert refused, "no request was asked again without streaming"
+
+
+def test_tools_with_tool_choice_on_a_server_that_streams_nothing_for_it(
+    run_koog: Run, server: FakeOpenAIServer, isolated: Path, tmp_path: Path
+) -> None:
+    """llama.cpp calls no tool unless `tool_choice` is sent, and answers a streamed request
+    carrying it with an empty 200: `[llm] tool_choice` sends it, and the empty stream's
+    second opinion (the same request, not streamed) gets the call; the tool runs once."""
+    from tests.conftest import SERVICE_TOOLS
+
+    log = tmp_path / "tool-log.jsonl"
+    (tmp_path / "local_tools.py").write_text(SERVICE_TOOLS.format(log=str(log)))
+    config = isolated / "tools.toml"
+    config.write_text(
+        '[llm]\ntool_choice = "auto"\n[[tools]]\ncallable = "local_tools:lookup"\n'
+    )
+    server.use_profile("llamacpp")
+    server.quirks.add("empty_tool_choice")
+    server.enqueue(
+        {"tool_calls": [{"id": "x", "name": "lookup", "arguments": {"city": "Seville"}}]},
+        {"content": "He sailed from Seville."},
+    )
+    env = {"KOOG_CONFIG": str(config), "PYTHONPATH": str(tmp_path)}
+    done = run_koog("chat", "-s", "magellan", "where did Magellan sail from?", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "He sailed from Seville.\n"
+    assert json.loads(log.read_text().splitlines()[0]) == ["lookup", "Seville"]
+    assert len(log.read_text().splitlines()) == 1
+    asked = [(r.get("stream"), r.get("tool_choice")) for r in server.chat_requests]
+    assert asked == [(True, "auto"), (None, "auto"), (True, "auto"), (None, "auto")]

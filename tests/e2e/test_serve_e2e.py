@@ -417,7 +417,7 @@ def test_tokens_guard_namespaces_and_the_upstream_key_stays_inside(
     finally:
         assert serve.stop() == 0
     access = log.read_text()
-    assert "token=token 1" in access and "token=token 2" in access
+    assert "token=token-1" in access and "token=token-2" in access
     assert "session=bob-1 appended" in access
     for path in [log, *data_dir.rglob("*")]:
         if path.is_file():

@@ -255,6 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", "0")
+        self.send_header("Connection", "close")  # closed after it: never reused
         self.end_headers()
         self.wfile.flush()
         self.close_connection = True
