@@ -115,11 +115,10 @@ class SqliteMemoryStore:
                 if (
                     r.source
                     and db.execute(
-                        "SELECT 1 FROM forgotten WHERE namespace = ? AND source = ?",
-                        (r.namespace, r.source),
+                        "SELECT 1 FROM forgotten WHERE source = ?", (r.source,)
                     ).fetchone()
                 ):
-                    continue  # forgotten by the user: never added again
+                    continue  # forgotten by the user: never added again, in any namespace
                 words = tokenize(r.content)
                 cursor = db.execute(
                     "INSERT OR IGNORE INTO records (id, namespace, content, content_lower, metadata,"
@@ -209,8 +208,8 @@ class SqliteMemoryStore:
         rows = db.execute(
             "SELECT source FROM records WHERE namespace = ? AND source IN "
             "(SELECT value FROM json_each(?)) UNION SELECT source FROM forgotten "
-            "WHERE namespace = ? AND source IN (SELECT value FROM json_each(?))",
-            (namespace, json.dumps(list(sources))) * 2,
+            "WHERE source IN (SELECT value FROM json_each(?))",  # forgotten in any namespace
+            (namespace, json.dumps(list(sources)), json.dumps(list(sources))),
         )
         return {r[0] for r in rows}
 

@@ -27,7 +27,7 @@ from koogcli.core.errors import (
 )
 from koogcli.core.messages import Message, assistant, user
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ModelRequest, StoredHistory
+from koogcli.core.ports import Completion, ModelRequest, StoredHistory
 from koogcli.core.results import CompressResult
 from koogcli.core.tokens import carry, request_tokens
 from koogcli.services.budget import context_limit, learn_limit, live_prompt, summary_model
@@ -62,6 +62,18 @@ class CompressRequest:
     system_prompt: str | None = None  # the live system prompt; None: llm.system_prompt
 
 
+def _not_a_summary(done: Completion) -> str | None:
+    if done.tool_calls:
+        names = ", ".join(c.name or "?" for c in done.tool_calls)
+        return f"a tool call ({names}) instead of text"
+    if not done.text.strip():
+        return "no text"
+    if done.finish_reason in ("length", "content_filter"):
+        cut = "the length limit" if done.finish_reason == "length" else "a content filter"
+        return f"a text cut off by {cut}"
+    return None
+
+
 FORMATS = ("json_schema", "json_object", "plain")
 
 
@@ -90,16 +102,31 @@ class ModelSummarizer:
         self._lock = threading.Lock()
 
     def _send(self, prompt: Sequence[Message], response_format: dict[str, object] | None) -> str:
+        return self._complete(prompt, response_format).text
+
+    def _complete(
+        self, prompt: Sequence[Message], response_format: dict[str, object] | None
+    ) -> Completion:
         llm = self.ctx.settings.llm
         request = ModelRequest(
             self.model, list(prompt), llm.temperature, stream=False, response_format=response_format
         )
         with self._lock:
             self.requests += 1
-        return self.ctx.model().complete(request).text
+        return self.ctx.model().complete(request)
 
     def _one(self, prompt: Sequence[Message]) -> str:
-        return self._send(prompt, None)
+        """One summary: text, whole. An answer that is empty, a tool call, or cut short
+        is no summary, and storing it would lose what it replaces (SPEC §5.19)."""
+        done = self._complete(prompt, None)
+        why = _not_a_summary(done)
+        if why is not None:
+            raise ModelError(
+                f"the summary request was answered with {why}; nothing was changed",
+                hint="try again, or another model with -m (compression.model)",
+            )
+        return done.text
+
 
     def _answer(self, question: core.Question, prompt: Sequence[Message]) -> str:
         while True:

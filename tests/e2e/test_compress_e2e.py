@@ -356,3 +356,33 @@ def test_a_compression_that_would_lengthen_the_history_changes_nothing(
     assert done.returncode == 1
     assert "would make the history longer" in done.stderr and "nothing was changed" in done.stderr
     assert (data_dir / "sessions" / "grow.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"content": ""},
+        {"content": "", "tool_calls": [{"id": "t", "name": "lookup", "arguments": {"q": 1}}]},
+        {"content": "The user asked about deplo", "finish_reason": "length"},
+    ],
+    ids=["no-text", "tool-call", "cut-by-length"],
+)
+def test_a_summary_that_is_not_a_whole_text_changes_nothing(
+    run_koog: Run, server: FakeOpenAIServer, data_dir: Path, answer: dict[str, Any]
+) -> None:
+    """SPEC §5.19: whole, chunked and automatic compression alike."""
+    five_turns(run_koog, "ns", aside=ASIDE)
+    before = snapshot(data_dir / "sessions")
+    for strategy in ("whole", "chunked"):
+        server.enqueue(*[answer] * 3)
+        done = run_koog("compress", "-s", "ns", "--strategy", strategy, "--chunk-size", "4")
+        assert done.returncode == 1, (strategy, done.stderr)
+        assert "the summary request was answered with" in done.stderr
+        assert snapshot(data_dir / "sessions") == before, strategy
+        server.reset()
+    config = data_dir.parent / "auto.toml"
+    config.write_text("[compression]\nauto_after_messages = 4\n")
+    server.enqueue(answer)
+    turn = run_koog("chat", "-s", "ns", "one more", env={"KOOG_CONFIG": str(config)})
+    assert turn.returncode == 1 and "the summary request was answered with" in turn.stderr
+    assert snapshot(data_dir / "sessions") == before

@@ -90,3 +90,17 @@ def test_forget_by_session_and_by_metadata(backend: str, run_koog: Run) -> None:
     assert nothing.returncode == 0 and "nothing was forgotten" in nothing.stderr
     bare = run_koog("memory", "forget")
     assert bare.returncode == 2 and "name the records to forget" in bare.stderr
+
+
+def test_forgotten_sources_stay_forgotten_in_every_namespace(backend: str, run_koog: Run) -> None:
+    """SPEC §5.19: `memory ingest -n OTHER` after a forget adds nothing of it back."""
+    assert run_koog("chat", "-s", "mf", "my password is hunter2").returncode == 0
+    assert run_koog("memory", "forget", "--session", "mf", "--yes").returncode == 0
+    again = run_koog("memory", "ingest", "-s", "mf", "-n", "other", "--json")
+    assert again.returncode == 0, again.stderr
+    listed = run_koog("memory", "list", "--all-namespaces", "--json")
+    assert "hunter2" not in listed.stdout
+    # By hand is still the user's to do.
+    assert run_koog("memory", "add", "hunter2 is the old password", "-n", "other").returncode == 0
+    listed = run_koog("memory", "list", "--all-namespaces", "--json")
+    assert "hunter2 is the old password" in listed.stdout

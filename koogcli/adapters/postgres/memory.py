@@ -167,11 +167,10 @@ class PgMemoryStore:
                 if (
                     r.source
                     and cur.execute(
-                        "SELECT 1 FROM memory_forgotten WHERE namespace = %s AND source = %s",
-                        [r.namespace, r.source],
+                        "SELECT 1 FROM memory_forgotten WHERE source = %s", [r.source]
                     ).fetchone()
                 ):
-                    continue  # forgotten by the user: never added again
+                    continue  # forgotten by the user: never added again, in any namespace
                 cur.execute(
                     "INSERT INTO memory_records (id, namespace, content, content_lower, "
                     "metadata, created_at, source, search) VALUES "
@@ -250,8 +249,8 @@ class PgMemoryStore:
             return set()
         found = self._rows(
             "SELECT source FROM memory_records WHERE namespace = %s AND source = ANY(%s) "
-            "UNION SELECT source FROM memory_forgotten WHERE namespace = %s AND source = ANY(%s)",
-            [namespace, list(sources)] * 2,
+            "UNION SELECT source FROM memory_forgotten WHERE source = ANY(%s)",
+            [namespace, list(sources), list(sources)],
         )
         return {r[0] for r in found}
 
