@@ -26,7 +26,9 @@ from tests import limit_probes
 
 
 def _start(cmd: list[str], env: dict[str, str], pattern: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if pattern not in line:
@@ -52,9 +54,7 @@ def main() -> None:
         base = base if base.endswith("/v1") else base + "/v1"
         config = Path(tmp) / "koog.toml"
         config.write_text("[serve]\nheader_timeout_seconds = 2.0\nsession_queue = 100\n")
-        env = clean_env(
-            data, OPENAI_BASE_URL=base, OPENAI_API_KEY="k", KOOG_MODEL="gpt-4o-mini"
-        )
+        env = clean_env(data, OPENAI_BASE_URL=base, OPENAI_API_KEY="k", KOOG_MODEL="gpt-4o-mini")
         env["KOOG_CONFIG"] = str(config)
         serve, line = _start([KOOG, "serve", "--port", "0"], env, "koog serve:")
         url = line.split()[2]

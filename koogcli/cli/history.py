@@ -1,4 +1,4 @@
-"""`koog history list|show|clear|delete|export|import`."""
+"""`koog history list|show|search|clear|delete|export|import|fork`."""
 
 from __future__ import annotations
 
@@ -46,6 +46,30 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
     for s in sessions:
         if s.problem:
             render.warning(s.problem)
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    words: str = typer.Argument(..., metavar="QUERY", help="The words to find (all of them)."),
+    session: str | None = typer.Option(
+        None, "--session", "-s", metavar="NAME", help="Search this session only."
+    ),
+    limit: int = typer.Option(20, "--limit", min=1, max=1000, metavar="N", help="At most N hits."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Find a message in any session's transcript, newest first."""
+    from koogcli.services import history
+
+    app_ctx = globals_of(ctx).build()
+    name = app_ctx.session(session) if session else None
+    found = history.search(app_ctx, words, name, limit)
+    if as_json:
+        render.json_out([views.found_dict(f) for f in found])
+    elif found:
+        render.out("\n".join(views.found_lines(found, render.emphasis())))
+    else:
+        render.note(f"nothing in the transcripts holds {words!r}")
 
 
 @app.command()

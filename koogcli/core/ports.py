@@ -99,6 +99,23 @@ class TranscriptStore(Protocol):
 
     def exists(self, session: SessionName) -> bool: ...
 
+    def search(self, words: str, session: SessionName | None, limit: int) -> list[TranscriptHit]:
+        """Messages holding every one of `words` (full text), newest first."""
+        ...
+
+    def turn_numbers(self, session: str, positions: Sequence[int]) -> list[int]:
+        """Which turn of its session each transcript row at `positions` belongs to (1: the
+        first turn that wrote to the transcript)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptHit:
+    session: str
+    turn_id: str
+    position: int  # the row's place in the whole transcript: a later hit is a larger one
+    message: Message
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

@@ -92,3 +92,14 @@ class SharedConversation:
     session: str
     messages: tuple[Message, ...]
     updated_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One message `history search` found: where, when, and its line that matched."""
+
+    session: str
+    turn: int
+    message: Message
+    line: str
+    terms: tuple[str, ...]

@@ -1,4 +1,4 @@
-"""/memory QUERY and /why [N] in the REPL."""
+"""/memory QUERY, /search QUERY and /why [N] in the REPL."""
 
 from __future__ import annotations
 
@@ -24,6 +24,19 @@ def _memory(state: ReplState, args: str) -> None:
         state.ui.show(views.hits_table(hits))
     else:
         state.ui.info("no memory matched")
+
+
+@REGISTRY.add("search", "/search QUERY", "find a message in every session's transcript")
+def _search(state: ReplState, args: str) -> None:
+    from koogcli.services import history
+
+    if not args.strip():
+        raise UsageError("usage: /search QUERY")
+    found = history.search(state.ctx, args, None, 20)
+    if found:
+        state.ui.show("\n".join(views.found_lines(found, lambda word: word)))
+    else:
+        state.ui.info(f"nothing in the transcripts holds {args.strip()!r}")
 
 
 @REGISTRY.add("why", "/why [N]", "what shaped the last reply (or turn N's)")

@@ -81,9 +81,7 @@ async def chat_completions(request: Request) -> Response:
         )
     except Exception as exc:
         return errors.response(exc)
-    asked = Exchange(
-        session, body.conversation, body.client, body.model, body.stream, grant.allows
-    )
+    asked = Exchange(session, body.conversation, body.client, body.model, body.stream, grant.allows)
     turn = _Turn(state, asked, entry)
     turn.start(ctx, release)
     ident = f"chatcmpl-{secrets.token_hex(12)}"

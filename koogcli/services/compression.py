@@ -127,7 +127,6 @@ class ModelSummarizer:
             )
         return done.text
 
-
     def _answer(self, question: core.Question, prompt: Sequence[Message]) -> str:
         while True:
             tried = self._format

@@ -12,7 +12,7 @@ from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
-from koogcli.core.results import SharedConversation, UsageTotals
+from koogcli.core.results import Found, SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.services import tool_identity
 from koogcli.services.checkpoints import restore_point
@@ -266,3 +266,41 @@ def usage_totals(ctx: AppContext, session: SessionName) -> UsageTotals:
 def _count(usage: dict[str, object], key: str) -> int:
     value = usage.get(key)
     return value if isinstance(value, int) else 0
+
+
+def search(ctx: AppContext, words: str, session: SessionName | None, limit: int) -> list[Found]:
+    """Full-text search over every session's transcript (or one's), newest first."""
+    if not words.split():
+        raise UsageError("give the words to search for")
+    if session is not None:
+        ctx.require_session(session)
+    terms = tuple(words.split())
+    hits = ctx.transcript.search(words, session, limit)
+    by_session: dict[str, list[int]] = {}
+    for hit in hits:
+        by_session.setdefault(hit.session, []).append(hit.position)
+    turns: dict[tuple[str, int], int] = {}
+    for name, positions in by_session.items():
+        numbers = ctx.transcript.turn_numbers(name, positions)
+        turns.update({(name, p): n for p, n in zip(positions, numbers, strict=True)})
+    return [
+        Found(
+            hit.session,
+            turns[(hit.session, hit.position)],
+            hit.message,
+            matching_line(hit.message.text, terms),
+            terms,
+        )
+        for hit in hits
+    ]
+
+
+def matching_line(text: str, terms: Sequence[str]) -> str:
+    """The first line holding one of the words (case aside), else the first line."""
+    lowered = [t.casefold() for t in terms]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        folded = line.casefold()
+        if any(t in folded for t in lowered):
+            return line
+    return lines[0] if lines else ""

@@ -61,6 +61,13 @@ def color_ok(stream: TextIO) -> bool:
     return is_tty(stream) and not current().no_color
 
 
+def emphasis(stream: TextIO | None = None) -> Callable[[str], str]:
+    """How to mark found words on `stream`: reverse video on a colour terminal, else as is."""
+    if color_ok(stream or current().stdout):
+        return lambda text: f"\x1b[7m{text}\x1b[27m"
+    return lambda text: text
+
+
 def out(text: str, stream: TextIO | None = None) -> None:
     stream = stream or current().stdout
     try:

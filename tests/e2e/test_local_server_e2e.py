@@ -93,9 +93,7 @@ def test_tools_with_tool_choice_on_a_server_that_streams_nothing_for_it(
     log = tmp_path / "tool-log.jsonl"
     (tmp_path / "local_tools.py").write_text(SERVICE_TOOLS.format(log=str(log)))
     config = isolated / "tools.toml"
-    config.write_text(
-        '[llm]\ntool_choice = "auto"\n[[tools]]\ncallable = "local_tools:lookup"\n'
-    )
+    config.write_text('[llm]\ntool_choice = "auto"\n[[tools]]\ncallable = "local_tools:lookup"\n')
     server.use_profile("llamacpp")
     server.quirks.add("empty_tool_choice")
     server.enqueue(

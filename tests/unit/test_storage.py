@@ -352,9 +352,20 @@ def test_a_version_1_koog_database_gains_the_session_origins_in_place(tmp_path: 
     SqliteDatabase(path).conn.execute("SELECT 1")  # created at the current version
     old = sqlite3.connect(path, isolation_level=None)
     old.execute("DROP TABLE session_origins")
+    for trigger in ("transcript_text_in", "transcript_text_out"):
+        old.execute(f"DROP TRIGGER {trigger}")
+    old.execute("DROP TABLE transcript_text")
+    old.execute("DROP INDEX transcript_turns")
+    old.execute(
+        "INSERT INTO transcript (session, turn_id, body) VALUES "
+        '(\'a\', \'t1\', \'{"role": "user", "content": "an old zeppelin"}\')'
+    )
     old.execute("UPDATE meta SET value = '1' WHERE key = 'version'")
     old.close()
     db = SqliteDatabase(path)
     SqlSessionOrigins(db).record(SessionName("b"), SessionName("a"), 4)
     assert SqlSessionOrigins(db).all() == {"b": ("a", 4)}
-    assert db.one("SELECT value FROM meta WHERE key = 'version'") == ("2",)
+    assert db.one("SELECT value FROM meta WHERE key = 'version'") == ("3",)
+    # Version 3's full-text index holds what the transcript held before it.
+    found = db.rows("SELECT rowid FROM transcript_text WHERE transcript_text MATCH 'zeppelin'")
+    assert len(found) == 1

@@ -129,10 +129,21 @@ CREATE TABLE session_origins (
 );
 """
 
+# The transcript's full-text index (`koog history search`): each row's text, its JSON's
+# `content`, as words of no language in particular (names and code stay as typed).
+_V4 = """
+CREATE FUNCTION transcript_words(body text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT to_tsvector('simple'::regconfig, coalesce(body::jsonb ->> 'content', '')) $$;
+CREATE INDEX transcript_text ON transcript USING gin (transcript_words(body));
+CREATE INDEX transcript_turns ON transcript (session, id, turn_id);
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "sessions, transcripts, checkpoints", _V1),
     (2, "long-term memory", _V2),
     (3, "forgotten memory, session origins", _V3),
+    (4, "transcript search", _V4),
 )
 LATEST = MIGRATIONS[-1][0]
 

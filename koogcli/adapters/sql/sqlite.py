@@ -41,7 +41,7 @@ from koogcli.core.errors import (
     UnknownFormatError,
 )
 
-FORMAT, VERSION = "koog.store", "2"
+FORMAT, VERSION = "koog.store", "3"
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE messages (
@@ -90,6 +90,23 @@ CREATE TABLE session_origins (
     session TEXT PRIMARY KEY, source TEXT NOT NULL, at INTEGER NOT NULL, created_at TEXT NOT NULL
 );
 """
+
+# Version 3: full-text search over the transcript (`koog history search`). The index holds
+# each row's text (its JSON's `content`), kept by triggers, so nothing else writes it.
+_V3 = (
+    "CREATE VIRTUAL TABLE transcript_text USING fts5(text, tokenize='unicode61')",
+    "CREATE TRIGGER transcript_text_in AFTER INSERT ON transcript BEGIN "
+    "INSERT INTO transcript_text (rowid, text) VALUES (new.id, "
+    "CASE WHEN json_valid(new.body) THEN coalesce(json_extract(new.body, '$.content'), '') "
+    "ELSE '' END); END",
+    "CREATE TRIGGER transcript_text_out AFTER DELETE ON transcript BEGIN "
+    "DELETE FROM transcript_text WHERE rowid = old.id; END",
+    # Turn numbers of hits, counted from the index alone.
+    "CREATE INDEX transcript_turns ON transcript (session, id, turn_id)",
+    "INSERT INTO transcript_text (rowid, text) SELECT id, CASE WHEN json_valid(body) "
+    "THEN coalesce(json_extract(body, '$.content'), '') ELSE '' END FROM transcript",
+)
+
 KEEP = "koog never rewrites it; move it aside to start a new one"
 _NAMED = re.compile(r"%\((\w+)\)s")
 
@@ -189,6 +206,8 @@ class SqliteDatabase:
                     for statement in (_SCHEMA + _V2).split(";"):
                         if statement.strip():
                             conn.execute(statement)
+                    for statement in _V3:
+                        conn.execute(statement)
                     conn.executemany(
                         "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", VERSION)]
                     )
@@ -198,6 +217,8 @@ class SqliteDatabase:
         )
         if (found.get("format"), found.get("version")) == (FORMAT, "1"):
             found = self._from_v1(conn)
+        if (found.get("format"), found.get("version")) == (FORMAT, "2"):
+            found = self._from_v2(conn)
         if (found.get("format"), found.get("version")) != (FORMAT, VERSION):
             raise UnknownFormatError(
                 f"{self.path} is not a koog database of version {VERSION} "
@@ -210,6 +231,15 @@ class SqliteDatabase:
         with immediate(conn):
             if conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("1",):
                 conn.execute(_V2)
+                conn.execute("UPDATE meta SET value = '2' WHERE key = 'version'")
+        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def _from_v2(self, conn: sqlite3.Connection) -> dict[str, str]:
+        """Version 2 gains the transcript's full-text index, in place, once."""
+        with immediate(conn):
+            if conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("2",):
+                for statement in _V3:
+                    conn.execute(statement)
                 conn.execute("UPDATE meta SET value = ? WHERE key = 'version'", (VERSION,))
         return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 

@@ -18,6 +18,7 @@ from koogcli.adapters.sql import rows
 from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
+from koogcli.core.ports import TranscriptHit
 
 
 class SqlTranscriptStore:
@@ -70,6 +71,62 @@ class SqlTranscriptStore:
             return False
         found = self.db.one("SELECT 1 FROM transcript WHERE session = %s LIMIT 1", [session.value])
         return found is not None
+
+    def search(self, words: str, session: SessionName | None, limit: int) -> list[TranscriptHit]:
+        """Full text: FTS5's `transcript_text` on SQLite, the `transcript_words` GIN index
+        on PostgreSQL; every word must be there, as a word or the start of one (case
+        aside)."""
+        terms = words.split()
+        if not terms or not self.db.exists():
+            return []
+        if self.db.dialect.postgres:
+            # Each word a prefix (`zep` finds "zeppelin"), quoted as tsquery quotes.
+            sql = (
+                "SELECT t.id, t.session, t.turn_id, t.body FROM transcript t "
+                "WHERE transcript_words(t.body) @@ to_tsquery('simple', %s)"
+            )
+            quoted = ("'" + term.replace("\\", "\\\\").replace("'", "''") + "':*" for term in terms)
+            args: list[object] = [" & ".join(quoted)]
+        else:
+            sql = (
+                "SELECT t.id, t.session, t.turn_id, t.body FROM transcript_text f "
+                "JOIN transcript t ON t.id = f.rowid WHERE transcript_text MATCH %s"
+            )
+            args = [" ".join('"' + term.replace('"', '""') + '"*' for term in terms)]
+        if session is not None:
+            sql += " AND t.session = %s"
+            args.append(session.value)
+        # FTS5 walks its rowids (the transcript's ids) newest first and stops at the limit.
+        sql += (
+            " ORDER BY t.id DESC LIMIT %s"
+            if self.db.dialect.postgres
+            else (" ORDER BY f.rowid DESC LIMIT %s")
+        )
+        args.append(limit)
+        hits: list[TranscriptHit] = []
+        for position, name, turn, text in self.db.rows(sql, args):
+            try:
+                [message] = parse_messages([json.loads(text)], f"transcript in {self.db.label}")
+            except (ValueError, CorruptDocumentError):
+                continue  # a damaged row: `history show --transcript` names it
+            hits.append(TranscriptHit(name, turn, int(position), message))
+        return hits
+
+    def turn_numbers(self, session: str, positions: Sequence[int]) -> list[int]:
+        """One pass over the session's rows (the `transcript_turns` index alone): where
+        each turn began, then each position's turn by bisection."""
+        if not positions:
+            return []
+        import bisect
+
+        starts = sorted(
+            int(r[0])
+            for r in self.db.rows(
+                "SELECT min(id) FROM transcript WHERE session = %s AND id <= %s GROUP BY turn_id",
+                [session, max(positions)],
+            )
+        )
+        return [bisect.bisect_right(starts, p) for p in positions]
 
 
 class SqlPendingIngestion:
