@@ -37,9 +37,10 @@ for _ in $(seq 1 120); do
 done
 export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1" OPENAI_API_KEY=none KOOG_DATA_DIR="$WORK/data"
 export KOOG_CONFIG="$WORK/koog.toml" KOOG_MODEL="$MODEL" PYTHONPATH="$WORK"
+# Replies short enough for a small model on two cores, long enough for a summary.
 cat > "$KOOG_CONFIG" <<'EOF'
 [llm]
-max_tokens = 48
+max_tokens = 200
 temperature = 0.2
 EOF
 cat > "$WORK/tour_tools.py" <<EOF
@@ -69,7 +70,7 @@ tools() {
 }
 cat > "$WORK/tools.toml" <<'EOF'
 [llm]
-max_tokens = 48
+max_tokens = 200
 tool_choice = "auto"
 [[tools]]
 callable = "tour_tools:get_weather"
@@ -86,10 +87,16 @@ served() {
   local sport; sport="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   "$KOOG" serve --port "$sport" > "$WORK/serve.out" 2> "$WORK/serve.err" & SERVE=$!
   for _ in $(seq 1 60); do curl -sf "http://127.0.0.1:$sport/healthz" > /dev/null && break; sleep 0.25; done
-  curl -sfN "http://127.0.0.1:$sport/v1/chat/completions" -H 'Content-Type: application/json' \
+  curl -sN "http://127.0.0.1:$sport/v1/chat/completions" -H 'Content-Type: application/json' \
     -H 'X-Koog-Session: served' \
     -d '{"model": "m", "stream": true, "messages": [{"role": "user", "content": "Hi there"}]}' \
-    | grep -q '"finish_reason": "\(stop\|length\)"' && "$KOOG" history show -s served | grep -q assistant
+    > "$WORK/served.txt"
+  if grep -q '"finish_reason": "\(stop\|length\)"' "$WORK/served.txt" \
+    && "$KOOG" history show -s served | grep -q assistant; then
+    return 0
+  fi
+  tail -c 600 "$WORK/served.txt" >&2; tail -3 "$WORK/serve.err" >&2
+  return 1
 }
 check "streamed one-shot turn" one_shot
 check "a pipeline on stdin" pipeline

@@ -170,6 +170,9 @@ class CompressionSettings(_Strict):
     auto_at: float = Field(default=0.8, ge=0.0, le=1.0)
     model: str = ""  # the model that summarises; empty: the chat model
     retries: int = Field(default=3, ge=0, le=10)  # re-asks after an invalid fact answer
+    # Most tokens a summary may have (in place of llm.max_tokens, which is for replies):
+    # a summary cut at the limit is no summary, and fails the compression.
+    max_summary_tokens: int = Field(default=1024, ge=16)
     concepts: list[str] = []
     fallback: StrategyName | Literal[""] = ""
 

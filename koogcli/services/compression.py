@@ -108,8 +108,14 @@ class ModelSummarizer:
         self, prompt: Sequence[Message], response_format: dict[str, object] | None
     ) -> Completion:
         llm = self.ctx.settings.llm
+        budget = {"max_tokens": summary_room(self.ctx, self.model)}
         request = ModelRequest(
-            self.model, list(prompt), llm.temperature, stream=False, response_format=response_format
+            self.model,
+            list(prompt),
+            llm.temperature,
+            stream=False,
+            response_format=response_format,
+            extra=budget,
         )
         with self._lock:
             self.requests += 1
@@ -117,8 +123,13 @@ class ModelSummarizer:
 
     def _one(self, prompt: Sequence[Message]) -> str:
         """One summary: text, whole. An answer that is empty, a tool call, or cut short
-        is no summary, and storing it would lose what it replaces (SPEC §5.19)."""
-        done = self._complete(prompt, None)
+        is no summary, and storing it would lose what it replaces (SPEC §5.19). The
+        request says how long it may be (small local models otherwise run on to the
+        token limit)."""
+        words = summary_room(self.ctx, self.model) * 3 // 5
+        *head, last = prompt
+        asked = [*head, last.with_content(f"{last.text}\nWrite at most {words} words.")]
+        done = self._complete(asked, None)
         why = _not_a_summary(done)
         if why is not None:
             raise ModelError(
@@ -314,13 +325,21 @@ def _shrinks(prompt: Sequence[Message], out: Sequence[Message], strategy: str) -
         )
 
 
+def summary_room(ctx: AppContext, model: str) -> int:
+    """Tokens a summary may take: `compression.max_summary_tokens`, and at most a quarter
+    of a known context (the request and its answer must fit it together)."""
+    room = ctx.settings.compression.max_summary_tokens
+    limit = context_limit(ctx, model)
+    return room if limit is None else max(16, min(room, limit // 4))
+
+
 def fitted(strategy: core.Strategy, prompt: Sequence[Message], limit: int | None) -> core.Strategy:
     """`whole` (and `per-system`) become `chunked` when one summary request of the whole
-    history would not leave the summary room in the summarising model's context; chunks
-    then hold about half of it each."""
+    history would not leave the summary room (a quarter of the context at most) in the
+    summarising model's context; chunks then hold about half of it each."""
     if limit is None or strategy.name not in ("whole", "per-system"):
         return strategy
-    answer_room = min(1024, limit // 10)
+    answer_room = min(1024, limit // 4)
     if request_tokens(core.summary_prompt(prompt)) <= limit - answer_room:
         return strategy
     per_message = request_tokens(prompt) / max(1, len(prompt))
