@@ -125,11 +125,14 @@ class ModelSummarizer:
         """One summary: text, whole. An answer that is empty, a tool call, or cut short
         is no summary, and storing it would lose what it replaces (SPEC §5.19). The
         request says how long it may be (small local models otherwise run on to the
-        token limit)."""
+        token limit), and an answer cut off there is asked for once more, shorter."""
         words = summary_room(self.ctx, self.model) * 3 // 5
         *head, last = prompt
-        asked = [*head, last.with_content(f"{last.text}\nWrite at most {words} words.")]
-        done = self._complete(asked, None)
+        for budget in (words, words // 4):  # once more, shorter, after a cut-off answer
+            asked = [*head, last.with_content(f"{last.text}\nWrite at most {budget} words.")]
+            done = self._complete(asked, None)
+            if done.finish_reason != "length" or done.tool_calls or not done.text.strip():
+                break
         why = _not_a_summary(done)
         if why is not None:
             raise ModelError(

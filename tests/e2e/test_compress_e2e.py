@@ -374,7 +374,7 @@ def test_a_summary_that_is_not_a_whole_text_changes_nothing(
     five_turns(run_koog, "ns", aside=ASIDE)
     before = snapshot(data_dir / "sessions")
     for strategy in ("whole", "chunked"):
-        server.enqueue(*[answer] * 3)
+        server.enqueue(*[answer] * 6)  # every chunk, and each once more after a cut
         done = run_koog("compress", "-s", "ns", "--strategy", strategy, "--chunk-size", "4")
         assert done.returncode == 1, (strategy, done.stderr)
         assert "the summary request was answered with" in done.stderr
@@ -382,7 +382,23 @@ def test_a_summary_that_is_not_a_whole_text_changes_nothing(
         server.reset()
     config = data_dir.parent / "auto.toml"
     config.write_text("[compression]\nauto_after_messages = 4\n")
-    server.enqueue(answer)
+    server.enqueue(answer, answer)
     turn = run_koog("chat", "-s", "ns", "one more", env={"KOOG_CONFIG": str(config)})
     assert turn.returncode == 1 and "the summary request was answered with" in turn.stderr
     assert snapshot(data_dir / "sessions") == before
+
+
+def test_a_summary_cut_at_the_limit_is_asked_for_once_more_shorter(
+    run_koog: Run, server: FakeOpenAIServer
+) -> None:
+    five_turns(run_koog, "again", aside=ASIDE)
+    server.enqueue(
+        {"content": "The user asked about deplo", "finish_reason": "length"},
+        {"content": "They asked five questions about deploys."},
+    )
+    done = run_koog("compress", "-s", "again", "--strategy", "whole")
+    assert done.returncode == 0, done.stderr
+    asked = [r["messages"][-1]["content"] for r in server.chat_requests[-2:]]
+    first, second = (int(t.rsplit("at most ", 1)[1].split()[0]) for t in asked)
+    assert second < first  # the second request asks for a shorter summary
+    assert history(run_koog, "again")[-1]["content"] == "They asked five questions about deploys."
