@@ -124,7 +124,7 @@ def chat(
             f"session {name.value} has an interrupted turn (after step {pending.step}); "
             f"`koog chat -s {name.value} --resume` finishes it"
         )
-    if generated and render.is_tty(sys.stderr) and not no_save:
+    if generated and not no_save:  # the README's promise: its name on stderr, always
         render.note(f"session {name.value}")
     request = turn.TurnRequest(name, text, save=not no_save)
     show(lambda events: turn.run_turn(app_ctx, request, events), app_ctx, as_json, usage)

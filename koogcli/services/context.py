@@ -465,6 +465,8 @@ def parse_history_document(text: str, source: str) -> list[Message]:
         if len(lines) < 2:
             raise
         raw = [json.loads(line) for line in lines]
+    if isinstance(raw, dict) and "role" in raw and "messages" not in raw:
+        raw = [raw]  # JSON Lines of one line: one message, not an export document
     if isinstance(raw, list):
         filled = [
             {"id": new_id(), "created_at": utc_now(), "content": None, **m}

@@ -43,7 +43,9 @@ def test_a_new_session_per_call_unless_continued_or_configured(
 ) -> None:
     for _ in range(3):
         made = run_koog("chat", input="q\n")
-        assert made.returncode == 0 and made.stderr == ""  # the name goes to terminals only
+        # The new session's name, one line on stderr, terminal or not (stdout: the reply).
+        assert made.returncode == 0 and len(made.stderr.splitlines()) == 1
+        assert made.stderr.startswith("koog: session ") or made.stderr.startswith("session ")
     assert [len(users(r)) for r in server.chat_requests] == [1, 1, 1]
     listed = json.loads(run_koog("history", "list", "--json").stdout)
     assert len(listed) == 3 and all(s["message_count"] == 3 for s in listed)

@@ -296,3 +296,22 @@ def test_startup_paths_do_not_import_heavy_modules(koog_env: dict[str, str], run
         imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
         for heavy in ("openai", "prompt_toolkit", "rich.markdown", "httpx", "pydantic"):
             assert heavy not in imported, (args, heavy)
+
+
+def test_a_new_sessions_name_is_on_stderr_even_in_a_pipe(run_koog: Run) -> None:
+    """README: `koog chat "what is a monad"` starts a new session, its name on stderr."""
+    done = run_koog("chat", "what is a monad")
+    assert done.returncode == 0 and done.stdout == "echo: what is a monad\n"
+    [line] = done.stderr.splitlines()
+    name = line.removeprefix("koog: ").removeprefix("session ")
+    listed = json.loads(run_koog("history", "list", "--json").stdout)
+    assert [s["session"] for s in listed] == [name]
+
+
+def test_a_one_line_json_lines_file_imports(run_koog: Run, tmp_path: Path) -> None:
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"role": "user", "content": "just one message"}) + "\n")
+    done = run_koog("history", "import", "-s", "single", str(one))
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(run_koog("history", "show", "-s", "single", "--json").stdout)
+    assert [m["content"] for m in shown if m["role"] != "system"] == ["just one message"]
