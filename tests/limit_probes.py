@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.client import HTTPConnection
@@ -108,12 +109,11 @@ class Burst:
     statuses: dict[int, int]  # the burst's answers: status → count
 
 
-def burst(url: str, count: int, hold: float, delayed: object) -> Burst:
+def burst(url: str, count: int, hold: float, delayed: Callable[[], object]) -> Burst:
     """`count` requests at once on one session whose first answer the upstream holds for
     `hold` seconds (`delayed()` scripts that), and meanwhile one request on another
     session: how long it takes, against its usual time."""
     usual = min(turn_seconds(url, f"quiet-{i}", "hello")[1] for i in range(3))
-    assert callable(delayed)
     delayed()
     with ThreadPoolExecutor(count) as pool:
         futures = [pool.submit(turn_seconds, url, "busy", f"burst {i}") for i in range(count)]

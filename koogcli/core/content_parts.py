@@ -8,8 +8,6 @@ unchanged; a message without other parts has no `parts` at all (SPEC §6).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,6 +124,9 @@ def _data_url(url: object) -> tuple[str | None, int | None]:
 def _b64(data: object) -> int | None:
     if not isinstance(data, str):
         return None
+    import base64  # only for a part's size: not at every start
+    import binascii
+
     try:
         return len(base64.b64decode(data, validate=False))
     except (binascii.Error, ValueError):

@@ -99,11 +99,13 @@ def carried(original: Sequence[Message], result: Sequence[Message]) -> Mark | No
             if m.id in kept:
                 return None
             later = original[index + 1 :]
-            if any(x.id not in kept and _conversational(x) for x in later):
+            if any(x.id not in kept and conversational(x) for x in later):
                 return None
             return mark
     return None
 
 
-def _conversational(m: Message) -> bool:
+def conversational(m: Message) -> bool:
+    """What the client sees of a stored history: not system prompts, not koog's notes or
+    pinned memory."""
     return m.role != "system" and m.meta.get("kind") not in ("note", "memory")

@@ -146,14 +146,14 @@ def _memory_search(ctx: AppContext, grant: Grant, request: Request, body: Any) -
 
 
 def _memory_delete(ctx: AppContext, grant: Grant, request: Request, body: Any) -> Any:
-    from koogcli.core.errors import KoogError
+    from koogcli.core.errors import UsageError
     from koogcli.services import memory
 
     wanted = request.path_params["id"]
     try:
         record = memory.show(ctx, wanted)
         grant.namespace(record.namespace)
-    except (KoogError, errors.Refused):
+    except (UsageError, errors.Refused):  # a damaged database stays a storage error
         # "Not yours" and "no such record" are one answer: a token learns nothing of
         # records outside its namespaces.
         raise errors.Refused(

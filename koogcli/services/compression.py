@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from koogcli.config.schema import CompressionSettings
 from koogcli.core import compression as core
+from koogcli.core import wire_marks
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import (
     ConflictError,
@@ -307,9 +308,7 @@ def _compressed_already(prompt: Sequence[Message]) -> bool:
     )
     if last is None:
         return False
-    return all(
-        m.role == "system" or m.meta.get("kind") in ("note", "memory") for m in prompt[last + 1 :]
-    )
+    return not any(wire_marks.conversational(m) for m in prompt[last + 1 :])
 
 
 class CompressionGrewError(ModelError):

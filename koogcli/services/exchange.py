@@ -275,7 +275,7 @@ def _fit(
     known: StoredHistory, member: SessionName, said: Sequence[Message], sent: list[Message]
 ) -> _Fit:
     stored = known.messages
-    view = [i for i, m in enumerate(stored) if _comparable(m)]
+    view = [i for i, m in enumerate(stored) if wire_marks.conversational(m)]
     if any(stored[i].meta.get("kind") in ("summary", "facts") for i in view):
         return _fit_compressed(known, member, view, said, sent)
     common = 0
@@ -380,11 +380,6 @@ def _split_tail(said: Sequence[Message]) -> tuple[tuple[Message, ...], tuple[Mes
     if cut == len(said):
         raise UsageError("the conversation ends with an assistant message: nothing to answer")
     return tuple(said[:cut]), tuple(said[cut:])
-
-
-def _comparable(m: Message) -> bool:
-    """What the client sees of a stored history: not system prompts, not koog's notes."""
-    return m.role != "system" and m.meta.get("kind") not in ("note", "memory")
 
 
 def namespaced(ctx: AppContext, namespace: str) -> AppContext:
