@@ -9,6 +9,7 @@ import contextlib
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.client import HTTPConnection
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -47,8 +48,17 @@ def _raw(
     return answer.status, {k.lower(): v for k, v in answer.getheaders()}, data
 
 
-def _log(isolated: Path) -> str:
-    return (isolated / "serve.log").read_text()
+def _log(isolated: Path, needle: str = "", count: int = 1) -> str:
+    """The access log once `count` lines hold `needle` (or after 5 s): serve writes a
+    request's line after the response has gone, so a client can read the log first."""
+    path = isolated / "serve.log"
+    deadline = time.monotonic() + 5
+    while True:
+        text = path.read_text() if path.exists() else ""
+        found = sum(needle in line for line in text.splitlines())
+        if found >= count or time.monotonic() > deadline:
+            return text
+        time.sleep(0.02)
 
 
 # --- browsers --------------------------------------------------------------------------
@@ -111,7 +121,7 @@ def test_a_page_on_another_origin_stores_nothing_and_plants_no_memory(
     shown = _browse(f"{origin}/attack.html", tmp_path, "--virtual-time-budget=8000", "--dump-dom")
     assert "done" in shown.stdout, shown.stdout[-2000:] + shown.stderr[-2000:]
     # Every request reached the server, and each was refused.
-    log = _log(isolated)
+    log = _log(isolated, " 403 ", 4)
     refused = [line for line in log.splitlines() if " 403 " in line]
     assert len(refused) >= 4, log
     assert " 200 " not in log and " 201 " not in log, log
@@ -242,7 +252,7 @@ def test_every_malformed_body_is_a_400_naming_what_and_the_log_has_no_traceback(
         answers.append((path, what, status))
         assert status == 400, (path, what, answer)
         assert answer["error"]["type"] == "invalid_request_error", (path, what, answer)
-    log = _log(isolated)
+    log = _log(isolated, " 400 ", len(MALFORMED))
     assert "Traceback" not in log and "internal error" not in log, log
     params = {
         (path, what): http("POST", base + path, content=body)[1]["error"]["param"]
@@ -511,7 +521,7 @@ def test_a_request_cannot_write_a_line_of_its_own_into_the_access_log(
     base = serve_files.url.removesuffix("/v1")
     status, _ = http("GET", base + "/nope%0Aforged-line%20token=admin%1b[2J")
     assert status == 404
-    log = _log(isolated).splitlines()
+    log = _log(isolated, "nope").splitlines()
     assert not any(line.startswith("forged-line") for line in log)
     assert not any("\x1b" in line for line in log)
     [line] = [line for line in log if "nope" in line]
