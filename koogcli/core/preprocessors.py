@@ -105,20 +105,22 @@ class TokenWindowPreprocessor:
     a run of the newest other messages, so no answer loses the question before it."""
 
     max_tokens: int
+    count: Callable[[Message], int] | None = None  # None: core/tokens.py's estimate
 
     def __call__(self, messages: list[Message]) -> list[Message]:
         from koogcli.core.compression import is_memory
         from koogcli.core.tokens import message_tokens
 
+        count = self.count or message_tokens
         pinned = [m.role == "system" or is_memory(m) for m in messages]
         budget = self.max_tokens - sum(
-            message_tokens(m) for m, kept in zip(messages, pinned, strict=True) if kept
+            count(m) for m, kept in zip(messages, pinned, strict=True) if kept
         )
         start = len(messages)
         for index in range(len(messages) - 1, -1, -1):
             if pinned[index]:
                 continue
-            budget -= message_tokens(messages[index])
+            budget -= count(messages[index])
             if budget < 0:
                 break
             start = index

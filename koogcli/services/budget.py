@@ -51,6 +51,25 @@ def learn_limit(ctx: AppContext, model: str, limit: int | None) -> bool:
     return True
 
 
+SUMMARY_CUT_SECONDS = 3600
+
+
+def learn_summary_cut(ctx: AppContext, model: str) -> None:
+    """`model` cut a summary off at its limit even when asked for fewer words."""
+    import time
+
+    ctx.learned_limits.note_summary_cut(ctx.endpoint_key, model, int(time.time()))
+
+
+def summary_cut_lately(ctx: AppContext, model: str) -> int | None:
+    """When `model` last cut a summary off, if within the hour: automatic compression
+    does not spend the turn on another (an explicit `koog compress` still tries)."""
+    import time
+
+    when = ctx.learned_limits.summaries_cut(ctx.endpoint_key, model)
+    return when if when is not None and time.time() - when < SUMMARY_CUT_SECONDS else None
+
+
 def summary_model(settings: Settings, override: str | None, chat_model: str | None) -> str:
     """Who summarises: the flag, else `compression.model`, else the chat model in use."""
     return override or settings.compression.model or chat_model or settings.llm.model
@@ -86,6 +105,36 @@ def size_of(
     """The request's size, calibrated by `history`'s last answer from `model`."""
     scale = tokens.calibration(history, model)
     return Size(scale.request(request), context_limit(ctx, model), scale, model)
+
+
+FITTED = "fitted to the context, no summary"
+
+
+def window_to_fit(
+    ctx: AppContext,
+    model: str,
+    history: Sequence[Message],
+    tail: Sequence[Message],
+    refused: bool = False,
+) -> list[Message] | None:
+    """The newest of `history` (system and memory messages kept) that fit beside `tail`
+    in the model's context, less the reply's room, and under three quarters of a request
+    the server `refused`: what a turn sends when no summary can be made (a small model
+    that cannot stop). The stored history is not touched. None: the context size is
+    unknown, or `tail` alone leaves no room."""
+    from koogcli.core.preprocessors import TokenWindowPreprocessor
+
+    size = size_of(ctx, model, [*history, *tail], history)
+    if size.limit is None:
+        return None
+    reply = min(ctx.settings.llm.max_tokens or size.limit // 4, size.limit // 2)
+    room = size.limit - reply
+    if refused:
+        room = min(room, size.tokens * 3 // 4)
+    room -= size.scale.request(tail)
+    if room <= 0:
+        return None
+    return TokenWindowPreprocessor(room, size.scale.message)(list(history))
 
 
 def over_threshold(settings: Settings, size: Size) -> bool:

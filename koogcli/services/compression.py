@@ -31,7 +31,13 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion, ModelRequest, StoredHistory
 from koogcli.core.results import CompressResult
 from koogcli.core.tokens import carry, request_tokens
-from koogcli.services.budget import context_limit, learn_limit, live_prompt, summary_model
+from koogcli.services.budget import (
+    context_limit,
+    learn_limit,
+    learn_summary_cut,
+    live_prompt,
+    summary_model,
+)
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
 
@@ -136,7 +142,9 @@ class ModelSummarizer:
                 break
         why = _not_a_summary(done)
         if why is not None:
-            raise ModelError(
+            if done.finish_reason == "length" and not done.tool_calls:
+                learn_summary_cut(self.ctx, self.model)
+            raise NoSummaryError(
                 f"the summary request was answered with {why}; nothing was changed",
                 hint="try again, or another model with -m (compression.model)",
             )
@@ -309,6 +317,11 @@ def _compressed_already(prompt: Sequence[Message]) -> bool:
     if last is None:
         return False
     return not any(wire_marks.conversational(m) for m in prompt[last + 1 :])
+
+
+class NoSummaryError(ModelError):
+    """The model answered a summary request with no usable summary (nothing, a tool
+    call, a cut-off text): the compression changes nothing."""
 
 
 class CompressionGrewError(ModelError):

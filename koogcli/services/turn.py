@@ -9,6 +9,8 @@ once, at the store step; a failed or cancelled turn writes nothing to it (§5.2)
 
 from __future__ import annotations
 
+import time
+
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt, merge
 from koogcli.core.checkpoints import Checkpoint
@@ -19,6 +21,7 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
 from koogcli.core.results import CompressResult
 from koogcli.core.step_details import StepDetails, owner_of
+from koogcli.core.why import trace
 from koogcli.services import budget
 from koogcli.services.budget import live_prompt
 from koogcli.services.checkpoints import restore_point
@@ -185,13 +188,23 @@ def _within_budget(
     )
     if reason is None:
         return loaded, stored, False
+    summarizer = budget.summary_model(ctx.settings, None, model)
+    cut = budget.summary_cut_lately(ctx, summarizer)
+    if cut is not None:
+        events.warn(
+            f"automatic compression skipped: {summarizer} cut off its summaries at "
+            f"{time.strftime('%H:%M', time.localtime(cut))} (set [compression] model to one "
+            "that can summarise, or run `koog compress`)"
+        )
+        fitted = _fitted(ctx, request, model, loaded, events, recovering)
+        return fitted or loaded, stored, False
     try:
         if request.save:
-            _compress(ctx, request, model, events, reason)
+            compressed = _compress(ctx, request, model, events, reason)
             stored = ctx.history.read(request.session)
             loaded = ctx.memory.prepare(stored, live)
         else:
-            loaded = _compress_request(ctx, model, loaded, events, reason)
+            loaded, compressed = _compress_request(ctx, model, loaded, events, reason)
     except ContextOverflowError as err:
         raise ContextOverflowError(
             f"{err.message.rstrip('.')}, in the summary request of the compression before "
@@ -203,6 +216,11 @@ def _within_budget(
     size = (
         _size(ctx, request, model, loaded) if limit and ctx.settings.compression.auto_at else None
     )
+    too_long = size is not None and size.limit is not None and size.tokens > size.limit
+    if not compressed and (too_long or recovering):
+        fitted = _fitted(ctx, request, model, loaded, events, recovering)
+        if fitted is not None:
+            return fitted, stored, False
     if size is not None and size.limit is not None and size.tokens > size.limit:
         kept = " (the compression is kept; `koog rollback --latest` undoes it)"
         raise ContextOverflowError(
@@ -211,7 +229,29 @@ def _within_budget(
             hint=f"run `koog compress -s {request.session.value} --strategy last-n`, or start "
             "a new session",
         )
-    return loaded, stored, True
+    return loaded, stored, compressed
+
+
+def _fitted(
+    ctx: AppContext,
+    request: TurnRequest,
+    model: str,
+    loaded: LoadedPrompt,
+    events: TurnEvents,
+    refused: bool,
+) -> LoadedPrompt | None:
+    """No summary could be made: this request sends the newest messages that fit, and
+    the stored history stays whole (`koog why` shows what was left out)."""
+    tail = list(request.tail or (user_message(request.text),))
+    kept = budget.window_to_fit(ctx, model, loaded.messages, tail, refused)
+    if kept is None or len(kept) == len(loaded.messages):
+        return None
+    events.warn(
+        f"this turn sends only the newest {len(kept)} of {len(loaded.messages)} messages (what "
+        "fits the context); the stored history is unchanged"
+    )
+    step = trace(budget.FITTED, loaded.messages, kept)
+    return LoadedPrompt(kept, loaded.revision, loaded.base, (*loaded.trace, step))
 
 
 def _size(ctx: AppContext, request: TurnRequest, model: str, loaded: LoadedPrompt) -> budget.Size:
@@ -245,7 +285,8 @@ FALLBACK_STRATEGY = "last-n"
 
 def _compress(
     ctx: AppContext, request: TurnRequest, model: str, events: TurnEvents, reason: str
-) -> None:
+) -> bool:
+    """Compress the stored history; False when it could not be (the turn goes on)."""
     from koogcli.services import compression  # only when it runs: imports cost every turn
 
     def run(choice: compression.StrategyChoice) -> CompressResult:
@@ -258,25 +299,29 @@ def _compress(
 
     try:
         done = run(compression.StrategyChoice())
+    except compression.NoSummaryError as err:
+        events.warn(f"{err.message}; the turn goes on uncompressed")
+        return False
     except compression.CompressionGrewError as err:
         # The configured strategy would lengthen the history: the next one, which keeps
         # only a summary of the last messages; if that grows too, the turn goes uncompressed.
         events.warn(f"{err.message}; trying --strategy {FALLBACK_STRATEGY}")
         try:
             done = run(compression.StrategyChoice(strategy=FALLBACK_STRATEGY))
-        except compression.CompressionGrewError as again:
+        except (compression.CompressionGrewError, compression.NoSummaryError) as again:
             events.warn(f"{again.message}; the turn goes on uncompressed")
-            return
+            return False
     for problem in done.problems:
         events.warn(problem)
     if events.on_note:
         what = f"{len(done.before)} → {len(done.after)} messages" if done.changed else "no change"
         events.on_note(f"compressed the history ({done.strategy}, {what}): {reason}")
+    return done.changed
 
 
 def _compress_request(
     ctx: AppContext, model: str, loaded: LoadedPrompt, events: TurnEvents, reason: str
-) -> LoadedPrompt:
+) -> tuple[LoadedPrompt, bool]:
     from koogcli.services import compression
 
     settings = ctx.settings.compression
@@ -288,17 +333,17 @@ def _compress_request(
             settings.preserve_memory,
             model=budget.summary_model(ctx.settings, None, model),
         )
-    except compression.CompressionGrewError as err:
+    except (compression.CompressionGrewError, compression.NoSummaryError) as err:
         events.warn(f"{err.message}; the turn goes on uncompressed")
-        return loaded
+        return loaded, False
     if done.messages is None:
-        return loaded
+        return loaded, False
     if events.on_note:
         events.on_note(
             f"compressed this request's history ({done.strategy}, "
             f"{len(loaded.messages)} → {len(done.messages)} messages): {reason}"
         )
-    return LoadedPrompt(done.messages, loaded.revision)
+    return LoadedPrompt(done.messages, loaded.revision), True
 
 
 def _finish_rollback(ctx: AppContext, session: SessionName, events: TurnEvents) -> None:

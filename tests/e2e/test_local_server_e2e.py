@@ -73,7 +73,7 @@ def test_a_30_turn_session_on_a_2048_token_server_with_no_context_size_completes
         assert done.returncode == 0, (turn, done.stderr)
         assert done.stdout == f"echo: {text}\n", turn
     learned = json.loads((data_dir / "learned.json").read_text())
-    assert list(learned.values()) == [{"gpt-4o-mini": 2048}]
+    assert list(learned["limits"].values()) == [{"gpt-4o-mini": 2048}]
     history = json.loads(run_koog("history", "show", "-s", "harbour", "--json").stdout)
     assert any(m.get("meta", {}).get("kind") == "summary" for m in history)
     assert history[-1]["content"].startswith("echo: turn 29:")
@@ -108,3 +108,52 @@ def test_tools_with_tool_choice_on_a_server_that_streams_nothing_for_it(
     assert len(log.read_text().splitlines()) == 1
     asked = [(r.get("stream"), r.get("tool_choice")) for r in server.chat_requests]
     assert asked == [(True, "auto"), (None, "auto"), (True, "auto"), (None, "auto")]
+
+
+def _summaries_ramble(body: dict[str, Any]) -> dict[str, Any]:
+    """A model too small to summarise: every summary runs on to the token limit."""
+    messages = body.get("messages", [])
+    if any("faithful summaries" in text_of(m.get("content")) for m in messages):
+        return {"content": "The user the harbour the boats " * 40, "finish_reason": "length"}
+    last = next(text_of(m.get("content")) for m in reversed(messages) if m["role"] == "user")
+    return {"content": f"echo: {last}"}
+
+
+def test_a_model_that_cannot_summarise_still_completes_every_turn_and_keeps_the_history(
+    backend: str, run_koog: Run, server: FakeOpenAIServer
+) -> None:
+    """Each summary is cut off at its limit, so no compression can be made (none is
+    stored): each turn sends the newest messages that fit, says so, and the stored
+    history keeps every message; `why` names what was left out. The cut is remembered:
+    later turns do not spend their time on another summary."""
+    server.use_profile("llamacpp")
+    server.context_limit = 2048
+    server.responder = _summaries_ramble
+    warned, skipped_from = 0, 10**6
+    for turn in range(24):
+        text = f"turn {turn}: " + " ".join(WORDS[(turn + i) % len(WORDS)] for i in range(60))
+        done = run_koog("chat", "-s", "small", text)
+        assert done.returncode == 0, (turn, done.stderr)
+        assert done.stdout == f"echo: {text}\n", turn
+        warned += "(what fits the context); the stored history is unchanged" in done.stderr
+        if "automatic compression skipped" in done.stderr:
+            skipped_from = min(skipped_from, len(server.chat_requests) - 1)
+    assert warned >= 10
+    assert "automatic compression skipped: gpt-4o-mini cut off its summaries" in done.stderr
+    # Asked once and once more, shorter (each chunk); then remembered (learned.json):
+    # no later turn spends its time on another summary.
+    asked = [
+        i
+        for i, r in enumerate(server.chat_requests)
+        if any("faithful summaries" in text_of(m.get("content")) for m in r["messages"])
+    ]
+    assert asked and asked[-1] < skipped_from, (asked, skipped_from)
+    history = json.loads(run_koog("history", "show", "-s", "small", "--json").stdout)
+    assert sum(m["role"] != "system" for m in history) == 48
+    assert not any(m.get("meta", {}).get("kind") == "summary" for m in history)
+    why = run_koog("why", "-s", "small")
+    assert why.returncode == 0, why.stderr
+    assert "fitted to the context, no summary removed" in why.stdout, why.stdout
+    last = server.chat_requests[-1]["messages"]
+    assert text_of(last[-1]["content"]).startswith("turn 23:")
+    assert len(last) < 48
