@@ -37,11 +37,13 @@ for _ in $(seq 1 120); do
 done
 export OPENAI_BASE_URL="http://127.0.0.1:$PORT/v1" OPENAI_API_KEY=none KOOG_DATA_DIR="$WORK/data"
 export KOOG_CONFIG="$WORK/koog.toml" KOOG_MODEL="$MODEL" PYTHONPATH="$WORK"
-# Replies short enough for a small model on two cores, long enough for a summary.
+# Replies short enough for a small model on two cores, long enough for a summary; a
+# summary of 512 tokens takes 20-60 s there, more than the default timeout under load.
 cat > "$KOOG_CONFIG" <<'EOF'
 [llm]
 max_tokens = 200
 temperature = 0.2
+timeout_seconds = 180
 EOF
 cat > "$WORK/tour_tools.py" <<EOF
 import json
@@ -71,6 +73,7 @@ tools() {
 cat > "$WORK/tools.toml" <<'EOF'
 [llm]
 max_tokens = 200
+timeout_seconds = 180
 tool_choice = "auto"
 [[tools]]
 callable = "tour_tools:get_weather"

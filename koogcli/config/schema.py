@@ -267,6 +267,26 @@ class ServeToken(_Strict):
     namespaces: list[Annotated[str, Field(pattern=NAMESPACE)]] = []
 
 
+class ServeClient(_Strict):
+    """A coding agent known by its own session header: what its sessions are named and
+    which memory namespace it gets (None: the request's, else the configured one)."""
+
+    prefix: str = Field(min_length=1, max_length=20, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    namespace: str | None = Field(default=None, min_length=1)
+
+
+# The header each agent names its session with, and its sessions' default prefix.
+SERVE_CLIENT_HEADERS = {
+    "claude": "x-claude-code-session-id",
+    "codex": "session-id",
+    "opencode": "x-session-id",
+}
+
+
+def _default_clients() -> dict[str, ServeClient]:
+    return {name: ServeClient(prefix=f"{name}-") for name in SERVE_CLIENT_HEADERS}
+
+
 class ServeSettings(_Strict):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8765, ge=0, le=65535)
@@ -301,6 +321,22 @@ class ServeSettings(_Strict):
     upstream_retries: int = Field(default=0, ge=0, le=20)
     # One line per request on stderr (time, method, path, status, ms, session, placement).
     access_log: bool = True
+    # Model names clients ask for -> the upstream's ("claude-opus-4-8" = "qwen3"). A
+    # Responses or Messages request for a name not listed gets llm.model.
+    models: dict[str, str] = {}
+    # Coding agents' own session headers (claude, codex, opencode): session names and
+    # memory namespaces. A table given for one agent replaces only that agent's.
+    clients: dict[str, ServeClient] = Field(default_factory=_default_clients)
+
+    @field_validator("clients")
+    @classmethod
+    def _known_clients(cls, value: dict[str, ServeClient]) -> dict[str, ServeClient]:
+        unknown = sorted(set(value) - set(SERVE_CLIENT_HEADERS))
+        if unknown:
+            raise ValueError(
+                f"unknown client {unknown[0]!r}: one of {', '.join(SERVE_CLIENT_HEADERS)}"
+            )
+        return {**_default_clients(), **value}
 
 
 class Settings(_Strict):

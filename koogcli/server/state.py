@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from koogcli.config.schema import ServeSettings
+from koogcli.config.schema import SERVE_CLIENT_HEADERS, ServeSettings
 from koogcli.core.names import SessionName
 from koogcli.server.admission import Admission
 from koogcli.server.auth import Grant, grant_for
@@ -47,13 +47,39 @@ class ServerState:
         grant.session(name.value)
         return name
 
+    def client_session(self, headers: Mapping[str, str]) -> str | None:
+        """The session a coding agent names with its own header (`claude-…`, `codex-…`,
+        `opencode-…`; SPEC §6), the first of them sent."""
+        for client, header in SERVE_CLIENT_HEADERS.items():
+            given = headers.get(header)
+            if given:
+                return self.settings.clients[client].prefix + given
+        return None
+
+    def _client_namespace(self, headers: Mapping[str, str]) -> str | None:
+        for client, header in SERVE_CLIENT_HEADERS.items():
+            if headers.get(header):
+                return self.settings.clients[client].namespace
+        return None
+
+    def model(self, asked: str | None, known_names: bool) -> str | None:
+        """The upstream's name for the model a client asked for: `[serve] models`, else as
+        asked (chat completions) or the configured model (protocols whose clients ask for
+        their own vendor's names)."""
+        if asked is not None and asked in self.settings.models:
+            return self.settings.models[asked]
+        return asked if known_names else None
+
     def context(self, grant: Grant, headers: Mapping[str, str], user: str | None) -> AppContext:
         """The context whose long-term memory is the request's namespace: the header's,
-        else the body's `safety_identifier` or `user`, else the config's."""
+        else the body's `safety_identifier` or `user`, else the agent's ([serve.clients]),
+        else the config's."""
         from koogcli.services.memory import namespace_of
 
         default = self.ctx.settings.long_term_memory.retrieval.namespace
-        namespace = namespace_of(headers.get(_NAMESPACE_HEADER) or user, default)
+        namespace = namespace_of(
+            headers.get(_NAMESPACE_HEADER) or user or self._client_namespace(headers), default
+        )
         grant.namespace(namespace)
         if namespace == default:
             return self.ctx

@@ -61,6 +61,14 @@ class Exchange:
     # Which session names the client may use (a server token's grant): placement looks
     # at, and forks into, only those.
     granted: Granted = _everything
+    # The session came from a coding agent's own session header: a tool-less request
+    # under it is a side request (a title), answered statelessly (SPEC §6).
+    agent_session: bool = False
+
+    @property
+    def stored(self) -> bool:
+        """Whether the turn is stored: a session is named and it is no side request."""
+        return self.session is not None and not (self.agent_session and not self.client.tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +143,7 @@ def exchange(
     if not said:
         raise UsageError("the request holds no message besides system messages")
     said = tuple(map(_as_client, said))
-    if request.session is None:
+    if request.session is None or not request.stored:
         base, tail = _split_tail(tuple(map(_stamped, said)))
         turn = TurnRequest(
             STATELESS,

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import API_KEY
 from tests.fakes.openai_server import ID_PROFILES, PROFILES, FakeOpenAIServer
+from tests.fakes.summaries import short_summaries
 from tests.serving import KoogServe, http
 
 pytestmark = pytest.mark.e2e
@@ -469,6 +470,7 @@ def test_headers_say_which_memory_was_used_and_when_compression_ran(
         '[long_term_memory.retrieval]\nenabled = true\nmode = "fulltext"\n'
     )
     env = {**koog_env, "KOOG_CONFIG": str(config)}
+    server.responder = short_summaries
     served = KoogServe(env, log=isolated / "serve.log").start()
     try:
         base = served.url.removesuffix("/v1") + "/koog/v1"
@@ -479,8 +481,10 @@ def test_headers_say_which_memory_was_used_and_when_compression_ran(
         client = served.client(default_headers={"X-Koog-Session": "hdr"})
         convo: list[dict[str, Any]] = []
         seen = []
+        # Long enough that a summary is shorter than what it replaces.
+        padding = " and the launch pad, the crew, the countdown, the fuel" * 20
         for question in ("tell me about the rocket", "and the weather", "more", "again"):
-            convo.append({"role": "user", "content": question})
+            convo.append({"role": "user", "content": question + padding})
             raw = client.chat.completions.with_raw_response.create(
                 model="gpt-4o-mini",
                 messages=convo,  # type: ignore[arg-type]

@@ -1,0 +1,274 @@
+"""One client turn of `koog serve`, whatever the protocol (SPEC §6): admitted, run on a
+worker thread, answered as JSON or as a stream of the protocol's events.
+
+The turn runs on a worker thread; its text deltas cross to the event loop through a
+queue. The reply ends once the turn is stored, so a client that reads the session right
+after (`koog history show`, /koog/v1) finds it there. A streamed answer waits for the
+first delta (or the end) up to `keepalive_seconds` before it starts, so an upstream
+refusal keeps its own status (a 429 stays a 429); after that, the protocol's keep-alive
+keeps the connection open while the upstream thinks, and a failure is sent as the
+protocol's error event. A client that goes away mid-stream fails the turn: the next
+delta raises in the worker and nothing is stored as complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from koogcli.core.names import SessionName
+from koogcli.server.auth import Grant
+from koogcli.server.guard import LogEntry, log_entry
+from koogcli.server.state import ServerState
+from koogcli.services.context import AppContext
+from koogcli.services.exchange import Exchange, Exchanged, Placement, exchange, family_of
+from koogcli.services.turn_state import RequestInfo, TurnAbandonedError, TurnEvents
+
+T = TypeVar("T")
+ErrorAnswer = Callable[[BaseException], Response]
+
+
+class ClientGoneError(TurnAbandonedError):
+    """The client closed the connection before the reply was complete."""
+
+
+async def or_gone(
+    request: Request, waiting: Awaitable[T], late: Callable[[T], None] | None = None
+) -> T:
+    """`waiting`, unless the client closes the connection first: then ClientGoneError, and
+    a result that came anyway is handed to `late` (a place in a queue given back)."""
+    task: asyncio.Future[T] = asyncio.ensure_future(waiting)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        both: set[asyncio.Future[Any]] = {task, gone}
+        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done() and not task.cancelled():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        result = await task
+        if late is not None:
+            late(result)
+    raise ClientGoneError("the client closed the connection; the turn is not stored")
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class Turn:
+    """One exchange on a worker thread, telling the event loop what happens as it happens:
+    `delta`s, then `done` (stored) or `error`."""
+
+    def __init__(self, state: ServerState, asked: Exchange, entry: LogEntry) -> None:
+        self.state = state
+        self.asked = asked
+        self.entry = entry
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.info: RequestInfo | None = None
+        self.placed: Placement | None = None
+        self.gone = threading.Event()
+
+    def _put(self, kind: str, value: Any) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, value))
+
+    def _delta(self, text: str) -> None:
+        if self.gone.is_set():
+            raise ClientGoneError("the client closed the connection; the turn is not stored")
+        self._put("delta", text)
+
+    def _request(self, info: RequestInfo) -> None:
+        self.info = info
+
+    def _placed(self, placed: Placement) -> None:
+        self.placed = placed
+        self.entry.placement = placed.action
+
+    def start(
+        self,
+        ctx: AppContext,
+        release: Callable[[], None],
+        after: Callable[[Exchanged], object] | None = None,
+    ) -> None:
+        """Run the exchange; `after` (on the worker, once it is stored) adds what the
+        protocol keeps beside the turn, and its result is what `done` carries."""
+        events = TurnEvents(
+            on_delta=self._delta, on_request=self._request, abandoned=self.gone.is_set
+        )
+
+        def work() -> None:
+            try:
+                done = exchange(ctx, self.state.gate, self.asked, events, self._placed)
+                self._put("done", after(done) if after is not None else done)
+            except BaseException as exc:
+                self._put("error", exc)
+            finally:
+                release()
+
+        self.loop.run_in_executor(self.state.pool, work)
+
+    @property
+    def session(self) -> str | None:
+        if self.placed is not None:
+            return self.placed.session.value
+        asked = self.asked
+        return asked.session.value if asked.session is not None and asked.stored else None
+
+    def headers(self) -> dict[str, str]:
+        info, placed = self.info, self.placed
+        headers: dict[str, str] = {}
+        if self.session is not None:
+            headers["X-Koog-Session"] = self.session
+            if placed is not None and placed.forked_from is not None:
+                headers["X-Koog-Forked-From"] = placed.forked_from
+        if info is not None:
+            headers["X-Koog-Memory-Used"] = ",".join(info.memory_used)
+            headers["X-Koog-Context-Tokens"] = info.context
+            headers["X-Koog-Compressed"] = "true" if info.compressed else "false"
+        return headers
+
+
+async def begin(
+    request: Request,
+    state: ServerState,
+    grant: Grant,
+    entry: LogEntry,
+    asked: Exchange,
+    user: str | None,
+    after: Callable[[Exchanged], object] | None = None,
+) -> Turn:
+    """Admit the request (one at a time per family, a fair share per token) and start it."""
+    ctx = state.context(grant, request.headers, user)
+    session = asked.session
+    entry.session = session.value if session is not None else "-"
+    entry.placement = "-" if asked.stored else "stateless"
+    family = family_of(session, grant.allows).value if session is not None else None
+    release = await or_gone(request, state.admission.enter(family, grant.name), lambda d: d())
+    turn = Turn(state, asked, entry)
+    turn.start(ctx, release, after)
+    return turn
+
+
+def opened(request: Request) -> tuple[ServerState, LogEntry]:
+    return request.app.state.koog, log_entry(request.scope)
+
+
+async def answered(
+    request: Request, turn: Turn, render: Callable[[Any], object], failed: ErrorAnswer
+) -> Response:
+    """The whole reply as one JSON body, once the turn is stored."""
+    while True:
+        try:
+            kind, value = await or_gone(request, turn.queue.get())
+        except ClientGoneError as exc:
+            turn.gone.set()  # the turn fails before it is stored
+            return failed(exc)
+        if kind == "error":
+            return failed(value)
+        if kind == "done":
+            return JSONResponse(render(value), headers=turn.headers())
+
+
+class Events(Protocol):
+    """A protocol's stream: what it writes first, per text delta, at the end, on failure
+    and to keep the connection open."""
+
+    def opening(self) -> Iterable[str]: ...
+
+    def delta(self, text: str) -> Iterable[str]: ...
+
+    def closing(self, done: Any) -> Iterable[str]: ...
+
+    def failure(self, exc: BaseException) -> Iterable[str]: ...
+
+    def keepalive(self) -> str: ...
+
+
+async def streamed(
+    request: Request,
+    turn: Turn,
+    make: Callable[[], Events],
+    failed: ErrorAnswer,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    wait = turn.state.settings.keepalive_seconds
+    first: tuple[str, Any] | None
+    try:
+        first = await or_gone(request, asyncio.wait_for(turn.queue.get(), wait))
+    except TimeoutError:
+        first = None
+    except ClientGoneError as exc:
+        turn.gone.set()
+        return failed(exc)
+    if first is not None and first[0] == "error":
+        return failed(first[1])
+    events = make()
+
+    async def out() -> AsyncIterator[str]:
+        item = first
+        try:
+            for text in events.opening():
+                yield text
+            while True:
+                if item is None:
+                    try:
+                        item = await asyncio.wait_for(turn.queue.get(), wait)
+                    except TimeoutError:
+                        yield events.keepalive()
+                        continue
+                kind, value = item
+                item = None
+                if kind == "delta":
+                    for text in events.delta(value):
+                        yield text
+                elif kind == "error":
+                    for text in events.failure(value):
+                        yield text
+                    return
+                else:
+                    for text in events.closing(value):
+                        yield text
+                    return
+        finally:
+            turn.gone.set()  # a no-op once the answer is complete
+
+    return StreamingResponse(
+        out(),
+        media_type="text/event-stream",
+        headers={
+            **turn.headers(),
+            **(headers or {}),
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        },
+    )
+
+
+def sse(data: object, event: str | None = None) -> str:
+    """One server-sent event (named, when the protocol names its events)."""
+    body = json.dumps(data, ensure_ascii=False)
+    return f"event: {event}\ndata: {body}\n\n" if event else f"data: {body}\n\n"
+
+
+def session_of(
+    state: ServerState, grant: Grant, request: Request, from_body: str | None
+) -> tuple[SessionName | None, bool]:
+    """`X-Koog-Session`, else the body's session, else the client's own session header; and
+    whether it came from the client's own header (a coding agent's side requests, such
+    as opencode's title request, are then answered statelessly)."""
+    named = request.headers.get("x-koog-session") or from_body
+    if named:
+        return state.session(grant, named), False
+    own = state.client_session(request.headers)
+    return state.session(grant, own), own is not None
