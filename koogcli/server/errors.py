@@ -24,6 +24,7 @@ from koogcli.core.errors import (
 )
 from koogcli.server.wire import BadRequest, error_body
 from koogcli.services.exchange import SessionBusyError
+from koogcli.services.stored_responses import ResponseNotFoundError
 from koogcli.services.turn_state import TurnAbandonedError
 
 
@@ -81,6 +82,8 @@ def _koog_status(exc: KoogError) -> tuple[int, str, str | None]:
         if exc.status is not None and 400 <= exc.status < 600:
             return exc.status, "upstream_error", None
         return 502, "upstream_error", None
+    if isinstance(exc, ResponseNotFoundError):
+        return 404, "invalid_request_error", "response_not_found"
     if isinstance(exc, SessionNotFoundError):
         return 404, "not_found_error", "session_not_found"
     if isinstance(exc, UsageError):

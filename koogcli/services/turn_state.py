@@ -38,6 +38,8 @@ class ClientOptions:
     # The client's conversation through the turn's new messages; the reply's mark
     # (core/wire_marks.py) continues it.
     conversation: Mark | None = None
+    # Kept on the stored reply (a Responses API response's key: services/stored_responses).
+    reply_meta: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

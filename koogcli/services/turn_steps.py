@@ -228,6 +228,8 @@ def _model_step(turn: TurnState) -> None:
             meta["estimate_known"], meta["estimate"] = parts(prompt)
     if client is not None and usable:
         meta[CLIENT_TOOLS] = True  # the client runs them: never koog's to run or undo
+    if client is not None:
+        meta.update(client.reply_meta)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     if client is not None and client.conversation is not None:
         [safe] = ctx.pipeline.redact([reply])

@@ -1,0 +1,260 @@
+"""The Responses API (`/v1/responses`, SPEC §6): a turn of services/exchange.py asked in
+the Responses wire format (server/responses_wire.py), answered as a `response` object
+or its `response.*` events; stored responses found, listed and forgotten by id."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from koogcli.core import wire_marks
+from koogcli.core.names import SessionName
+from koogcli.core.ports import Usage
+from koogcli.server import errors
+from koogcli.server import responses_wire as wire
+from koogcli.server.auth import Grant
+from koogcli.server.state import ServerState
+from koogcli.server.turns import answered, begin, opened, session_of, sse, streamed
+from koogcli.services import stored_responses
+from koogcli.services.exchange import Exchange, Exchanged, family_of
+from koogcli.services.turn_state import ClientOptions
+
+
+async def create(request: Request) -> Response:
+    state, entry = opened(request)
+    try:
+        grant = state.grant(request.headers)
+        entry.token = grant.name
+        body = wire.parse_responses(await request.body())
+        conversation: tuple[Any, ...] = body.conversation
+        session: SessionName | None
+        if body.previous is not None:
+            session, earlier = await _previous(state, grant, body.previous)
+            system = tuple(m for m in body.conversation if m.role == "system")
+            conversation = (*system, *earlier, *body.input)
+            own = False
+        else:
+            session, own = session_of(state, grant, request, body.session)
+        key = secrets.token_hex(12)
+        family = family_of(session, grant.allows).value if session is not None else None
+        client = ClientOptions(
+            tools=body.client.tools,
+            temperature=body.client.temperature,
+            response_format=body.client.response_format,
+            extra=body.client.extra,
+            reply_meta={stored_responses.KEY: key},
+        )
+        model = state.model(body.model, known_names=False)
+        asked = Exchange(session, conversation, client, model, body.stream, grant.allows, own)
+        ident = wire.response_id(family if asked.stored else None, key)
+        created = int(time.time())
+        echo = {**body.echo, "store": body.store}
+        shown = body.model or state.ctx.settings.llm.model
+
+        def answer(done: Exchanged) -> wire.Answer:
+            result = done.result
+            return wire.Answer(
+                ident, shown, result.message, result.finish_reason, result.usage, created, echo
+            )
+
+        turn = await begin(request, state, grant, entry, asked, body.user, after=answer)
+    except Exception as exc:
+        return _failed(exc)
+    if not body.stream:
+        return await answered(request, turn, wire.response, _failed)
+    pending = wire.Answer(ident, shown, None, None, None, created, echo)
+    return await streamed(request, turn, lambda: _Events(pending), _failed)
+
+
+async def _previous(
+    state: ServerState, grant: Grant, ident: str
+) -> tuple[SessionName, tuple[Any, ...]]:
+    """The session a `previous_response_id` names, and the conversation through it."""
+    found = await _found(state, grant, ident)
+    earlier = (*found.before, found.reply)
+    return found.session, tuple(m for m in earlier if wire_marks.conversational(m))
+
+
+async def _found(state: ServerState, grant: Grant, ident: str) -> stored_responses.StoredResponse:
+    parsed = wire.parse_response_id(ident)
+    if parsed is None:
+        raise stored_responses.ResponseNotFoundError(
+            f"no stored response has the id {ident[:80]!r} (a response without a session "
+            "is not stored: name one with X-Koog-Session or 'conversation')"
+        )
+    family, key = parsed
+    return await state.run(lambda: stored_responses.find(state.ctx, family, key, grant.allows))
+
+
+class _Events:
+    """`response.created`, `response.in_progress`, the text item as it streams, then the
+    closing events of server/responses_wire.py."""
+
+    def __init__(self, pending: wire.Answer) -> None:
+        self.pending = pending
+        self.number = 0
+        self.text: list[str] = []
+        self.item_id = f"msg_{secrets.token_hex(16)}"
+
+    def _event(self, event: dict[str, Any]) -> str:
+        event["sequence_number"] = self.number
+        self.number += 1
+        return sse(event, event["type"])
+
+    def opening(self) -> Iterator[str]:
+        started = wire.response(self.pending, status="in_progress", items=[])
+        yield self._event({"type": "response.created", "response": started})
+        yield self._event({"type": "response.in_progress", "response": started})
+
+    def delta(self, text: str) -> Iterator[str]:
+        if not self.text:
+            item = {
+                "type": "message",
+                "id": self.item_id,
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [],
+            }
+            yield self._event(
+                {"type": "response.output_item.added", "output_index": 0, "item": item}
+            )
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            yield self._event(
+                {
+                    "type": "response.content_part.added",
+                    "item_id": self.item_id,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": part,
+                }
+            )
+        self.text.append(text)
+        yield self._event(
+            {
+                "type": "response.output_text.delta",
+                "item_id": self.item_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": text,
+                "logprobs": [],
+            }
+        )
+
+    def closing(self, done: wire.Answer) -> Iterator[str]:
+        opened_text = bool(self.text)
+        for event in wire.events(done, opened_text, "".join(self.text), self.number, self.item_id):
+            self.number += 1
+            yield sse(event, event["type"])
+
+    def failure(self, exc: BaseException) -> Iterator[str]:
+        status, body = errors.described(exc)
+        given = body.get("error")
+        error: dict[str, Any] = given if isinstance(given, dict) else {}
+        failed = wire.response(self.pending, status="failed", items=[])
+        failed["error"] = {
+            "code": error.get("code")
+            or ("rate_limit_exceeded" if status == 429 else "server_error"),
+            "message": error.get("message") or str(exc),
+        }
+        yield self._event({"type": "response.failed", "response": failed})
+
+    def keepalive(self) -> str:
+        return ": keep-alive\n\n"
+
+
+def _failed(exc: BaseException) -> Response:
+    return errors.response(exc)
+
+
+async def retrieve(request: Request) -> Response:
+    state, entry = opened(request)
+    try:
+        grant = state.grant(request.headers)
+        entry.token = grant.name
+        found = await _found(state, grant, request.path_params["id"])
+    except Exception as exc:
+        return _failed(exc)
+    return JSONResponse(wire.response(_stored_answer(request.path_params["id"], found)))
+
+
+async def input_items(request: Request) -> Response:
+    state, entry = opened(request)
+    try:
+        grant = state.grant(request.headers)
+        entry.token = grant.name
+        found = await _found(state, grant, request.path_params["id"])
+    except Exception as exc:
+        return _failed(exc)
+    items = wire.input_items([m for m in found.input if wire_marks.conversational(m)])
+    if request.query_params.get("order", "desc") == "desc":
+        items.reverse()
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": items,
+            "first_id": items[0]["id"] if items else None,
+            "last_id": items[-1]["id"] if items else None,
+            "has_more": False,
+        }
+    )
+
+
+async def delete(request: Request) -> Response:
+    state, entry = opened(request)
+    ident = request.path_params["id"]
+    try:
+        grant = state.grant(request.headers)
+        entry.token = grant.name
+        found = await _found(state, grant, ident)
+        await state.run(lambda: stored_responses.forget(state.ctx, found))
+    except Exception as exc:
+        return _failed(exc)
+    return JSONResponse({"id": ident, "object": "response", "deleted": True})
+
+
+def _stored_answer(ident: str, found: stored_responses.StoredResponse) -> wire.Answer:
+    from koogcli.core.messages import FINISH_KEY
+
+    reply = found.reply
+    usage = reply.meta.get("usage")
+    return wire.Answer(
+        ident,
+        str(reply.meta.get("model") or ""),
+        reply,
+        str(reply.meta.get(FINISH_KEY) or "stop"),
+        _usage(usage),
+        _epoch(reply.created_at),
+        {"store": True},
+    )
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    counts = [raw.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")]
+    if not all(isinstance(n, int) for n in counts):
+        return None
+    return Usage(*counts)  # type: ignore[arg-type]
+
+
+def _epoch(stamp: str) -> int:
+    from datetime import datetime
+
+    try:
+        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return 0
+
+
+ROUTES = [
+    Route("/v1/responses", create, methods=["POST"]),
+    Route("/v1/responses/{id}", retrieve, methods=["GET"]),
+    Route("/v1/responses/{id}", delete, methods=["DELETE"]),
+    Route("/v1/responses/{id}/input_items", input_items, methods=["GET"]),
+]

@@ -1,0 +1,161 @@
+"""The Responses API of `koog serve`, driven by the official openai SDK (`responses.create`,
+`responses.stream`, retrieve, input_items, delete) against the test server upstream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.serving import KoogServe, http
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., Any]
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def _history(run_koog: Run, session: str) -> list[dict[str, Any]]:
+    shown = run_koog("history", "show", "-s", session, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return [m for m in json.loads(shown.stdout) if m["role"] != "system"]
+
+
+def test_a_streamed_response_chains_by_previous_response_id_the_instant_it_completes(
+    backend: str, serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    client = serve.client(default_headers={"X-Koog-Session": "resp"})
+    with client.responses.stream(
+        model="gpt-5-codex", input="hello there", instructions="Be brief."
+    ) as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        first = stream.get_final_response()
+    assert "".join(deltas) == first.output_text == "echo: hello there"
+    assert first.status == "completed"
+    # At once, no pause: the stored response is found.
+    second = client.responses.create(
+        model="gpt-5-codex", input="and again", previous_response_id=first.id
+    )
+    assert second.output_text == "echo: and again"
+    upstream = server.chat_requests[-1]["messages"]
+    assert [m["role"] for m in upstream] == ["system", "user", "assistant", "user"]
+    assert upstream[0]["content"] != "Be brief."  # instructions of the first are not carried
+    assert server.chat_requests[-1]["model"] == "gpt-4o-mini"  # the configured model
+    again = client.responses.retrieve(first.id)
+    assert again.output_text == "echo: hello there"
+    items = client.responses.input_items.list(second.id, order="asc")
+    assert [i.type for i in items.data] == ["message"]
+    assert [(m["role"], m["content"]) for m in _history(run_koog, "resp")] == [
+        ("user", "hello there"),
+        ("assistant", "echo: hello there"),
+        ("user", "and again"),
+        ("assistant", "echo: and again"),
+    ]
+    deleted = client.responses.delete(first.id)
+    assert deleted is None or getattr(deleted, "deleted", True)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve("resp_nope")
+
+
+def test_a_function_call_round_trip_with_full_replay_is_one_session(
+    backend: str, serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    """Like Codex: `store: false`, the whole input resent, function calls and outputs as
+    items; the call is the client's, never koog's."""
+    client = serve.client(default_headers={"X-Koog-Session": "cx"})
+    server.enqueue(
+        {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'}]}
+    )
+    convo: list[Any] = [{"role": "user", "content": "weather in Paris?"}]
+    with client.responses.stream(
+        model="gpt-5-codex", input=convo, tools=[WEATHER], store=False
+    ) as stream:
+        events = [e.type for e in stream]
+        first = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in events
+    [call] = [o for o in first.output if o.type == "function_call"]
+    assert (call.name, call.arguments, call.call_id) == (
+        "get_weather",
+        '{"city":"Paris"}',
+        "call_1",
+    )
+    convo += [
+        {
+            "type": "function_call",
+            "call_id": call.call_id,
+            "name": call.name,
+            "arguments": call.arguments,
+            "id": call.id,
+        },
+        {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
+    ]
+    done = client.responses.create(model="gpt-5-codex", input=convo, tools=[WEATHER], store=False)
+    assert done.output_text == "echo: weather in Paris?"
+    convo += [
+        {"role": "assistant", "content": done.output_text},
+        {"role": "user", "content": "thanks"},
+    ]
+    client.responses.create(model="gpt-5-codex", input=convo, tools=[WEATHER], store=False)
+    sent = server.chat_requests[1]["messages"]
+    assert (sent[-1]["role"], sent[-1]["tool_call_id"], sent[-1]["content"]) == (
+        "tool",
+        "call_1",
+        "sunny",
+    )
+    assert sent[-2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert server.chat_requests[0]["tools"][0]["function"]["name"] == "get_weather"
+    listed = json.loads(run_koog("history", "list", "--json").stdout)
+    assert [s["session"] for s in listed] == ["cx"]
+    roles = [m["role"] for m in _history(run_koog, "cx")]
+    assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+
+
+def test_bad_bodies_and_built_in_tools_are_400s_naming_the_field(serve: KoogServe) -> None:
+    base = serve.url
+    for body, param in (
+        ({"model": "m"}, "input"),
+        ({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"model": "m", "input": [{"type": "computer_call"}]}, "input[0].type"),
+        ({"model": "m", "input": "x", "store": "yes"}, "store"),
+        ({"model": "m", "input": "x", "max_output_tokens": -1}, "max_output_tokens"),
+    ):
+        status, answer = http("POST", base + "/responses", body)
+        assert status == 400, (body, answer)
+        assert answer["error"]["param"] == param, answer
+
+
+def test_another_tokens_response_is_404(koog_env: dict[str, str], tmp_path: Path) -> None:
+    config = tmp_path / "tokens.toml"
+    config.write_text(
+        '[[serve.tokens]]\ntoken = "token-for-alice-0123456789"\nsessions = ["alice-"]\nnamespaces = ["default"]\n'
+        '[[serve.tokens]]\ntoken = "token-for-bob-0123456789ab"\nsessions = ["bob-"]\nnamespaces = ["default"]\n'
+    )
+    started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}).start()
+    try:
+        alice = openai.OpenAI(
+            base_url=started.url, api_key="token-for-alice-0123456789", max_retries=0
+        )
+        bob = openai.OpenAI(
+            base_url=started.url, api_key="token-for-bob-0123456789ab", max_retries=0
+        )
+        mine = alice.responses.create(
+            model="m", input="secret", extra_headers={"X-Koog-Session": "alice-1"}
+        )
+        assert alice.responses.retrieve(mine.id).output_text == "echo: secret"
+        with pytest.raises(openai.NotFoundError):
+            bob.responses.retrieve(mine.id)
+        with pytest.raises(openai.NotFoundError):
+            bob.responses.create(model="m", input="more", previous_response_id=mine.id)
+    finally:
+        assert started.stop() == 0
