@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from koogcli.server import bodies, errors, koog_api, responses
+from koogcli.server import bodies, errors, koog_api, messages, responses
 from koogcli.server.bodies import BadRequest
 from koogcli.server.chat import chat_completions
 from koogcli.server.state import ServerState
@@ -85,6 +85,7 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         *responses.ROUTES,
+        *messages.ROUTES,
         *koog_api.ROUTES,
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

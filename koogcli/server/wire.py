@@ -73,7 +73,7 @@ def parse_chat(raw: bytes) -> ChatBody:
     if user is not None and not isinstance(user, str):
         raise BadRequest("'user' must be a string", "user")
     return ChatBody(
-        conversation=_named(tuple(_message(m, i) for i, m in enumerate(messages))),
+        conversation=named_results(tuple(_message(m, i) for i, m in enumerate(messages))),
         client=ClientOptions(
             tools=tuple(tools),
             temperature=temperature,
@@ -150,7 +150,7 @@ def _call(raw: object, where: str) -> ToolCall:
     return ToolCall(call_id if isinstance(call_id, str) else None, name, arguments)
 
 
-def _named(conversation: tuple[Message, ...]) -> tuple[Message, ...]:
+def named_results(conversation: tuple[Message, ...]) -> tuple[Message, ...]:
     """Tool results carry their tool's name (clients send only the call's id)."""
     names: dict[str | None, str | None] = {
         c.id: c.name for m in conversation for c in m.tool_calls if c.id

@@ -1,0 +1,117 @@
+"""Anthropic Messages (`/v1/messages`, `/v1/messages/count_tokens`, `HEAD /`; SPEC §6): a
+turn of services/exchange.py asked in the Messages wire format
+(server/messages_wire.py), answered as a `message` or its events, errors in Anthropic's
+shape with its statuses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from koogcli.server import errors
+from koogcli.server import messages_wire as wire
+from koogcli.server.turns import answered, begin, opened, session_of, sse, streamed
+from koogcli.services.exchange import Exchange, Exchanged
+
+
+def failed(exc: BaseException) -> Response:
+    """Any failure in Anthropic's error shape, with the status koog would answer."""
+    status, body = errors.described(exc)
+    given = body.get("error")
+    text = str(given.get("message")) if isinstance(given, dict) else str(exc)
+    if status == 503:
+        status = 529  # Anthropic's "overloaded"
+    return JSONResponse(wire.error(status, text), status_code=status)
+
+
+async def create(request: Request) -> Response:
+    state, entry = opened(request)
+    try:
+        grant = state.grant(request.headers)
+        entry.token = grant.name
+        body = wire.parse_messages(await request.body())
+        session, own = session_of(state, grant, request, body.session)
+        model = state.model(body.model, known_names=False)
+        asked = Exchange(
+            session, body.conversation, body.client, model, body.stream, grant.allows, own
+        )
+        ident = wire.new_id()
+
+        def answer(done: Exchanged) -> wire.Answer:
+            result = done.result
+            return wire.Answer(
+                ident, body.model, result.message, result.finish_reason, result.usage
+            )
+
+        turn = await begin(request, state, grant, entry, asked, None, after=answer)
+    except Exception as exc:
+        return failed(exc)
+    if not body.stream:
+        return await answered(request, turn, wire.message, failed)
+    return await streamed(request, turn, lambda: _Events(ident, body.model), failed)
+
+
+class _Events:
+    def __init__(self, ident: str, model: str) -> None:
+        self.ident, self.model = ident, model
+        self.text_open = False
+
+    def opening(self) -> Iterator[str]:
+        yield _event(wire.started(self.ident, self.model))
+
+    def delta(self, text: str) -> Iterator[str]:
+        if not self.text_open:
+            self.text_open = True
+            block = {"type": "text", "text": ""}
+            yield _event({"type": "content_block_start", "index": 0, "content_block": block})
+        delta = {"type": "text_delta", "text": text}
+        yield _event({"type": "content_block_delta", "index": 0, "delta": delta})
+
+    def closing(self, done: wire.Answer) -> Iterator[str]:
+        for event in wire.closing(done, self.text_open):
+            yield _event(event)
+
+    def failure(self, exc: BaseException) -> Iterator[str]:
+        status, body = errors.described(exc)
+        given = body.get("error")
+        text = str(given.get("message")) if isinstance(given, dict) else str(exc)
+        yield _event(wire.error(529 if status == 503 else status, text))
+
+    def keepalive(self) -> str:
+        return _event({"type": "ping"})
+
+
+def _event(data: dict[str, Any]) -> str:
+    return sse(data, str(data["type"]))
+
+
+async def count_tokens(request: Request) -> Response:
+    """koog's own estimate of the request (core/tokens.py), tools included."""
+    from koogcli.core.tokens import request_tokens
+
+    state, entry = opened(request)
+    try:
+        grant = state.grant(request.headers)
+        entry.token = grant.name
+        body = wire.parse_messages(await request.body())
+    except Exception as exc:
+        return failed(exc)
+    tools = len(json.dumps(list(body.client.tools))) // 4 if body.client.tools else 0
+    return JSONResponse({"input_tokens": request_tokens(body.conversation) + tools})
+
+
+async def root(request: Request) -> Response:
+    """Claude Code checks the base URL with `HEAD /` before its first request."""
+    return Response(status_code=200)
+
+
+ROUTES = [
+    Route("/v1/messages", create, methods=["POST"]),
+    Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+    Route("/", root, methods=["GET", "HEAD"]),
+]

@@ -1,0 +1,162 @@
+"""Anthropic Messages through `koog serve`, driven by the official `anthropic` SDK
+(`messages.create`, `messages.stream`, `count_tokens`): every reply and event parses with
+its types, errors keep Anthropic's shape and status, and a Claude Code conversation whose
+`cache_control` marker moves and whose system text changes stays one session."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.serving import KoogServe, http
+
+pytestmark = pytest.mark.e2e
+Run = Callable[..., Any]
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def _client(serve: KoogServe, **headers: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(
+        base_url=serve.url.removesuffix("/v1"),
+        api_key="sk-test",
+        max_retries=0,
+        default_headers=headers,
+    )
+
+
+def _history(run_koog: Run, session: str) -> list[dict[str, Any]]:
+    shown = run_koog("history", "show", "-s", session, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return [m for m in json.loads(shown.stdout) if m["role"] != "system"]
+
+
+def _system(text: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1; cch=1"},
+        {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}},
+    ]
+
+
+def test_a_claude_code_style_conversation_with_a_tool_round_trip_is_one_session(
+    backend: str, serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    client = _client(serve, **{"X-Claude-Code-Session-Id": "5f0c7a2e-1111-4222-8333-944445555666"})
+    server.enqueue(
+        {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": '{"city":"Oslo"}'}]}
+    )
+    ask: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "weather in Oslo?", "cache_control": {"type": "ephemeral"}}
+            ],
+        }
+    ]
+    with client.messages.stream(
+        model="claude-opus-4-8",
+        max_tokens=64000,
+        system=_system("You are Claude Code."),
+        messages=ask,
+        tools=[WEATHER],  # type: ignore[arg-type]
+    ) as stream:
+        kinds = [e.type for e in stream]
+        first = stream.get_final_message()
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert first.stop_reason == "tool_use"
+    [use] = [b for b in first.content if b.type == "tool_use"]
+    assert (use.name, use.input, use.id) == ("get_weather", {"city": "Oslo"}, "call_1")
+    # Turn 2: the marker moved to the newest block, the system text changed.
+    ask[0]["content"][0].pop("cache_control")
+    ask += [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": use.input}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use.id,
+                    "content": "cloudy",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
+    ]
+    done = client.messages.create(
+        model="claude-opus-4-8",
+        max_tokens=4096,
+        system=_system("You are Claude Code, v2."),
+        messages=ask,
+        tools=[WEATHER],  # type: ignore[arg-type]
+    )
+    assert done.stop_reason == "end_turn"
+    assert done.content[0].type == "text" and done.content[0].text == "echo: weather in Oslo?"
+    sent = server.chat_requests[-1]
+    assert sent["model"] == "gpt-4o-mini" and sent["max_tokens"] == 4096
+    assert sent["messages"][0]["content"].endswith("You are Claude Code, v2.")
+    assert sent["messages"][-1]["role"] == "tool" and sent["messages"][-1]["content"] == "cloudy"
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert listed == ["claude-5f0c7a2e-1111-4222-8333-944445555666"]
+    roles = [m["role"] for m in _history(run_koog, listed[0])]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    # A tool-less side request under the same session id is answered, never stored.
+    client.messages.create(
+        model="claude-haiku", max_tokens=50, messages=[{"role": "user", "content": "title?"}]
+    )
+    assert [m["role"] for m in _history(run_koog, listed[0])] == roles
+    assert [
+        s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)
+    ] == listed
+
+
+def test_errors_keep_anthropics_shape_and_status(
+    serve: KoogServe, server: FakeOpenAIServer
+) -> None:
+    client = _client(serve, **{"X-Koog-Session": "errs"})
+    server.enqueue({"status": 429, "message": "slow down"})
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        client.messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "a"}]
+        )
+    assert caught.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+    status, body = http("POST", serve.url + "/messages", {"model": "m", "messages": []})
+    assert status == 400
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    status, body = http(
+        "POST",
+        serve.url + "/messages",
+        {
+            "model": "m",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "a"}],
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+        },
+    )
+    assert status == 400 and "server tool" in body["error"]["message"]
+
+
+def test_count_tokens_answers_with_koogs_estimate(serve: KoogServe) -> None:
+    client = _client(serve)
+    short = client.messages.count_tokens(model="m", messages=[{"role": "user", "content": "hi"}])
+    long = client.messages.count_tokens(
+        model="m",
+        messages=[{"role": "user", "content": "hello there " * 200}],
+        tools=[WEATHER],  # type: ignore[list-item]
+    )
+    assert 0 < short.input_tokens < long.input_tokens
+
+
+def test_head_of_the_root_is_answered(serve: KoogServe) -> None:
+    status, _ = http("HEAD", serve.url.removesuffix("/v1") + "/")
+    assert status == 200
