@@ -232,7 +232,7 @@ def _tools(raw: object) -> tuple[dict[str, object], ...]:
     if not isinstance(raw, list):
         raise BadRequest("'tools' must be an array", "tools")
     out: list[dict[str, object]] = []
-    for i, tool in enumerate(raw):
+    for i, tool in enumerate(_flat(raw)):
         kind = tool.get("type") if isinstance(tool, dict) else None
         if kind != "function" or not isinstance(tool.get("name"), str):
             raise BadRequest(
@@ -245,6 +245,19 @@ def _tools(raw: object) -> tuple[dict[str, object], ...]:
         }
         out.append({"type": "function", "function": function})
     return tuple(out)
+
+
+def _flat(tools: list[Any]) -> list[Any]:
+    """A `namespace` tool's functions (Codex groups its sub-agent tools so) offered as
+    functions of their own names."""
+    out = []
+    for tool in tools:
+        inner = tool.get("tools") if isinstance(tool, dict) else None
+        if isinstance(tool, dict) and tool.get("type") == "namespace" and isinstance(inner, list):
+            out.extend(inner)
+        else:
+            out.append(tool)
+    return out
 
 
 def _tool_choice(raw: object) -> object:

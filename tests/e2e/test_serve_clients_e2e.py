@@ -41,15 +41,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.client import HTTPConnection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.relay import relaying
 from tests.serving import KoogServe, http
 
 # The install is not a test's time: the first test on each worker waits for it (one worker
@@ -188,73 +186,12 @@ def _client_env(proxy: str, base_url: str, tmp_path: Path) -> dict[str, str]:
     return env
 
 
-# --- a relay that records what each client sent -----------------------------------------
-
-
-class _Relay(BaseHTTPRequestHandler):
-    """Passes a request on to koog serve and its answer back as it comes (chunk by chunk,
-    so streams stay streams), recording the request and the session koog answered in."""
-
-    protocol_version = "HTTP/1.1"
-    target: tuple[str, int]
-    seen: list[dict[str, Any]]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def do_GET(self) -> None:
-        self._relay()
-
-    def do_POST(self) -> None:
-        self._relay()
-
-    def _relay(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        skip = {"host", "content-length", "connection", "accept-encoding"}
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-        upstream = HTTPConnection(*self.target, timeout=60)
-        try:
-            upstream.request(self.command, self.path, body=body, headers=headers)
-            answer = upstream.getresponse()
-            self.seen.append(
-                {
-                    "path": self.path,
-                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                    "body": json.loads(body) if body else None,
-                    "status": answer.status,
-                    "answered": answer.getheader("X-Koog-Session"),
-                }
-            )
-            self.send_response(answer.status)
-            for key, value in answer.getheaders():
-                if key.lower() not in {"transfer-encoding", "content-length", "connection"}:
-                    self.send_header(key, value)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            while piece := answer.read1(65536):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-        finally:
-            upstream.close()
-
-
 @pytest.fixture
 def relay(serve: KoogServe) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """The base URL the clients are given (koog serve's, through the relay) and the record
     of what they sent."""
-    parts = urlsplit(serve.url)
-    seen: list[dict[str, Any]] = []
-    handler = type("Relay", (_Relay,), {"target": (parts.hostname, parts.port), "seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}{parts.path}", seen
-    server.shutdown()
-    server.server_close()
+    with relaying(serve.url) as (url, seen):
+        yield url, seen
 
 
 # --- the upstream's script ---------------------------------------------------------------

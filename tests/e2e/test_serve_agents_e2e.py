@@ -1,0 +1,304 @@
+"""The coding agents people use most, for real, in front of `koog serve` (issue 32,
+shared/AGENT_CLIENTS.md): OpenAI Codex CLI (Responses API), Claude Code (Anthropic
+Messages) and opencode (chat completions, and Responses), installed from npm at pinned
+versions, run headless with HOME in a temp folder and the test server as the upstream.
+
+Each agent has one plain turn, then a memory record is added with `koog memory add`, then
+a continued turn (`resume --last`, `--continue`) with one tool round trip that the agent
+itself runs. Its conversation must be one koog session holding its user turns and the
+tool exchange; the record must reach the upstream and be named in X-Koog-Memory-Used;
+`koog why` explains the turn and `koog chat -s` continues it from the terminal."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer, text_of
+from tests.relay import relaying
+from tests.serving import KoogServe
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+PINS = ("@openai/codex@0.171.0", "@anthropic-ai/claude-code@2.1.197", "opencode-ai@1.18.33")
+HOME = pwd.getpwuid(os.getuid()).pw_dir
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path(HOME) / ".cache") / "koog-test-agents"
+AGENT_TIMEOUT = 120
+SECRET = "the deploy key is swordfish-42"
+TOOL_OUTPUT = "koog-tool-ran"
+
+
+@pytest.fixture(scope="session")
+def agents() -> Path:
+    """The folder whose `node_modules/.bin` holds codex, claude and opencode: installed
+    once per set of pins (under a lock, as both test workers want it). An install that
+    fails (npm out of reach) skips these tests outside CI; under CI it is a failure."""
+    key = hashlib.sha256(json.dumps(PINS).encode()).hexdigest()[:16]
+    folder = CACHE / key
+    marker = folder / "complete"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return folder / "node_modules" / ".bin"
+        for old in CACHE.iterdir():
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+        folder.mkdir()
+        started = time.monotonic()
+        npm = shutil.which("npm")
+        done = (
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *PINS],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                env={**os.environ, "HOME": HOME},
+            )
+            if npm
+            else None
+        )
+        if done is None or done.returncode != 0:
+            shutil.rmtree(folder, ignore_errors=True)
+            why = f"npm install {' '.join(PINS)} failed: " + (
+                done.stderr[-3000:] if done else "npm is not installed"
+            )
+            if os.environ.get("CI"):
+                pytest.fail(why)
+            pytest.skip(why)
+        marker.write_text(json.dumps({"pins": PINS, "seconds": round(time.monotonic() - started)}))
+        return folder / "node_modules" / ".bin"
+
+
+@dataclass
+class Agent:
+    """How to run one agent: its two turns, and the name of its shell tool."""
+
+    name: str
+    prefix: str
+    tool: str  # the agent's own tool the upstream calls
+    arguments: dict[str, Any]
+
+    def first(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        raise NotImplementedError
+
+    def again(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        raise NotImplementedError
+
+    def env(self, home: Path, url: str) -> dict[str, str]:
+        return {}
+
+
+class Codex(Agent):
+    def __init__(self) -> None:
+        super().__init__("codex", "codex-", "exec_command", {"cmd": f"echo {TOOL_OUTPUT}"})
+
+    def setup(self, home: Path, url: str) -> None:
+        (home / "codex").mkdir(parents=True)
+        (home / "codex" / "config.toml").write_text(
+            'model = "test-model"\nmodel_provider = "koog"\n'
+            'check_for_update_on_startup = false\nweb_search = "disabled"\n'
+            f'[model_providers.koog]\nname = "koog"\nbase_url = "{url}"\n'
+            'wire_api = "responses"\nenv_key = "KOOG_TEST_KEY"\n'
+            "[analytics]\nenabled = false\n"
+            "[features]\nplugins = false\nremote_plugin = false\napps = false\n"
+        )
+
+    def env(self, home: Path, url: str) -> dict[str, str]:
+        return {"CODEX_HOME": str(home / "codex"), "KOOG_TEST_KEY": "sk-test"}
+
+    def first(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        return [str(bin_dir / "codex"), "exec", "--skip-git-repo-check", "say pong"]
+
+    def again(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        return [
+            str(bin_dir / "codex"), "exec", "--skip-git-repo-check", "resume", "--last",
+            "run echo about the deploy",
+        ]  # fmt: skip
+
+
+class ClaudeCode(Agent):
+    def __init__(self) -> None:
+        super().__init__(
+            "claude", "claude-", "Bash", {"command": f"echo {TOOL_OUTPUT}", "description": "echo"}
+        )
+
+    def setup(self, home: Path, url: str) -> None:
+        return
+
+    def env(self, home: Path, url: str) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": url.removesuffix("/v1"),
+            "ANTHROPIC_API_KEY": "sk-test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+        }
+
+    def first(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        return [str(bin_dir / "claude"), "-p", "say pong", "--output-format", "json"]
+
+    def again(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        return [
+            str(bin_dir / "claude"), "-p", "run echo about the deploy", "--continue",
+            "--allowedTools", "Bash(echo:*)", "--output-format", "json",
+        ]  # fmt: skip
+
+
+class Opencode(Agent):
+    def __init__(self, package: str) -> None:
+        super().__init__(
+            "opencode",
+            "opencode-",
+            "bash",
+            {"command": f"echo {TOOL_OUTPUT}", "description": "echo"},
+        )
+        self.package = package
+
+    def setup(self, home: Path, url: str) -> None:
+        folder = home / ".config" / "opencode"
+        folder.mkdir(parents=True)
+        provider = {
+            "npm": self.package,
+            "name": "koog",
+            "options": {"baseURL": url, "apiKey": "sk-test"},
+            "models": {"test-model": {"name": "Test Model"}},
+        }
+        (folder / "opencode.json").write_text(
+            json.dumps(
+                {
+                    "autoupdate": False,
+                    "share": "disabled",
+                    "provider": {"koog": provider},
+                    "model": "koog/test-model",
+                    "small_model": "koog/test-model",
+                }
+            )
+        )
+
+    def env(self, home: Path, url: str) -> dict[str, str]:
+        off = ("MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "SHARE", "DEFAULT_PLUGINS")
+        return {
+            **{f"OPENCODE_DISABLE_{name}": "1" for name in off},
+            "OPENCODE_PURE": "1",
+            "npm_config_registry": "http://127.0.0.1:9/",
+        }
+
+    def first(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        return [str(bin_dir / "opencode"), "run", "say pong"]
+
+    def again(self, bin_dir: Path, home: Path, url: str) -> list[str]:
+        return [str(bin_dir / "opencode"), "run", "--continue", "run echo about the deploy"]
+
+
+AGENTS = {
+    "codex": Codex,
+    "claude-code": ClaudeCode,
+    "opencode-chat": lambda: Opencode("@ai-sdk/openai-compatible"),
+    "opencode-responses": lambda: Opencode("@ai-sdk/openai"),
+}
+
+
+def _run(agent: Agent, command: list[str], home: Path, work: Path, url: str) -> str:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "LANG": "C.UTF-8",
+        **agent.env(home, url),
+    }
+    done = subprocess.run(
+        command,
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=AGENT_TIMEOUT,
+    )
+    assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-3000:])
+    return done.stdout
+
+
+def _config(tmp_path: Path) -> Path:
+    config = tmp_path / "serve.toml"
+    config.write_text('[long_term_memory.retrieval]\nenabled = true\nmode = "fulltext"\n')
+    return config
+
+
+@pytest.mark.parametrize("which", list(AGENTS))
+def test_a_coding_agents_conversation_is_one_koog_session_with_memory(
+    which: str,
+    backend: str,
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    agent: Agent = AGENTS[which]()  # type: ignore[operator]
+    env = {**koog_env, "KOOG_CONFIG": str(_config(tmp_path))}
+    served = KoogServe(env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    try:
+        with relaying(served.url) as (url, seen):
+            agent.setup(home, url)  # type: ignore[attr-defined]
+            _run(agent, agent.first(agents, home, url), home, work, url)
+            added = run_koog("memory", "add", SECRET, "--json", env=env)
+            assert added.returncode == 0, added.stderr
+            record = json.loads(added.stdout)["id"]
+            server.enqueue(
+                {
+                    "tool_calls": [
+                        {
+                            "id": "call_t1",
+                            "name": agent.tool,
+                            "arguments": json.dumps(agent.arguments),
+                        }
+                    ]
+                }
+            )
+            _run(agent, agent.again(agents, home, url), home, work, url)
+    finally:
+        assert served.stop() == 0
+    turns = [
+        r
+        for r in seen
+        if r["path"].split("?")[0].endswith(("/responses", "/messages", "/completions"))
+    ]
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert len(listed) == 1 and listed[0].startswith(agent.prefix), (listed, seen)
+    [session] = listed
+    assert {r["answered"] for r in turns if r["answered"]} == {session}
+    history = json.loads(run_koog("history", "show", "-s", session, "--json").stdout)
+    said = [text_of(m.get("content")) for m in history if m["role"] == "user"]
+    for prompt in ("say pong", "run echo about the deploy"):
+        assert sum(prompt in text for text in said) == 1, (prompt, said)
+    calls = [c for m in history for c in m.get("tool_calls") or []]
+    assert [c["function"]["name"] for c in calls] == [agent.tool]
+    results = [text_of(m.get("content")) for m in history if m["role"] == "tool"]
+    assert len(results) == 1 and TOOL_OUTPUT in results[0], results
+    assert history[-1]["role"] == "assistant"
+    # Memory: the record reached the upstream with the continued turn, and koog said so.
+    assert any(SECRET in json.dumps(r["messages"]) for r in server.chat_requests)
+    assert any(record in (r["memory"] or "") for r in turns)
+    why = run_koog("why", "-s", session)
+    assert why.returncode == 0 and record[:8] in why.stdout, why.stdout
+    # The terminal continues it.
+    chat = run_koog("chat", "-s", session, "from the terminal")
+    assert chat.returncode == 0 and chat.stdout == "echo: from the terminal\n", chat.stderr
