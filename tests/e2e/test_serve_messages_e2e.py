@@ -6,7 +6,10 @@ its types, errors keep Anthropic's shape and status, and a Claude Code conversat
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -160,3 +163,73 @@ def test_count_tokens_answers_with_koogs_estimate(serve: KoogServe) -> None:
 def test_head_of_the_root_is_answered(serve: KoogServe) -> None:
     status, _ = http("HEAD", serve.url.removesuffix("/v1") + "/")
     assert status == 200
+
+
+def test_kill_minus_nine_mid_stream_keeps_completed_turns_and_no_partial_one(
+    backend: str,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    tmp_path: Path,
+    run_koog: Run,
+) -> None:
+    """A Responses stream and a Messages stream in flight when serve is killed: each
+    session keeps its completed turn and nothing of the one cut off; after a restart the
+    clients' resends continue the same sessions."""
+    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
+    claude = _client(served, **{"X-Koog-Session": "km"})
+    codex = served.client(default_headers={"X-Koog-Session": "kr"})
+    said_m: list[Any] = [{"role": "user", "content": "first m"}]
+    said_r: list[Any] = [{"role": "user", "content": "first r"}]
+    one = claude.messages.create(model="m", max_tokens=100, messages=said_m)
+    said_m += [{"role": "assistant", "content": one.content[0].text}]  # type: ignore[union-attr]
+    two = codex.responses.create(model="m", input=said_r, store=False)
+    said_r += [{"role": "assistant", "content": two.output_text}]
+    server.enqueue(*[{"chunks": [f"w{n} " for n in range(300)], "chunk_delay": 0.02}] * 2)
+    errors: list[BaseException] = []
+
+    def messages() -> None:
+        try:
+            with claude.messages.stream(
+                model="m", max_tokens=100, messages=[*said_m, {"role": "user", "content": "cut m"}]
+            ) as stream:
+                for _ in stream:
+                    pass
+        except Exception as exc:  # the connection is gone: what a client sees
+            errors.append(exc)
+
+    def responses() -> None:
+        try:
+            with codex.responses.stream(
+                model="m", input=[*said_r, {"role": "user", "content": "cut r"}], store=False
+            ) as stream:
+                for _ in stream:
+                    pass
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=messages), threading.Thread(target=responses)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)  # both streams under way
+    served.kill()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 2, errors
+    for session, first in (("km", "first m"), ("kr", "first r")):
+        kept = [(m["role"], m["content"]) for m in _history(run_koog, session)]
+        assert kept == [("user", first), ("assistant", f"echo: {first}")], kept
+    restarted = KoogServe(koog_env, log=tmp_path / "serve2.log").start()
+    try:
+        claude = _client(restarted, **{"X-Koog-Session": "km"})
+        codex = restarted.client(default_headers={"X-Koog-Session": "kr"})
+        claude.messages.create(
+            model="m", max_tokens=100, messages=[*said_m, {"role": "user", "content": "again m"}]
+        )
+        codex.responses.create(
+            model="m", input=[*said_r, {"role": "user", "content": "again r"}], store=False
+        )
+    finally:
+        assert restarted.stop() == 0
+    listed = sorted(s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout))
+    assert listed == ["km", "kr"]
+    assert [m["content"] for m in _history(run_koog, "km")][-2:] == ["again m", "echo: again m"]

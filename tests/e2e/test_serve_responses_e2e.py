@@ -50,6 +50,11 @@ def test_a_streamed_response_chains_by_previous_response_id_the_instant_it_compl
     assert [m["role"] for m in upstream] == ["system", "user", "assistant", "user"]
     assert upstream[0]["content"] != "Be brief."  # instructions of the first are not carried
     assert server.chat_requests[-1]["model"] == "gpt-4o-mini"  # the configured model
+    third = client.responses.create(  # chained from a response that was not streamed
+        model="gpt-5-codex", input="a third", previous_response_id=second.id
+    )
+    assert third.output_text == "echo: a third"
+    assert len(server.chat_requests[-1]["messages"]) == 6
     again = client.responses.retrieve(first.id)
     assert again.output_text == "echo: hello there"
     items = client.responses.input_items.list(second.id, order="asc")
@@ -59,6 +64,8 @@ def test_a_streamed_response_chains_by_previous_response_id_the_instant_it_compl
         ("assistant", "echo: hello there"),
         ("user", "and again"),
         ("assistant", "echo: and again"),
+        ("user", "a third"),
+        ("assistant", "echo: a third"),
     ]
     deleted = client.responses.delete(first.id)
     assert deleted is None or getattr(deleted, "deleted", True)
@@ -159,3 +166,38 @@ def test_another_tokens_response_is_404(koog_env: dict[str, str], tmp_path: Path
             bob.responses.create(model="m", input="more", previous_response_id=mine.id)
     finally:
         assert started.stop() == 0
+
+
+def test_model_names_and_agent_sessions_follow_the_serve_config(
+    koog_env: dict[str, str], server: FakeOpenAIServer, tmp_path: Path, run_koog: Run
+) -> None:
+    config = tmp_path / "clients.toml"
+    config.write_text(
+        '[serve]\nmodels = { "gpt-5-codex" = "upstream-coder" }\n'
+        '[serve.clients.codex]\nprefix = "cx-"\nnamespace = "agents"\n'
+        '[long_term_memory.retrieval]\nenabled = true\nmode = "fulltext"\n'
+    )
+    env = {**koog_env, "KOOG_CONFIG": str(config)}
+    added = run_koog("memory", "add", "the harbour opens at dawn", "-n", "agents", env=env)
+    assert added.returncode == 0, added.stderr
+    started = KoogServe(env).start()
+    try:
+        client = started.client(default_headers={"session-id": "0199-abc"})
+        raw = client.responses.with_raw_response.create(
+            model="gpt-5-codex",
+            input="when does the harbour open?",
+            store=False,
+            tools=[WEATHER],
+        )
+        assert raw.headers["x-koog-session"] == "cx-0199-abc"
+        assert raw.headers["x-koog-memory-used"]
+        assert server.chat_requests[-1]["model"] == "upstream-coder"
+        assert "the harbour opens at dawn" in json.dumps(server.chat_requests[-1]["messages"])
+        client.responses.create(model="other", input="hi", store=False, tools=[WEATHER])
+        assert server.chat_requests[-1]["model"] == "gpt-4o-mini"  # not listed: llm.model
+    finally:
+        assert started.stop() == 0
+    listed = [
+        s["session"] for s in json.loads(run_koog("history", "list", "--json", env=env).stdout)
+    ]
+    assert sorted(listed) == ["cx-0199-abc", "cx-0199-abc~2"]  # the second began anew
