@@ -19,14 +19,19 @@ from koogcli.server.turns import answered, begin, opened, session_of, sse, strea
 from koogcli.services.exchange import Exchange, Exchanged
 
 
-def failed(exc: BaseException) -> Response:
-    """Any failure in Anthropic's error shape, with the status koog would answer."""
+def _said(exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """The status koog would answer, and the body in Anthropic's error shape."""
     status, body = errors.described(exc)
     given = body.get("error")
     text = str(given.get("message")) if isinstance(given, dict) else str(exc)
     if status == 503:
         status = 529  # Anthropic's "overloaded"
-    return JSONResponse(wire.error(status, text), status_code=status)
+    return status, wire.error(status, text)
+
+
+def failed(exc: BaseException) -> Response:
+    status, body = _said(exc)
+    return JSONResponse(body, status_code=status)
 
 
 async def create(request: Request) -> Response:
@@ -77,10 +82,7 @@ class _Events:
             yield _event(event)
 
     def failure(self, exc: BaseException) -> Iterator[str]:
-        status, body = errors.described(exc)
-        given = body.get("error")
-        text = str(given.get("message")) if isinstance(given, dict) else str(exc)
-        yield _event(wire.error(529 if status == 503 else status, text))
+        yield _event(_said(exc)[1])
 
     def keepalive(self) -> str:
         return _event({"type": "ping"})

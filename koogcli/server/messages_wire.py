@@ -19,10 +19,9 @@ from typing import Any
 
 from koogcli.core import content_parts
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.ports import Usage
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest
-from koogcli.server.wire import named_results
+from koogcli.server.wire import Reply, named_results
 from koogcli.services.turn_state import ClientOptions
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -255,13 +254,7 @@ def _tool_choice(raw: object) -> object:
 # --- the answer --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    id: str
-    model: str
-    message: Message | None
-    finish: str | None
-    usage: Usage | None
+Answer = Reply  # what the answer says of a turn: id, model, message, finish, usage
 
 
 def new_id() -> str:

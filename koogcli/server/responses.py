@@ -19,6 +19,7 @@ from koogcli.core.ports import Usage
 from koogcli.server import errors
 from koogcli.server import responses_wire as wire
 from koogcli.server.auth import Grant
+from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
 from koogcli.server.turns import answered, begin, opened, session_of, sse, streamed
 from koogcli.services import stored_responses
@@ -31,7 +32,7 @@ async def create(request: Request) -> Response:
     try:
         grant = state.grant(request.headers)
         entry.token = grant.name
-        body = wire.parse_responses(await request.body())
+        body = parse_responses(await request.body())
         conversation: tuple[Any, ...] = body.conversation
         session: SessionName | None
         if body.previous is not None:
@@ -172,23 +173,25 @@ def _failed(exc: BaseException) -> Response:
     return errors.response(exc)
 
 
-async def retrieve(request: Request) -> Response:
+async def _looked_up(request: Request) -> tuple[ServerState, stored_responses.StoredResponse]:
+    """The stored response the path's id names (ResponseNotFoundError: none it may see)."""
     state, entry = opened(request)
+    grant = state.grant(request.headers)
+    entry.token = grant.name
+    return state, await _found(state, grant, request.path_params["id"])
+
+
+async def retrieve(request: Request) -> Response:
     try:
-        grant = state.grant(request.headers)
-        entry.token = grant.name
-        found = await _found(state, grant, request.path_params["id"])
+        _, found = await _looked_up(request)
     except Exception as exc:
         return _failed(exc)
     return JSONResponse(wire.response(_stored_answer(request.path_params["id"], found)))
 
 
 async def input_items(request: Request) -> Response:
-    state, entry = opened(request)
     try:
-        grant = state.grant(request.headers)
-        entry.token = grant.name
-        found = await _found(state, grant, request.path_params["id"])
+        _, found = await _looked_up(request)
     except Exception as exc:
         return _failed(exc)
     items = wire.input_items([m for m in found.input if wire_marks.conversational(m)])
@@ -206,12 +209,9 @@ async def input_items(request: Request) -> Response:
 
 
 async def delete(request: Request) -> Response:
-    state, entry = opened(request)
     ident = request.path_params["id"]
     try:
-        grant = state.grant(request.headers)
-        entry.token = grant.name
-        found = await _found(state, grant, ident)
+        state, found = await _looked_up(request)
         await state.run(lambda: stored_responses.forget(state.ctx, found))
     except Exception as exc:
         return _failed(exc)

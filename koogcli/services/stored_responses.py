@@ -31,9 +31,7 @@ class StoredResponse:
     input: list[Message]  # what was sent after the reply before it: the response's input
 
 
-def find(
-    ctx: AppContext, family: str, key: str, granted: Callable[[str], bool]
-) -> StoredResponse:
+def find(ctx: AppContext, family: str, key: str, granted: Callable[[str], bool]) -> StoredResponse:
     try:
         named = SessionName.parse(family)
     except KoogError:
