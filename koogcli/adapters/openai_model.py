@@ -99,7 +99,10 @@ class OpenAIChatModel:
         )
 
     def complete(
-        self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
+        self,
+        request: ModelRequest,
+        on_delta: Callable[[str], None] | None = None,
+        on_reasoning: Callable[[str], None] | None = None,
     ) -> Completion:
         # The messages are already in wire shape. Passing them as `extra_body` (which the
         # client merges over the typed fields) skips the client's per-field transform, which
@@ -117,19 +120,20 @@ class OpenAIChatModel:
             kwargs["tools"] = list(request.tools)
         if request.response_format is not None:
             kwargs["response_format"] = request.response_format
+        sinks = _Sinks(on_delta, on_reasoning)
         try:
             if request.stream:
-                return self._stream(kwargs, on_delta)
-            return self._whole(kwargs, on_delta)
+                return self._stream(kwargs, sinks)
+            return self._whole(kwargs, sinks)
         except ModelError:
             raise
         except Exception as exc:
             raise self._explain(exc, request.model) from exc
 
-    def _whole(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None) -> Completion:
-        return self._from_completion(self._client.chat.completions.create(**kwargs), on_delta)
+    def _whole(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
+        return self._from_completion(self._client.chat.completions.create(**kwargs), sinks)
 
-    def _from_completion(self, response: Any, on_delta: Callable[[str], None] | None) -> Completion:
+    def _from_completion(self, response: Any, sinks: _Sinks) -> Completion:
         if not response.choices:
             raise ModelError(f"{self.endpoint.shown_url} returned no choices")
         choice = response.choices[0]
@@ -139,9 +143,12 @@ class OpenAIChatModel:
             for c in (choice.message.tool_calls or [])
             if getattr(c, "function", None) is not None
         )
-        if text and on_delta:
-            on_delta(text)
-        return Completion(text, calls, _usage(response.usage), choice.finish_reason)
+        reasoning = _reasoning(choice.message)
+        if reasoning and sinks.reasoning:
+            sinks.reasoning(reasoning)
+        if text and sinks.text:
+            sinks.text(text)
+        return Completion(text, calls, _usage(response.usage), choice.finish_reason, reasoning)
 
     def _open_stream(self, kwargs: dict[str, Any]) -> Any:
         """Ask for a usage chunk; a server that rejects `stream_options` is asked once more
@@ -162,7 +169,7 @@ class OpenAIChatModel:
             self.stream_options = False
             return stream
 
-    def _stream(self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None) -> Completion:
+    def _stream(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
         stream = self._open_stream(kwargs)
         if "json" in stream.response.headers.get("content-type", ""):
             # The server ignored `stream: true` and answered with one JSON completion.
@@ -170,11 +177,12 @@ class OpenAIChatModel:
 
             with stream:
                 raw = json.loads(stream.response.read())
-            return self._from_completion(ChatCompletion.model_validate(raw), on_delta)
+            return self._from_completion(ChatCompletion.model_validate(raw), sinks)
         parts: list[str] = []
         calls: dict[int, dict[str, str | None]] = {}
         usage: Usage | None = None
         finish: str | None = None
+        thinking: list[str] = []
         with stream:
             for chunk in _guarded(stream, self.endpoint):
                 if chunk.usage is not None:
@@ -185,10 +193,15 @@ class OpenAIChatModel:
                         finish = choice.finish_reason
                     if delta is None:
                         continue
+                    thought = _reasoning(delta)
+                    if thought:
+                        thinking.append(thought)
+                        if sinks.reasoning:
+                            sinks.reasoning(thought)
                     if delta.content:
                         parts.append(delta.content)
-                        if on_delta:
-                            on_delta(delta.content)
+                        if sinks.text:
+                            sinks.text(delta.content)
                     for frag in delta.tool_calls or []:
                         slot = calls.setdefault(
                             _slot_of(frag, calls), {"id": None, "name": "", "arguments": ""}
@@ -199,7 +212,7 @@ class OpenAIChatModel:
             for _, s in sorted(calls.items())
         )
         if not parts and not tool_calls and finish is None:
-            return self._second_opinion(kwargs, on_delta)
+            return self._second_opinion(kwargs, sinks)
         if finish is None:
             # A reply is complete only when the server says so: llama.cpp ends a stream in
             # flight with `[DONE]` and no finish when another request arrives.
@@ -211,16 +224,14 @@ class OpenAIChatModel:
                 hint="nothing of this turn was stored; retry (a local server may cut a "
                 "stream when another request arrives)",
             )
-        return Completion("".join(parts), tool_calls, usage, finish)
+        return Completion("".join(parts), tool_calls, usage, finish, "".join(thinking))
 
-    def _second_opinion(
-        self, kwargs: dict[str, Any], on_delta: Callable[[str], None] | None
-    ) -> Completion:
+    def _second_opinion(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
         """An empty stream (no text, no call, no finish) tells nothing: llama.cpp answers
         a streamed request over its context, or with `tool_choice`, with an empty 200. The
         same request once more without streaming gets the server's real answer: its
         refusal (raised, so overflow recovery runs), or a reply."""
-        done = self._whole(kwargs, on_delta)
+        done = self._whole(kwargs, sinks)
         if not done.text and not done.tool_calls:
             raise ModelError(
                 f"the server at {self.endpoint.shown_url} sent an empty reply, streamed and "
@@ -428,6 +439,24 @@ def _detail(exc: Any) -> str:
         message = err.get("message") if isinstance(err, dict) else None
         if message:
             return f": {str(message)[:200]}"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Sinks:
+    """Where a request's deltas go as they arrive: its text, and its reasoning."""
+
+    text: Callable[[str], None] | None
+    reasoning: Callable[[str], None] | None
+
+
+def _reasoning(message: Any) -> str:
+    """The reasoning text a server sends beside the answer: `reasoning_content` (DeepSeek,
+    vLLM, llama.cpp) or `reasoning` (newer vLLM, OpenRouter)."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value:
+            return value
     return ""
 
 

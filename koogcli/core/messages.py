@@ -24,6 +24,9 @@ CLIENT_TOOLS = "client_tools"
 FINISH_KEY = "finish_reason"
 CUT_REASONS = frozenset({"length", "content_filter"})
 CUT_LABELS = {"length": "cut at the length limit", "content_filter": "cut by a content filter"}
+# meta key of the reasoning text the upstream sent beside a reply (not part of its content:
+# never sent back upstream, summarised or indexed; serve hands it to its clients).
+REASONING_KEY = "reasoning"
 
 
 def utc_now() -> str:

@@ -160,13 +160,18 @@ class Completion:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
     finish_reason: str | None = None
+    reasoning: str = ""  # the upstream's reasoning text (`reasoning_content`), if it sent any
 
 
 class ChatModel(Protocol):
     def complete(
-        self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
+        self,
+        request: ModelRequest,
+        on_delta: Callable[[str], None] | None = None,
+        on_reasoning: Callable[[str], None] | None = None,
     ) -> Completion:
-        """One model request; text deltas are passed to on_delta as they arrive."""
+        """One model request; text deltas are passed to on_delta as they arrive, and
+        reasoning deltas to on_reasoning."""
         ...
 
     def list_models(self) -> list[str]:

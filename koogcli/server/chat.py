@@ -48,6 +48,9 @@ class _ChatEvents:
     def opening(self) -> Iterator[str]:
         yield sse(chunk(self.ident, self.model, self.created, {"role": "assistant", "content": ""}))
 
+    def reasoning(self, text: str) -> Iterator[str]:
+        yield sse(chunk(self.ident, self.model, self.created, {"reasoning_content": text}))
+
     def delta(self, text: str) -> Iterator[str]:
         yield sse(chunk(self.ident, self.model, self.created, {"content": text}))
 

@@ -62,23 +62,45 @@ async def create(request: Request) -> Response:
 
 
 class _Events:
+    """`message_start`, a thinking block while the upstream reasons, the text block as it
+    streams, then the tool-use blocks and the stop (server/messages_wire.py)."""
+
     def __init__(self, ident: str, model: str) -> None:
         self.ident, self.model = ident, model
-        self.text_open = False
+        self.blocks = 0  # content blocks opened so far
+        self.open: str | None = None  # the kind of the block open now
 
     def opening(self) -> Iterator[str]:
         yield _event(wire.started(self.ident, self.model))
 
+    def _switch(self, kind: str) -> Iterator[str]:
+        if self.open == kind:
+            return
+        if self.open is not None:
+            yield _event({"type": "content_block_stop", "index": self.blocks - 1})
+        block = {"type": "text", "text": ""}
+        if kind == "thinking":
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+        yield _event({"type": "content_block_start", "index": self.blocks, "content_block": block})
+        self.blocks += 1
+        self.open = kind
+
+    def reasoning(self, text: str) -> Iterator[str]:
+        if self.open == "text":
+            return  # reasoning after the answer began: kept with the reply, not streamed
+        yield from self._switch("thinking")
+        delta = {"type": "thinking_delta", "thinking": text}
+        yield _event({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta})
+
     def delta(self, text: str) -> Iterator[str]:
-        if not self.text_open:
-            self.text_open = True
-            block = {"type": "text", "text": ""}
-            yield _event({"type": "content_block_start", "index": 0, "content_block": block})
+        yield from self._switch("text")
         delta = {"type": "text_delta", "text": text}
-        yield _event({"type": "content_block_delta", "index": 0, "delta": delta})
+        yield _event({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta})
 
     def closing(self, done: wire.Answer) -> Iterator[str]:
-        for event in wire.closing(done, self.text_open):
+        if self.open is not None:
+            yield _event({"type": "content_block_stop", "index": self.blocks - 1})
+        for event in wire.closing(done, self.blocks):
             yield _event(event)
 
     def failure(self, exc: BaseException) -> Iterator[str]:

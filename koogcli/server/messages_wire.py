@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from koogcli.core import content_parts
-from koogcli.core.messages import Message, ToolCall
+from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest
 from koogcli.server.wire import Reply, named_results
@@ -298,6 +298,9 @@ def usage(answer: Answer) -> dict[str, int]:
 def message(answer: Answer) -> dict[str, Any]:
     m = answer.message
     content: list[dict[str, Any]] = []
+    thought = m.meta.get(REASONING_KEY) if m is not None else None
+    if isinstance(thought, str) and thought:
+        content.append({"type": "thinking", "thinking": thought, "signature": ""})
     if m is not None and (m.content or not m.tool_calls):
         content.append({"type": "text", "text": m.content or ""})
     for index, call in enumerate(m.tool_calls if m is not None else ()):
@@ -330,12 +333,9 @@ def started(ident: str, model: str) -> dict[str, Any]:
     }
 
 
-def closing(answer: Answer, text_open: bool) -> Iterator[dict[str, Any]]:
-    """After the text: its block's end, each tool call as a block, the stop reason."""
-    index = 0
-    if text_open:
-        yield {"type": "content_block_stop", "index": 0}
-        index = 1
+def closing(answer: Answer, index: int) -> Iterator[dict[str, Any]]:
+    """After the blocks streamed (`index` of them, closed): each tool call as a block,
+    then the stop reason."""
     for i, call in enumerate(answer.message.tool_calls if answer.message is not None else ()):
         block = {**tool_block(call, i), "input": {}}
         yield {"type": "content_block_start", "index": index, "content_block": block}

@@ -94,14 +94,17 @@ async def _found(state: ServerState, grant: Grant, ident: str) -> stored_respons
 
 
 class _Events:
-    """`response.created`, `response.in_progress`, the text item as it streams, then the
-    closing events of server/responses_wire.py."""
+    """`response.created`, `response.in_progress`, the reasoning item and the text item
+    as they stream, then the closing events of server/responses_wire.py."""
 
     def __init__(self, pending: wire.Answer) -> None:
         self.pending = pending
         self.number = 0
         self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.done: list[dict[str, Any]] = []  # items complete before the text (reasoning)
         self.item_id = f"msg_{secrets.token_hex(16)}"
+        self.reasoning_id = f"rs_{secrets.token_hex(16)}"
 
     def _event(self, event: dict[str, Any]) -> str:
         event["sequence_number"] = self.number
@@ -113,8 +116,39 @@ class _Events:
         yield self._event({"type": "response.created", "response": started})
         yield self._event({"type": "response.in_progress", "response": started})
 
+    def reasoning(self, text: str) -> Iterator[str]:
+        if self.text:
+            return  # reasoning after the answer began: kept with the reply, not streamed
+        if not self.thinking:
+            item = wire.reasoning_item(self.reasoning_id, "", done=False)
+            yield self._event(
+                {"type": "response.output_item.added", "output_index": 0, "item": item}
+            )
+        self.thinking.append(text)
+        yield self._event(
+            {
+                "type": "response.reasoning_text.delta",
+                "item_id": self.reasoning_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": text,
+            }
+        )
+
+    def _close_reasoning(self) -> Iterator[str]:
+        if not self.thinking or self.done:
+            return
+        text = "".join(self.thinking)
+        at = {"item_id": self.reasoning_id, "output_index": 0, "content_index": 0}
+        yield self._event({"type": "response.reasoning_text.done", **at, "text": text})
+        item = wire.reasoning_item(self.reasoning_id, text)
+        yield self._event({"type": "response.output_item.done", "output_index": 0, "item": item})
+        self.done.append(item)
+
     def delta(self, text: str) -> Iterator[str]:
         if not self.text:
+            yield from self._close_reasoning()
+            index = len(self.done)
             item = {
                 "type": "message",
                 "id": self.item_id,
@@ -123,14 +157,14 @@ class _Events:
                 "content": [],
             }
             yield self._event(
-                {"type": "response.output_item.added", "output_index": 0, "item": item}
+                {"type": "response.output_item.added", "output_index": index, "item": item}
             )
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             yield self._event(
                 {
                     "type": "response.content_part.added",
                     "item_id": self.item_id,
-                    "output_index": 0,
+                    "output_index": index,
                     "content_index": 0,
                     "part": part,
                 }
@@ -140,7 +174,7 @@ class _Events:
             {
                 "type": "response.output_text.delta",
                 "item_id": self.item_id,
-                "output_index": 0,
+                "output_index": len(self.done),
                 "content_index": 0,
                 "delta": text,
                 "logprobs": [],
@@ -148,8 +182,9 @@ class _Events:
         )
 
     def closing(self, done: wire.Answer) -> Iterator[str]:
-        opened_text = bool(self.text)
-        for event in wire.events(done, opened_text, "".join(self.text), self.number, self.item_id):
+        yield from self._close_reasoning()
+        text = "".join(self.text) if self.text else None
+        for event in wire.events(done, self.done, text, self.number, self.item_id):
             self.number += 1
             yield sse(event, event["type"])
 

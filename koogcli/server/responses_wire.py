@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from koogcli.core.messages import Message, ToolCall
+from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.core.ports import Usage
 from koogcli.server.wire import Reply
 
@@ -83,6 +83,9 @@ def call_item(answer: Answer, index: int, call: ToolCall, done: bool = True) -> 
 def output(answer: Answer) -> list[dict[str, Any]]:
     message = answer.message
     items = []
+    thought = message.meta.get(REASONING_KEY) if message is not None else None
+    if isinstance(thought, str) and thought:
+        items.append(reasoning_item(_item_id("rs", message), thought))
     if message is not None and (message.content or not message.tool_calls):
         items.append(message_item(answer, message.content or ""))
     for index, call in enumerate(message.tool_calls if message is not None else ()):
@@ -181,14 +184,25 @@ def input_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return items
 
 
+def reasoning_item(ident: str, text: str, done: bool = True) -> dict[str, Any]:
+    """The upstream's reasoning as an output item (its text whole, no summary)."""
+    return {
+        "type": "reasoning",
+        "id": ident,
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}] if done else [],
+        "status": "completed" if done else "in_progress",
+    }
+
+
 def events(
-    answer: Answer, opened_text: bool, text: str, start: int, item_id: str
+    answer: Answer, before: list[dict[str, Any]], text: str | None, start: int, item_id: str
 ) -> Iterator[dict[str, Any]]:
-    """The closing events of a streamed response, numbered from `start`: the text item's
-    end (when one was opened), each function call whole, then `response.completed` (or
+    """The closing events of a streamed response, numbered from `start`, after the items
+    already complete (`before`: the reasoning): the text item's end (when one was opened:
+    `text` not None), each function call whole, then `response.completed` (or
     `response.incomplete`)."""
     number = start
-    index = 0
 
     def numbered(event: dict[str, Any]) -> dict[str, Any]:
         nonlocal number
@@ -196,62 +210,35 @@ def events(
         number += 1
         return event
 
-    message = answer.message
-    if opened_text:
+    items = list(before)
+    if text is not None:
         item = {**message_item(answer, text), "id": item_id}
-        part = item["content"][0]
+        at = {"item_id": item_id, "output_index": len(items), "content_index": 0}
+        yield numbered({"type": "response.output_text.done", **at, "text": text, "logprobs": []})
+        yield numbered({"type": "response.content_part.done", **at, "part": item["content"][0]})
         yield numbered(
-            {
-                "type": "response.output_text.done",
-                "item_id": item["id"],
-                "output_index": 0,
-                "content_index": 0,
-                "text": text,
-                "logprobs": [],
-            }
+            {"type": "response.output_item.done", "output_index": len(items), "item": item}
         )
-        yield numbered(
-            {
-                "type": "response.content_part.done",
-                "item_id": item["id"],
-                "output_index": 0,
-                "content_index": 0,
-                "part": part,
-            }
-        )
-        yield numbered({"type": "response.output_item.done", "output_index": 0, "item": item})
-        index = 1
+        items.append(item)
+    message = answer.message
     for i, call in enumerate(message.tool_calls if message is not None else ()):
-        item = call_item(answer, i, call, done=False)
+        index, item = len(items), call_item(answer, i, call, done=False)
+        at = {"item_id": item["id"], "output_index": index}
         yield numbered({"type": "response.output_item.added", "output_index": index, "item": item})
         yield numbered(
-            {
-                "type": "response.function_call_arguments.delta",
-                "item_id": item["id"],
-                "output_index": index,
-                "delta": call.arguments,
-            }
+            {"type": "response.function_call_arguments.delta", **at, "delta": call.arguments}
         )
         yield numbered(
             {
                 "type": "response.function_call_arguments.done",
-                "item_id": item["id"],
-                "output_index": index,
+                **at,
                 "arguments": call.arguments,
                 "name": call.name,
             }
         )
-        yield numbered(
-            {
-                "type": "response.output_item.done",
-                "output_index": index,
-                "item": call_item(answer, i, call),
-            }
-        )
-        index += 1
-    items = ([{**message_item(answer, text), "id": item_id}] if opened_text else []) + [
-        call_item(answer, i, c) for i, c in enumerate(message.tool_calls if message else ())
-    ]
+        done = call_item(answer, i, call)
+        yield numbered({"type": "response.output_item.done", "output_index": index, "item": done})
+        items.append(done)
     if not items:
         items = output(answer)
     final = response(answer, items=items)

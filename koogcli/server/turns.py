@@ -88,6 +88,11 @@ class Turn:
             raise ClientGoneError("the client closed the connection; the turn is not stored")
         self._put("delta", text)
 
+    def _reasoning(self, text: str) -> None:
+        if self.gone.is_set():
+            raise ClientGoneError("the client closed the connection; the turn is not stored")
+        self._put("reasoning", text)
+
     def _request(self, info: RequestInfo) -> None:
         self.info = info
 
@@ -104,7 +109,10 @@ class Turn:
         """Run the exchange; `after` (on the worker, once it is stored) adds what the
         protocol keeps beside the turn, and its result is what `done` carries."""
         events = TurnEvents(
-            on_delta=self._delta, on_request=self._request, abandoned=self.gone.is_set
+            on_delta=self._delta,
+            on_reasoning=self._reasoning,
+            on_request=self._request,
+            abandoned=self.gone.is_set,
         )
 
         def work() -> None:
@@ -181,10 +189,12 @@ async def answered(
 
 
 class Events(Protocol):
-    """A protocol's stream: what it writes first, per text delta, at the end, on failure
-    and to keep the connection open."""
+    """A protocol's stream: what it writes first, per reasoning and text delta, at the
+    end, on failure and to keep the connection open."""
 
     def opening(self) -> Iterable[str]: ...
+
+    def reasoning(self, text: str) -> Iterable[str]: ...
 
     def delta(self, text: str) -> Iterable[str]: ...
 
@@ -231,6 +241,9 @@ async def streamed(
                 item = None
                 if kind == "delta":
                     for text in events.delta(value):
+                        yield text
+                elif kind == "reasoning":
+                    for text in events.reasoning(value):
                         yield text
                 elif kind == "error":
                     for text in events.failure(value):

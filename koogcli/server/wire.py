@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from koogcli.core import content_parts
-from koogcli.core.messages import Message, ToolCall
+from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.core.ports import Usage
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest as BadRequest
@@ -209,6 +209,9 @@ def completion(reply: Reply) -> dict[str, Any]:
     calls = _wire_calls(reply.message, indexed=False)
     if calls:
         message["tool_calls"] = calls
+    thought = reply.message.meta.get(REASONING_KEY) if reply.message is not None else None
+    if isinstance(thought, str) and thought:
+        message["reasoning_content"] = thought
     out: dict[str, Any] = {
         "id": reply.id,
         "object": "chat.completion",

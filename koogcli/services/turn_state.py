@@ -76,6 +76,8 @@ class RequestInfo:
 @dataclass
 class TurnEvents:
     on_delta: Callable[[str], None] | None = None
+    # The upstream's reasoning as it arrives (serve passes it on as its protocol does).
+    on_reasoning: Callable[[str], None] | None = None
     # A model request went out, or a tool started: nothing to show until the next event.
     on_waiting: Callable[[str], None] | None = None
     on_tool_call: Callable[[ToolCall], None] | None = None

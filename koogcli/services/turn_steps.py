@@ -21,6 +21,7 @@ from koogcli.core.messages import (
     CLIENT_TOOLS,
     CUT_REASONS,
     FINISH_KEY,
+    REASONING_KEY,
     Message,
     ToolCall,
     assistant,
@@ -194,7 +195,12 @@ def _model_step(turn: TurnState) -> None:
     if turn.events.on_waiting:
         turn.events.on_waiting(f"waiting for {turn.model}")
     try:
-        completion = ctx.model().complete(request, collect)
+        thinking = turn.events.on_reasoning
+        completion = (
+            ctx.model().complete(request, collect, thinking)
+            if thinking is not None
+            else ctx.model().complete(request, collect)
+        )
         interrupts.check()
     except KeyboardInterrupt:
         partial = Message(role="assistant", content="".join(produced), meta={"cancelled": True})
@@ -219,6 +225,8 @@ def _model_step(turn: TurnState) -> None:
     meta: dict[str, object] = {"model": turn.model, why_core.KEY: shaped.to_dict()}
     if completion.finish_reason in CUT_REASONS:
         meta[FINISH_KEY] = completion.finish_reason  # a reply cut short says so where shown
+    if completion.reasoning:
+        meta[REASONING_KEY] = completion.reasoning  # kept beside the reply, never summarised
     if completion.usage is not None:
         meta["usage"] = completion.usage.to_dict()
         if context_limit(ctx, turn.model) is not None:

@@ -233,3 +233,43 @@ def test_kill_minus_nine_mid_stream_keeps_completed_turns_and_no_partial_one(
     listed = sorted(s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout))
     assert listed == ["km", "kr"]
     assert [m["content"] for m in _history(run_koog, "km")][-2:] == ["again m", "echo: again m"]
+
+
+def test_the_upstreams_reasoning_reaches_each_protocol_as_its_own(
+    serve: KoogServe, server: FakeOpenAIServer
+) -> None:
+    """An upstream sending `reasoning_content` (DeepSeek, vLLM): a thinking block before the
+    text for Messages, a reasoning item before the message for Responses (streamed, and
+    in the stored response), `reasoning_content` deltas for chat completions."""
+    server.quirks = {"reasoning"}
+    thought = "Let me think about this. The answer follows."
+    claude = _client(serve, **{"X-Koog-Session": "think-m"})
+    with claude.messages.stream(
+        model="m", max_tokens=100, messages=[{"role": "user", "content": "why?"}]
+    ) as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_message()
+    assert kinds.count("content_block_start") == 2
+    assert [b.type for b in final.content] == ["thinking", "text"]
+    assert final.content[0].thinking == thought  # type: ignore[union-attr]
+    assert final.content[1].text == "echo: why?"  # type: ignore[union-attr]
+    codex = serve.client(default_headers={"X-Koog-Session": "think-r"})
+    with codex.responses.stream(model="m", input="why?") as rstream:
+        events = [e.type for e in rstream]
+        done = rstream.get_final_response()
+    assert "response.reasoning_text.delta" in events
+    assert [o.type for o in done.output] == ["reasoning", "message"]
+    assert done.output_text == "echo: why?"
+    kept = codex.responses.retrieve(done.id)
+    assert kept.output[0].type == "reasoning"
+    assert kept.output[0].content[0].text == thought  # type: ignore[union-attr,index]
+    chat = serve.client(default_headers={"X-Koog-Session": "think-c"})
+    chunks = list(
+        chat.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "why?"}], stream=True
+        )
+    )
+    said = "".join(
+        getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices
+    )
+    assert said == thought
