@@ -34,7 +34,6 @@ from koogcli.core.tokens import carry, request_tokens
 from koogcli.services.budget import (
     context_limit,
     learn_limit,
-    learn_summary_cut,
     live_prompt,
     summary_model,
 )
@@ -142,11 +141,10 @@ class ModelSummarizer:
                 break
         why = _not_a_summary(done)
         if why is not None:
-            if done.finish_reason == "length" and not done.tool_calls:
-                learn_summary_cut(self.ctx, self.model)
             raise NoSummaryError(
                 f"the summary request was answered with {why}; nothing was changed",
                 hint="try again, or another model with -m (compression.model)",
+                cut_off=done.finish_reason == "length" and not done.tool_calls,
             )
         return done.text
 
@@ -322,6 +320,10 @@ def _compressed_already(prompt: Sequence[Message]) -> bool:
 class NoSummaryError(ModelError):
     """The model answered a summary request with no usable summary (nothing, a tool
     call, a cut-off text): the compression changes nothing."""
+
+    def __init__(self, message: str, hint: str | None = None, cut_off: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        self.cut_off = cut_off  # cut at the token limit even when asked for fewer words
 
 
 class CompressionGrewError(ModelError):

@@ -200,11 +200,11 @@ def _within_budget(
         return fitted or loaded, stored, False
     try:
         if request.save:
-            compressed = _compress(ctx, request, model, events, reason)
+            compressed = _compress(ctx, request, model, events, reason, recovering)
             stored = ctx.history.read(request.session)
             loaded = ctx.memory.prepare(stored, live)
         else:
-            loaded, compressed = _compress_request(ctx, model, loaded, events, reason)
+            loaded, compressed = _compress_request(ctx, model, loaded, events, reason, recovering)
     except ContextOverflowError as err:
         raise ContextOverflowError(
             f"{err.message.rstrip('.')}, in the summary request of the compression before "
@@ -284,9 +284,14 @@ FALLBACK_STRATEGY = "last-n"
 
 
 def _compress(
-    ctx: AppContext, request: TurnRequest, model: str, events: TurnEvents, reason: str
+    ctx: AppContext,
+    request: TurnRequest,
+    model: str,
+    events: TurnEvents,
+    reason: str,
+    recovering: bool,
 ) -> bool:
-    """Compress the stored history; False when it could not be (the turn goes on)."""
+    """Compress the stored history; False when it could not be and the turn goes on."""
     from koogcli.services import compression  # only when it runs: imports cost every turn
 
     def run(choice: compression.StrategyChoice) -> CompressResult:
@@ -300,7 +305,7 @@ def _compress(
     try:
         done = run(compression.StrategyChoice())
     except compression.NoSummaryError as err:
-        events.warn(f"{err.message}; the turn goes on uncompressed")
+        _no_summary(ctx, model, err, events, recovering)
         return False
     except compression.CompressionGrewError as err:
         # The configured strategy would lengthen the history: the next one, which keeps
@@ -308,7 +313,10 @@ def _compress(
         events.warn(f"{err.message}; trying --strategy {FALLBACK_STRATEGY}")
         try:
             done = run(compression.StrategyChoice(strategy=FALLBACK_STRATEGY))
-        except (compression.CompressionGrewError, compression.NoSummaryError) as again:
+        except compression.NoSummaryError as again:
+            _no_summary(ctx, model, again, events, recovering)
+            return False
+        except compression.CompressionGrewError as again:
             events.warn(f"{again.message}; the turn goes on uncompressed")
             return False
     for problem in done.problems:
@@ -319,8 +327,27 @@ def _compress(
     return done.changed
 
 
+def _no_summary(
+    ctx: AppContext, model: str, err: Exception, events: TurnEvents, recovering: bool
+) -> None:
+    """A summary that is none (SPEC §5.19): remembered when the model cut it off, so the
+    next automatic compressions do not ask again (budget.summary_cut_lately). A turn the
+    server refused as too long goes on (fitted to the context); any other fails, with
+    nothing changed."""
+    if getattr(err, "cut_off", False):
+        budget.learn_summary_cut(ctx, budget.summary_model(ctx.settings, None, model))
+    if not recovering:
+        raise err
+    events.warn(f"{err}; the turn goes on uncompressed")
+
+
 def _compress_request(
-    ctx: AppContext, model: str, loaded: LoadedPrompt, events: TurnEvents, reason: str
+    ctx: AppContext,
+    model: str,
+    loaded: LoadedPrompt,
+    events: TurnEvents,
+    reason: str,
+    recovering: bool,
 ) -> tuple[LoadedPrompt, bool]:
     from koogcli.services import compression
 
@@ -333,7 +360,10 @@ def _compress_request(
             settings.preserve_memory,
             model=budget.summary_model(ctx.settings, None, model),
         )
-    except (compression.CompressionGrewError, compression.NoSummaryError) as err:
+    except compression.NoSummaryError as err:
+        _no_summary(ctx, model, err, events, recovering)
+        return loaded, False
+    except compression.CompressionGrewError as err:
         events.warn(f"{err.message}; the turn goes on uncompressed")
         return loaded, False
     if done.messages is None:
