@@ -115,13 +115,14 @@ def window_to_fit(
     model: str,
     history: Sequence[Message],
     tail: Sequence[Message],
-    refused: bool = False,
+    refused: int | None = None,
 ) -> list[Message] | None:
     """The newest of `history` (system and memory messages kept) that fit beside `tail`
-    in the model's context, less the reply's room, and under three quarters of a request
-    the server `refused`: what a turn sends when no summary can be made (a small model
-    that cannot stop). The stored history is not touched. None: the context size is
-    unknown, or `tail` alone leaves no room."""
+    in the model's context, less the reply's room, and under three quarters of the
+    estimated size of a request the server `refused` (estimates err, and a server that
+    sends no usage never calibrates them): what a turn sends when no summary can be made
+    (a small model that cannot stop). The stored history is not touched. None: the
+    context size is unknown, or `tail` alone leaves no room."""
     from koogcli.core.preprocessors import TokenWindowPreprocessor
 
     size = size_of(ctx, model, [*history, *tail], history)
@@ -129,8 +130,8 @@ def window_to_fit(
         return None
     reply = min(ctx.settings.llm.max_tokens or size.limit // 4, size.limit // 2)
     room = size.limit - reply
-    if refused:
-        room = min(room, size.tokens * 3 // 4)
+    if refused is not None:
+        room = min(room, refused * 3 // 4)
     room -= size.scale.request(tail)
     if room <= 0:
         return None

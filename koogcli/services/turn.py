@@ -64,8 +64,9 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
     if request.save:
         _finish_rollback(ctx, request.session, events)
     recovering = False
+    refused: int | None = None  # the estimated size of the request the server refused
     while True:
-        turn = _start(ctx, request, events, recovering)
+        turn = _start(ctx, request, events, recovering, refused)
         try:
             return drive(turn)
         except ContextOverflowError as err:
@@ -79,16 +80,25 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
                 f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
             )
             recovering = True
+            refused = budget.size_of(
+                ctx, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages
+            ).tokens
 
 
 def _start(
-    ctx: AppContext, request: TurnRequest, events: TurnEvents, recovering: bool
+    ctx: AppContext,
+    request: TurnRequest,
+    events: TurnEvents,
+    recovering: bool,
+    refused: int | None = None,
 ) -> TurnState:
     """The turn loaded (compressed first when over budget), its restore point taken and
     its user message recorded."""
     model = request.model or ctx.settings.llm.model
     live = live_prompt(ctx, request.system_prompt)
-    loaded, stored, compressed = _within_budget(ctx, request, model, live, events, recovering)
+    loaded, stored, compressed = _within_budget(
+        ctx, request, model, live, events, recovering, refused
+    )
     undo = (
         restore_point(
             ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
@@ -170,6 +180,7 @@ def _within_budget(
     live: list[Message],
     events: TurnEvents,
     recovering: bool,
+    refused: int | None = None,
 ) -> tuple[LoadedPrompt, StoredHistory, bool]:
     """The history the turn starts from, compressed first when the configured limits say
     so (compression.auto_after_messages, compression.auto_at) or the server refused the
@@ -196,7 +207,7 @@ def _within_budget(
             f"{time.strftime('%H:%M', time.localtime(cut))} (set [compression] model to one "
             "that can summarise, or run `koog compress`)"
         )
-        fitted = _fitted(ctx, request, model, loaded, events, recovering)
+        fitted = _fitted(ctx, request, model, loaded, events, refused)
         return fitted or loaded, stored, False
     try:
         if request.save:
@@ -218,7 +229,7 @@ def _within_budget(
     )
     too_long = size is not None and size.limit is not None and size.tokens > size.limit
     if not compressed and (too_long or recovering):
-        fitted = _fitted(ctx, request, model, loaded, events, recovering)
+        fitted = _fitted(ctx, request, model, loaded, events, refused)
         if fitted is not None:
             return fitted, stored, False
     if size is not None and size.limit is not None and size.tokens > size.limit:
@@ -238,7 +249,7 @@ def _fitted(
     model: str,
     loaded: LoadedPrompt,
     events: TurnEvents,
-    refused: bool,
+    refused: int | None,
 ) -> LoadedPrompt | None:
     """No summary could be made: this request sends the newest messages that fit, and
     the stored history stays whole (`koog why` shows what was left out)."""
