@@ -44,7 +44,7 @@ class FileBackend:
     def __init__(self, data: DataDir, warn: Callable[[str], None] = stderr_warning) -> None:
         self.data = data
         self.warn = warn
-        self.db = SqliteDatabase(data.root / DATABASE)
+        self.db = SqliteDatabase(data.root / DATABASE, identity=data.root / f"{DATABASE}.id")
         self.history = FileHistoryStore(data, warn=warn)
         self.transcript = SqlTranscriptStore(self.db)
         self.origins = SqlSessionOrigins(self.db)

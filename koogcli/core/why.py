@@ -113,7 +113,8 @@ class Explained:
     """A reply and what shaped it (`koog why`)."""
 
     session: str
-    turn: int  # 1-based, among the session's answered turns
+    turn: int  # 1-based, among the turns that wrote to the session's transcript
     turns: int
     reply: Message
     why: Why
+    rolled_back: str | None = None  # when a rollback took the reply out of the history

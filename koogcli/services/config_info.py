@@ -20,8 +20,18 @@ def example_text() -> str:
 
 
 def effective(ctx: AppContext) -> dict[str, Any]:
+    """The settings turns use: a local server found, and its first model when none is
+    configured, as `koog chat` would use them (with where they came from)."""
     from koogcli.core.urls import masked
 
+    configured = ctx
+    ctx, local = _in_effect(ctx)
+    sources = dict(configured.config.provenance)
+    if local is not None:
+        if "llm.model" not in sources:
+            sources["llm.model"] = f"the first model {local} lists"
+        if ctx.settings.llm.base_url != configured.settings.llm.base_url:
+            sources["llm.base_url"] = "a local server found on a known port"
     key_env = ctx.settings.llm.api_key_env
     settings = ctx.settings.model_dump(exclude_none=True, by_alias=True)
     settings["llm"]["base_url"] = masked(settings["llm"]["base_url"])
@@ -32,8 +42,24 @@ def effective(ctx: AppContext) -> dict[str, Any]:
         "data_dir": str(ctx.data.root),
         "api_key": {"env": key_env, "set": bool(ctx.env.get(key_env))},
         "settings": settings,
-        "sources": dict(sorted(ctx.config.provenance.items())),
+        "sources": dict(sorted(sources.items())),
     }
+
+
+def _in_effect(ctx: AppContext) -> tuple[AppContext, str | None]:
+    """The context turns talk through, and the local server it found (None: none)."""
+    from koogcli.core.errors import KoogError
+
+    try:
+        found, line = ctx.with_endpoint()
+    except KoogError:  # no endpoint at all: show the configuration as it is
+        return ctx, None
+    if line is None:
+        return ctx, None
+    from koogcli.core.urls import masked
+
+    url = found.settings.llm.base_url or ctx.env.get("OPENAI_BASE_URL", "")
+    return found, masked(url) or "the local server"
 
 
 def as_toml(info: Mapping[str, Any]) -> str:

@@ -26,8 +26,10 @@ from koogcli.core.messages import Message, ToolCall, clients_calls, local_time, 
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory, ToolOutcome
 from koogcli.core.results import Compensation, RollbackResult, call_text
+from koogcli.services import turn_numbers
 from koogcli.services.checkpoints import find, require_enabled, restore_point
 from koogcli.services.context import AppContext
+from koogcli.services.turn_numbers import Numbered, span
 
 Approve = Callable[[ToolCall], str]
 
@@ -136,7 +138,7 @@ def plan(
         session,
         full,
         current,
-        describe(full, current.messages),
+        describe(full, current.messages, turn_numbers.of_session(ctx, session)),
         removed,
         tuple(contradicted),
         tuple(finished),
@@ -214,15 +216,23 @@ def execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None = None)
     )
 
 
-def describe(target: Checkpoint, current: Sequence[Message]) -> str:
-    """The change that restoring `target` (with its messages) undoes, for people."""
+def describe(
+    target: Checkpoint, current: Sequence[Message], numbers: Numbered | None = None
+) -> str:
+    """The change that restoring `target` (with its messages) undoes, for people; turns
+    numbered as the transcript numbers them (services/turn_numbers.py), as `why` does."""
     when = local_time(target.created_at)
     if target.manual:
         return f"the changes since checkpoint {target.label or target.id} ({when})"
     if target.reason == "turn":
-        first = sum(1 for m in target.messages if m.role == "user") + 1
-        last = sum(1 for m in current if m.role == "user")
-        turns = f"turns {first}-{last}" if last > first else f"turn {first}"
+        kept = {m.id for m in target.messages}
+        removed = [m.id for m in current if m.id not in kept]
+        known = numbers.of_message if numbers is not None else {}
+        turns = span(known[i] for i in removed if i in known)
+        if turns is None:  # no transcript (an imported history): count its user messages
+            first = sum(1 for m in target.messages if m.role == "user") + 1
+            last = sum(1 for m in current if m.role == "user")
+            turns = f"turns {first}-{last}" if last > first else f"turn {first}"
         return f"{turns} (from {when})"
     if target.reason == "rollback":
         return f"the rollback of {when}"

@@ -15,6 +15,7 @@ from koogcli.core.errors import UsageError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.core.why import Explained, Why
+from koogcli.services import turn_numbers
 from koogcli.services.budget import context_limit, size_of
 from koogcli.services.context import AppContext
 
@@ -65,30 +66,62 @@ def record(
 
 
 def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> Explained:
-    """The reply of answered turn `turn` (1-based; None: the last) and why it was so."""
+    """The reply of turn `turn` (numbered as services/turn_numbers.py does; None: the last
+    turn whose reply is in effect) and why it was so; a reply a rollback undid says so."""
     ctx.require_session(session)
-    answered: list[tuple[Message, Why]] = []
-    last_turn: str | None = None
-    for message, turn_id in ctx.transcript.entries(session):
+    entries = list(ctx.transcript.entries(session))
+    numbers = turn_numbers.numbered(entries)
+    answered: dict[int, tuple[Message, Why]] = {}
+    for message, _ in entries:
         found = core.of(message) if message.role == "assistant" else None
         if found is None or message.meta.get("cancelled"):
             continue
-        if turn_id == last_turn and answered:
-            answered[-1] = (message, found)  # a turn's last reply answers it
-        else:
-            answered.append((message, found))
-        last_turn = turn_id
+        answered[numbers.of_message[message.id]] = (message, found)  # a turn's last reply
     if not answered:
         raise UsageError(
             f"session {session.value!r} has no reply recorded with what shaped it",
             hint="replies stored by this version of koog have it; ask something first",
         )
-    number = len(answered) if turn is None else turn
-    if not 1 <= number <= len(answered):
+    present = {m.id for m in ctx.history.read(session).messages}
+    undone = _rolled_back(ctx, session, [m.id for m, _ in answered.values() if m.id not in present])
+    if turn is None:
+        standing = [n for n, (m, _) in answered.items() if m.id not in undone]
+        number = max(standing or answered)
+    elif turn in answered:
+        number = turn
+    else:
+        replied = sorted(answered)
+        if 1 <= turn <= numbers.turns:
+            raise UsageError(
+                f"turn {turn} of {session.value!r} has no reply with what shaped it (it failed, "
+                "was cancelled, or stored no reply)",
+                hint=f"turns with one: {_listed(replied)}",
+            )
         raise UsageError(
-            f"session {session.value!r} has {len(answered)} answered turns; there is no "
-            f"turn {number}",
-            hint=f"give --turn from 1 to {len(answered)}",
+            f"session {session.value!r} has {numbers.turns} turns; there is no turn {turn}",
+            hint=f"give --turn from 1 to {numbers.turns}",
         )
-    reply, found = answered[number - 1]
-    return Explained(session.value, number, len(answered), reply, found)
+    reply, found = answered[number]
+    return Explained(session.value, number, numbers.turns, reply, found, undone.get(reply.id))
+
+
+def _rolled_back(ctx: AppContext, session: SessionName, missing: list[str]) -> dict[str, str]:
+    """Which of the replies `missing` from the history a rollback took out, and when: each
+    is in the state a rollback saved before it restored an earlier one (a reply a
+    compression replaced is not)."""
+    if not missing or not ctx.settings.persistence.enabled:
+        return {}
+    wanted, found = set(missing), {}
+    for header in reversed(ctx.checkpoints.headers(session)):
+        if header.reason != "rollback" or header.manual:
+            continue
+        saved = ctx.checkpoints.get(session, header.id)
+        for m in saved.messages:
+            if m.id in wanted and m.id not in found:
+                found[m.id] = header.created_at
+    return found
+
+
+def _listed(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[-10:]))
+    return shown if len(numbers) <= 10 else f"…, {shown}"

@@ -248,6 +248,7 @@ def why_dict(found: Explained) -> dict[str, object]:
         "turn": found.turn,
         "turns": found.turns,
         "reply": reply,
+        "rolled_back": found.rolled_back,
         **found.why.to_dict(),
     }
 
@@ -262,6 +263,12 @@ def why_lines(found: Explained) -> list[str]:
         f"{'streamed' if w.stream else 'not streamed'}, {w.tools} tools offered)",
         f"system prompt: {w.system_chars:,} characters, from {w.system_source}",
     ]
+    if found.rolled_back is not None:
+        lines.insert(
+            1,
+            f"rolled back: a rollback at {local_time(found.rolled_back)} took this reply out "
+            "of the history; it is not in effect",
+        )
     if w.preprocessors:
         lines.append("preprocessors: " + "; ".join(_step_words(s) for s in w.preprocessors))
     else:

@@ -210,3 +210,89 @@ def test_a_damaged_last_log_line_keeps_its_turn(
     log.write_bytes(good)
     shown = run_koog("history", "show", "-s", "t", "--last", "2")
     assert shown.stdout == "[user] three\n[assistant] echo: three\n"  # type: ignore[attr-defined]
+
+
+DAMAGED_ITEMS = {
+    "out of range": "[[1, 99999999999999999999]]",
+    "not a list": '{"runs": [1, 2]}',
+    "nested 100,000 deep": "[" * 100_000 + "]" * 100_000,
+    "not JSON": "[[1, 2]",
+    "a reversed run": "[[9, 1]]",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED_ITEMS))
+def test_a_checkpoint_whose_items_row_is_damaged_is_exit_3_naming_it(
+    damage: str, run_koog: Callable[..., object], data_dir: Path, server: FakeOpenAIServer
+) -> None:
+    """checkpoint show, rollback ID and history fork --checkpoint on a restore point whose
+    list of message rows is damaged: exit 3, one error line naming koog.sqlite3 and the
+    checkpoint, nothing changed; never an internal error."""
+    import json
+    import sqlite3
+    import subprocess
+
+    def koog(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_koog(*args)  # type: ignore[return-value]
+
+    for word in ("one", "two"):
+        assert koog("chat", "-s", "dm", f"turn {word}").returncode == 0
+    listed = json.loads(koog("checkpoint", "list", "-s", "dm", "--json").stdout)
+    target = listed[0]["id"]
+    with sqlite3.connect(data_dir / "koog.sqlite3") as db:
+        db.execute("UPDATE checkpoints SET items = ? WHERE id = ?", [DAMAGED_ITEMS[damage], target])
+    before = snapshot(data_dir / "sessions")
+    for args in (
+        ("checkpoint", "show", target, "-s", "dm"),
+        ("rollback", "-s", "dm", target, "--yes"),
+        ("history", "fork", "-s", "dm", "--checkpoint", target, "dm-copy"),
+    ):
+        done = koog(*args)
+        assert done.returncode == 3, (args, done.stderr)
+        assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+        first = done.stderr.splitlines()[0]
+        assert "koog.sqlite3" in first and target in first, (args, first)
+    assert snapshot(data_dir / "sessions") == before
+    assert koog("chat", "-s", "dm", "still works").returncode == 0
+
+
+@pytest.mark.files_only
+def test_an_emptied_or_replaced_database_is_exit_3_never_a_fresh_start(
+    run_koog: Callable[..., object], data_dir: Path, tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    """The sessions were written with checkpoints in koog.sqlite3: truncated to 0 bytes,
+    deleted, or swapped for another data dir's, every command is exit 3 naming the file
+    (never exit 0 with "no checkpoints yet"); removing koog.sqlite3.id accepts it."""
+    import sqlite3
+    import subprocess
+
+    def koog(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return run_koog(*args, env=env)  # type: ignore[return-value]
+
+    assert koog("chat", "-s", "db", "hello").returncode == 0
+    database = data_dir / "koog.sqlite3"
+    other = tmp_path / "other-data"
+    assert koog("chat", "-s", "x", "elsewhere", env={"KOOG_DATA_DIR": str(other)}).returncode == 0
+    for path in (database, other / "koog.sqlite3"):  # everything in the main file
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    kept = database.read_bytes()
+    for damage in ("empty", "deleted", "another data dir's"):
+        for suffix in ("-wal", "-shm"):
+            (data_dir / f"koog.sqlite3{suffix}").unlink(missing_ok=True)
+        if damage == "empty":
+            database.write_bytes(b"")
+        elif damage == "deleted":
+            database.unlink()
+        else:
+            shutil.copy(other / "koog.sqlite3", database)
+        for args in (("checkpoint", "list", "-s", "db"), ("chat", "-s", "db", "more")):
+            done = koog(*args)
+            assert done.returncode == 3, (damage, args, done.stdout, done.stderr)
+            assert "koog.sqlite3" in done.stderr.splitlines()[0], (damage, done.stderr)
+            assert "internal error" not in done.stderr
+        database.write_bytes(kept)
+    assert koog("checkpoint", "list", "-s", "db").returncode == 0
+    shutil.copy(other / "koog.sqlite3", database)
+    (data_dir / "koog.sqlite3.id").unlink()  # the user's say: use this one
+    assert koog("chat", "-s", "db", "adopted").returncode == 0

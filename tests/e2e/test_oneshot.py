@@ -241,6 +241,12 @@ def test_a_local_base_url_without_a_model_uses_the_servers_first(
     named = run_koog("chat", "-s", "first", "again", env={"KOOG_MODEL": "my-model"})
     assert named.returncode == 0 and named.stderr == ""
     assert server.chat_requests[-1]["model"] == "my-model"
+    # `config show` prints the model turns use, and where it came from.
+    shown = run_koog("config", "show", env={"KOOG_MODEL": ""})
+    assert 'model = "test-model"' in shown.stdout, shown.stdout
+    assert f"# llm.model <- the first model {server.base_url} lists" in shown.stdout
+    listed = run_koog("config", "show", "--json", env={"KOOG_MODEL": "my-model"})
+    assert '"model": "my-model"' in listed.stdout
 
 
 def test_config_init_leaves_every_default_to_the_defaults(run_koog: Run, tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ def test_why_names_the_cut_the_summary_and_the_records_and_keeps_saying_it(
     assert again["turns"] == 6
 
     missing = run_koog("why", "-s", "w", "--turn", "9")
-    assert missing.returncode == 2 and "has 6 answered turns" in missing.stderr
+    assert missing.returncode == 2 and "has 6 turns" in missing.stderr
     nosuch = run_koog("why", "-s", "nosuch")
     assert nosuch.returncode == 2 and "no session named 'nosuch'" in nosuch.stderr
 
@@ -97,3 +97,37 @@ def _brief_summaries(body: dict[str, Any]) -> dict[str, Any]:
     if "conversation_to_summarize" in last:
         return {"content": "They said three words."}
     return {"content": f"echo: {last}"}
+
+
+def test_after_a_rollback_why_names_the_reply_in_effect_with_rollbacks_turn_numbers(
+    backend: str, run_koog: Run, server: FakeOpenAIServer
+) -> None:
+    """Turns are numbered one way (the transcript's): rollback says which turn it undoes,
+    `why` then explains the reply in effect, and `why --turn` of the undone turn says it
+    was rolled back. A compression in between changes no number."""
+    from tests.fakes.summaries import short_summaries
+
+    server.responder = short_summaries
+    for word in ("one", "two", "three", "four"):
+        _ok(run_koog("chat", "-s", "rb", f"turn {word}"))
+    _ok(run_koog("compress", "-s", "rb", "--strategy", "whole"))
+    _ok(run_koog("chat", "-s", "rb", "turn five"))
+    undone = run_koog("rollback", "-s", "rb", "--latest", "--yes")
+    assert undone.returncode == 0, undone.stderr
+    assert "turn 5 " in undone.stdout + undone.stderr, undone.stdout + undone.stderr
+    shown = _ok(run_koog("why", "-s", "rb"))
+    assert shown.startswith("turn 4 of 5 in rb"), shown
+    assert "rolled back" not in shown
+    gone = _ok(run_koog("why", "-s", "rb", "--turn", "5"))
+    assert gone.startswith("turn 5 of 5 in rb"), gone
+    assert "rolled back: a rollback at" in gone and "it is not in effect" in gone
+    as_json = json.loads(_ok(run_koog("why", "-s", "rb", "--turn", "5", "--json")))
+    assert as_json["rolled_back"] and as_json["turn"] == 5
+    assert json.loads(_ok(run_koog("why", "-s", "rb", "--json")))["rolled_back"] is None
+    # The next turn is turn 6 everywhere; the search numbering agrees.
+    _ok(run_koog("chat", "-s", "rb", "turn six"))
+    assert _ok(run_koog("why", "-s", "rb")).startswith("turn 6 of 6 in rb")
+    found = json.loads(_ok(run_koog("history", "search", "six", "-s", "rb", "--json")))
+    assert {f["turn"] for f in found} == {6}
+    undone = run_koog("rollback", "-s", "rb", "--latest", "--yes")
+    assert "turn 6 " in undone.stdout + undone.stderr

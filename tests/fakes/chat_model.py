@@ -34,7 +34,10 @@ class FakeChatModel:
         self.queue.extend(items)
 
     def complete(
-        self, request: ModelRequest, on_delta: Callable[[str], None] | None = None
+        self,
+        request: ModelRequest,
+        on_delta: Callable[[str], None] | None = None,
+        on_reasoning: Callable[[str], None] | None = None,
     ) -> Completion:
         self.requests.append(request)
         item = self.queue.popleft() if self.queue else self.answer(request)

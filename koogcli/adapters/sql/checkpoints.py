@@ -117,7 +117,15 @@ class SqlCheckpointStore:
                 f"this koog reads version {CHECKPOINT_FORMAT_VERSION}",
                 hint="use a newer koog; it is listed but never used or rewritten",
             )
-        items = self.db.dialect.read_items(row[-1])
+        try:
+            items = self.db.dialect.read_items(row[-1])
+        except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:120]
+            raise CorruptDocumentError(
+                f"{source}: its list of message rows is damaged ({why})",
+                hint="koog never rewrites it; delete it with `koog checkpoint delete` (the "
+                "session's other checkpoints are intact)",
+            ) from None
         messages = rows.load(self.db, session.value, items, source, verify=True)
         return replace(checkpoint, messages=tuple(messages))
 

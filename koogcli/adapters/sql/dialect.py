@@ -80,6 +80,9 @@ def encode_runs(ids: Sequence[int]) -> list[list[int]]:
     return runs
 
 
+_ROW_MAX = 2**63 - 1  # the largest row id SQLite and PostgreSQL's bigint hold
+
+
 def decode_runs(runs: Any) -> list[int]:
     """Ids from runs `[first, last]`; anything else is damage (ValueError)."""
     return [i for first, last in checked_runs(runs) for i in range(first, last + 1)]
@@ -93,8 +96,8 @@ def checked_runs(runs: Any) -> list[tuple[int, int]]:
     for run in runs:
         if not (isinstance(run, list) and len(run) == 2 and all(type(i) is int for i in run)):
             raise ValueError(f"not a run of message ids: {run!r}")
-        if run[1] < run[0] or run[1] - run[0] > 10_000_000:
-            raise ValueError(f"not a run of message ids: {run!r}")
+        if run[1] < run[0] or run[1] - run[0] > 10_000_000 or run[0] < 1 or run[1] > _ROW_MAX:
+            raise ValueError(f"not a run of message ids: {str(run)[:80]}")
         out.append((run[0], run[1]))
     return out
 

@@ -26,6 +26,7 @@ import sqlite3
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,6 +109,7 @@ _V3 = (
 )
 
 KEEP = "koog never rewrites it; move it aside to start a new one"
+_ID_KEY = "database_id"
 _NAMED = re.compile(r"%\((\w+)\)s")
 
 
@@ -115,9 +117,15 @@ class SqliteDatabase:
     dialect = SQLITE
     schema = "main"
 
-    def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self, path: Path, busy_timeout: float = 30.0, identity: Path | None = None
+    ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        # A file beside the database naming it (`koog.sqlite3.id`): the data dir's session
+        # documents were written with that database, so an empty or another one in its
+        # place is refused (exit 3) instead of taken for a fresh start.
+        self.identity = identity
         self._local = threading.local()
 
     @property
@@ -137,7 +145,11 @@ class SqliteDatabase:
 
     def exists(self) -> bool:
         """Whether the database was ever created (readers of a new data dir need not)."""
-        return getattr(self._local, "conn", None) is not None or self.path.exists()
+        return (
+            getattr(self._local, "conn", None) is not None
+            or self.path.exists()
+            or (self.identity is not None and self.identity.exists())  # removed: refused
+        )
 
     @contextmanager
     def errors(self) -> Iterator[None]:
@@ -201,6 +213,7 @@ class SqliteDatabase:
     def _schema(self, conn: sqlite3.Connection) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not tables:
+            self._refuse_empty()
             with immediate(conn):
                 if not conn.execute("SELECT 1 FROM sqlite_master").fetchone():
                     for statement in (_SCHEMA + _V2).split(";"):
@@ -224,6 +237,51 @@ class SqliteDatabase:
                 f"{self.path} is not a koog database of version {VERSION} "
                 f"(format {found.get('format')!r}, version {found.get('version')!r})",
                 hint=KEEP,
+            )
+        if self.identity is not None:
+            self._check_identity(conn, found.get(_ID_KEY))
+
+    def _expected(self) -> str | None:
+        assert self.identity is not None
+        try:
+            return self.identity.read_text().strip() or None
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.identity}: {exc.strerror}") from exc
+
+    def _refuse_empty(self) -> None:
+        """A database with no tables where the data dir names one: emptied or removed."""
+        expected = self._expected() if self.identity is not None else None
+        if expected is not None:
+            raise StorageError(
+                f"{self.path} is empty, but this data dir's sessions were written with the "
+                f"database {expected[:12]} (their checkpoints, transcript and journal are in "
+                "it); nothing was changed",
+                hint=f"put that koog.sqlite3 back; to start a new one, remove {self.identity}",
+            )
+
+    def _check_identity(self, conn: sqlite3.Connection, found: str | None) -> None:
+        assert self.identity is not None
+        if found is None:  # created before databases had an identity: given one now
+            found = uuid.uuid4().hex
+            with immediate(conn):
+                conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (_ID_KEY, found))
+                found = str(
+                    conn.execute("SELECT value FROM meta WHERE key = ?", (_ID_KEY,)).fetchone()[0]
+                )
+        expected = self._expected()
+        if expected is None:
+            from koogcli.adapters import atomic
+
+            atomic.write_text(self.identity, found + "\n")
+        elif expected != found:
+            raise StorageError(
+                f"{self.path} is not the database this data dir's sessions were written with "
+                f"(it is {found[:12]}, they name {expected[:12]}: another data dir's?); "
+                "nothing was changed",
+                hint=f"put this data dir's koog.sqlite3 back; to use this one, remove "
+                f"{self.identity}",
             )
 
     def _from_v1(self, conn: sqlite3.Connection) -> dict[str, str]:
