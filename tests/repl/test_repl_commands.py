@@ -350,7 +350,7 @@ def test_why_shows_what_shaped_the_last_reply_and_any_turn(drive: Callable[..., 
     assert "turn 2 of 2 in r," in shown and "turn 1 of 2 in r," in shown
     assert "system prompt:" in shown and "long-term memory: retrieval off" in shown
     ui, _ = drive("/why 9" + ENTER + "/why x" + ENTER + CTRL_D)
-    assert any("has 2 answered turns" in e for e in ui.errors), ui.errors
+    assert any("has 2 turns" in e for e in ui.errors), ui.errors
     assert any("usage: /why [N]" in e for e in ui.errors), ui.errors
 
 
