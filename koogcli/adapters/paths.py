@@ -96,6 +96,11 @@ class DataDir:
     def memory_file(self) -> Path:
         return self._inside("memory.sqlite3")
 
+    def receipt_file(self, session: SessionName, call_id: str) -> Path:
+        """Where a tool call's result is written before it is returned (tool_receipts)."""
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in call_id)[:80]
+        return self._inside("receipts", session.value, f"{safe}.json")
+
     @property
     def learned_file(self) -> Path:
         return self._inside("learned.json")

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -127,13 +128,13 @@ class PythonToolBox:
         tool = self.tools.get(name)
         return tool is not None and tool.rollback is not None
 
-    def call(self, name: str, arguments: str) -> ToolOutcome:
+    def call(self, name: str, arguments: str, receipt: Path | None = None) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutcome(
                 f"Error: no tool named {name!r}; available: {', '.join(self.tools)}", True
             )
-        return self._invoke(tool, tool.function, arguments)
+        return self._invoke(tool, tool.function, arguments, receipt=receipt)
 
     def rollback(
         self, name: str, arguments: str, before: Callable[[], None] | None = None
@@ -149,6 +150,7 @@ class PythonToolBox:
         function: Callable[..., object],
         arguments: str,
         before: Callable[[], None] | None = None,
+        receipt: Path | None = None,
     ) -> ToolOutcome:
         try:
             parsed = tool.arguments.model_validate_json(arguments or "{}")
@@ -161,5 +163,5 @@ class PythonToolBox:
         if before is not None:
             before()  # as close to the call as possible (the compensation journal)
         return tool_worker.run(
-            tool.name, function, kwargs, _render, tool.timeout, self.max_result_bytes
+            tool.name, function, kwargs, _render, tool.timeout, self.max_result_bytes, receipt
         )

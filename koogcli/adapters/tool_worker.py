@@ -33,7 +33,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
+from koogcli.core import receipts
 from koogcli.core.ports import ToolOutcome
 
 Render = Callable[[object], str]
@@ -46,9 +48,12 @@ def run(
     render: Render,
     timeout: float,
     max_bytes: int,
+    receipt: Path | None = None,
 ) -> ToolOutcome:
+    """`receipt`: the child writes its result there durably before sending it (a koog
+    killed between the two resumes with the result instead of running the call again)."""
     if not hasattr(os, "fork"):
-        return _in_thread(name, function, kwargs, render, timeout, max_bytes)
+        return _in_thread(name, function, kwargs, render, timeout, max_bytes, receipt)
     read_end, write_end = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -58,7 +63,7 @@ def run(
     if pid == 0:  # the child: never returns
         os.close(read_end)
         _die_with(parent)
-        _child(write_end, function, kwargs, render, max_bytes)
+        _child(write_end, function, kwargs, render, max_bytes, receipt)
     os.close(write_end)
     try:
         data, finished = _collect(read_end, timeout, max_bytes)
@@ -83,6 +88,13 @@ def run(
     )
 
 
+def write_receipt(path: Path, data: bytes) -> None:
+    """The result, durably (written whole, synced, renamed into place, folder synced)."""
+    from koogcli.adapters import atomic
+
+    atomic.write_text(path, data)
+
+
 def truncated(text: str, max_bytes: int) -> str:
     """`text` cut to `max_bytes` of UTF-8, with a note saying how much was cut."""
     data = text.encode("utf-8")
@@ -102,6 +114,7 @@ def _child(
     kwargs: Mapping[str, object],
     render: Render,
     max_bytes: int,
+    receipt: Path | None,
 ) -> None:
     code = 0
     try:
@@ -115,6 +128,8 @@ def _child(
             text = truncated(f"Error: {type(exc).__name__}: {exc}", max_bytes)
             outcome = {"text": text, "error": True}
         data = json.dumps(outcome, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if receipt is not None:
+            write_receipt(receipt, data)
         view = memoryview(data)
         while view:
             view = view[os.write(pipe, view) :]
@@ -160,13 +175,7 @@ def _collect(fd: int, timeout: float, max_bytes: int) -> tuple[bytes, bool]:
 
 
 def _parse(data: bytes) -> ToolOutcome | None:
-    try:
-        sent = json.loads(data.decode("utf-8", "surrogatepass"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(sent, dict) or not isinstance(sent.get("text"), str):
-        return None
-    return ToolOutcome(sent["text"], bool(sent.get("error")))
+    return receipts.decode(data)
 
 
 def _kill(pid: int) -> None:
@@ -202,14 +211,18 @@ def _in_thread(
     render: Render,
     timeout: float,
     max_bytes: int,
+    receipt: Path | None = None,
 ) -> ToolOutcome:
     done: list[ToolOutcome] = []
 
     def call() -> None:
         try:
-            done.append(ToolOutcome(truncated(render(function(**kwargs)), max_bytes)))
+            outcome = ToolOutcome(truncated(render(function(**kwargs)), max_bytes))
         except BaseException as exc:
-            done.append(ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True))
+            outcome = ToolOutcome(f"Error: {type(exc).__name__}: {exc}", True)
+        if receipt is not None:
+            write_receipt(receipt, receipts.encode(outcome.text, outcome.error))
+        done.append(outcome)
 
     with contextlib.redirect_stdout(sys.stderr):
         worker = threading.Thread(target=call, name=f"tool {name}", daemon=True)

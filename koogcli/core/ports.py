@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from koogcli.core.messages import Message, ToolCall
@@ -192,7 +193,10 @@ class ToolBox(Protocol):
 
     def names(self) -> list[str]: ...
 
-    def call(self, name: str, arguments: str) -> ToolOutcome: ...
+    def call(self, name: str, arguments: str, receipt: Path | None = None) -> ToolOutcome:
+        """Run a tool; with `receipt`, its result is written there durably before it is
+        returned (a koog killed in between resumes with it: adapters/tool_receipts.py)."""
+        ...
 
     def asks(self, name: str) -> bool:
         """Whether the user must approve each call (and compensation) of this tool."""

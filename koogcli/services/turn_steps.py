@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from koogcli.core import receipts, wire_marks
 from koogcli.core import why as why_core
-from koogcli.core import wire_marks
-from koogcli.core.errors import KoogError, TurnCancelledError
+from koogcli.core.errors import KoogError, StorageError, TurnCancelledError
 from koogcli.core.messages import (
     CLIENT_TOOLS,
     CUT_REASONS,
@@ -301,11 +302,14 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
     interrupts.check()
     if turn.events.on_tool_call:
         turn.events.on_tool_call(call)
-    outcome = _approved(turn, call)
+    receipt = turn.ctx.data.receipt_file(turn.session, call.id) if turn.save and call.id else None
+    outcome = _recorded(receipt)
+    if outcome is None:
+        outcome = _approved(turn, call)
     if outcome is None:
         if turn.events.on_waiting:
             turn.events.on_waiting(f"running {call.name}")
-        outcome = turn.ctx.toolbox.call(call.name, call.arguments)
+        outcome = turn.ctx.toolbox.call(call.name, call.arguments, receipt)
     if turn.events.on_tool_result:
         turn.events.on_tool_result(call, outcome)
     message = tool_result(call.id, call.name, outcome.text)
@@ -319,3 +323,18 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
         )
     index = len(turn.new) - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
     turn.record(message, f"tool:{turn.rounds}.{index}", outcome.text)
+    if receipt is not None:
+        receipt.unlink(missing_ok=True)  # the step's checkpoint holds the result now
+
+
+def _recorded(receipt: Path | None) -> ToolOutcome | None:
+    """The result a call wrote before a killed koog could record it (SPEC §5.18: a call
+    that returned is never run again); None: it never returned (or never ran)."""
+    if receipt is None:
+        return None
+    try:
+        return receipts.decode(receipt.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {receipt}: {exc.strerror}") from exc

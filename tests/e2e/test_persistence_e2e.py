@@ -57,6 +57,26 @@ def b(x: str) -> str:
 def broken(x: str) -> str:
     """Always raises."""
     raise ValueError("the database is on fire")
+WATCH = """
+import os, signal, sys, time
+tool, koog, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+print("ready", flush=True)
+while os.path.exists(f"/proc/{tool}"):  # until koog has reaped the returned tool
+    time.sleep(0.0002)
+time.sleep(delay)
+os.kill(koog, signal.SIGKILL)
+"""
+def make(x: str) -> str:
+    """Make an item; with KILL_AFTER_RETURN, koog is killed the moment the call returned."""
+    import subprocess, sys
+    _log("make", x)
+    delay = os.environ.get("KILL_AFTER_RETURN")
+    if delay is not None:
+        watcher = subprocess.Popen(
+            [sys.executable, "-c", WATCH, str(os.getpid()), str(os.getppid()), delay],
+            start_new_session=True, stdout=subprocess.PIPE)
+        watcher.stdout.readline()  # watching before the call returns
+    return f"made {x}"
 '''
 
 
@@ -68,6 +88,7 @@ def tool_env(tmp_path: Path) -> dict[str, str]:
         '[[tools]]\ncallable = "e2e_tools:create_user"\nrollback = "e2e_tools:remove_user"\n'
         '[[tools]]\ncallable = "e2e_tools:a"\n[[tools]]\ncallable = "e2e_tools:b"\n'
         '[[tools]]\ncallable = "e2e_tools:broken"\n'
+        '[[tools]]\ncallable = "e2e_tools:make"\n'
     )
     return {"KOOG_CONFIG": str(config), "TOOL_LOG": str(tmp_path / "tools.log")}
 
@@ -163,7 +184,9 @@ def test_sigkill_in_a_tool_then_resume(
     data_dir: Path,
     tmp_path: Path,
 ) -> None:
-    env = {**tool_env, "KILL_MARKER": str(tmp_path / "killed-once")}
+    # b kills koog and would go on for a second: it dies with koog before it returns, so
+    # it never returned and the resume runs it afresh (a call that returned is not run again).
+    env = {**tool_env, "KILL_MARKER": str(tmp_path / "killed-once"), "TOOL_SLEEP": "1"}
     server.enqueue(
         {"tool_calls": [call("a", "ca", x="1"), call("b", "cb", x="2")]},
         {"content": "both tools ran"},
@@ -282,3 +305,31 @@ def test_random_sigkills_never_tear_a_file(
             assert len(users) == 1
     print("sigkill outcomes", outcomes)
     assert outcomes["resumed"] >= kills // 10, outcomes
+
+
+@pytest.mark.slow
+def test_a_call_that_returned_is_never_run_again_when_koog_is_killed_before_recording_it(
+    backend: str, run_koog: Run, server: FakeOpenAIServer, tool_env: dict[str, str]
+) -> None:
+    """koog killed the instant a tool call has returned (its process reaped, the step not
+    yet recorded, and a little later each time): `--resume` finishes the turn with the
+    result the call wrote before returning; the call ran once in every trial."""
+    for trial in range(12):
+        server.reset()
+        server.enqueue({"tool_calls": [call("make", f"m{trial}", x=f"item{trial}")]})
+        server.enqueue({"content": f"made item{trial}"})
+        env = {**tool_env, "KILL_AFTER_RETURN": f"{trial * 0.0005:.4f}"}
+        session = f"kr{trial}"
+        run_koog("chat", "-s", session, f"make item{trial}", env=env)
+        resumed = run_koog("chat", "-s", session, "--resume", env=tool_env)
+        assert resumed.returncode == 0, (trial, resumed.stderr)
+        runs = [e for e in tool_log(tool_env) if e == ["make", f"item{trial}"]]
+        assert len(runs) == 1, (trial, runs, resumed.stderr)
+        history = json.loads(run_koog("history", "show", "-s", session, "--json").stdout)
+        assert [m["role"] for m in history if m["role"] != "system"] == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+        ], trial
+        assert history[-2]["content"] == f"made item{trial}"
