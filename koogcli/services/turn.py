@@ -410,21 +410,7 @@ def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
         return None
     # Read again: a turn that finished between the first read and the look at its owner
     # has its tombstone stored by now (written before its process ended).
-    found = core.interrupted_turn(ctx.checkpoints.headers(session), alive)
-    if found is None or _stored_already(ctx, session, found):
-        return None
-    return found
-
-
-def _stored_already(ctx: AppContext, session: SessionName, header: Checkpoint) -> bool:
-    """A turn whose store landed but whose tombstone did not (a full disk, a kill between
-    the two): its new messages are all in the history, so it is no interrupted turn."""
-    step = ctx.checkpoints.get(session, header.id)
-    new = step.messages[StepDetails.from_dict(step.details).base_count :]
-    if not new:
-        return False
-    present = {m.id for m in ctx.history.read(session).messages}
-    return all(m.id in present for m in new)
+    return core.interrupted_turn(ctx.checkpoints.headers(session), alive)
 
 
 def resume_turn(
