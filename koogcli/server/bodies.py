@@ -122,6 +122,16 @@ def number(body: dict[str, Any], key: str) -> float | None:
         raise BadRequest(f"'{key}' is too large", key) from None
 
 
+def array(body: dict[str, Any], key: str) -> list[Any]:
+    """`body[key]` as a list (absent or null: empty); anything else is a 400 naming it."""
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadRequest(f"'{key}' must be an array", key)
+    return value
+
+
 def whole(body: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
     value = body.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

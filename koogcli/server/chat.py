@@ -11,16 +11,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from koogcli.server import errors
-from koogcli.server.turns import answered, begin, opened, session_of, sse, streamed
+from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
 from koogcli.server.wire import Reply, chunk, closing_chunks, completion, parse_chat
 from koogcli.services.exchange import Exchange, Exchanged
 
 
 async def chat_completions(request: Request) -> Response:
-    state, entry = opened(request)
     try:
-        grant = state.grant(request.headers)
-        entry.token = grant.name
+        state, entry, grant = granted(request)
         body = parse_chat(await request.body())
         session, own = session_of(state, grant, request, body.session)
         asked = Exchange(

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from koogcli.server import errors
 from koogcli.server import messages_wire as wire
-from koogcli.server.turns import answered, begin, opened, session_of, sse, streamed
+from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
 from koogcli.services.exchange import Exchange, Exchanged
 
 
@@ -35,10 +35,8 @@ def failed(exc: BaseException) -> Response:
 
 
 async def create(request: Request) -> Response:
-    state, entry = opened(request)
     try:
-        grant = state.grant(request.headers)
-        entry.token = grant.name
+        state, entry, grant = granted(request)
         body = wire.parse_messages(await request.body())
         session, own = session_of(state, grant, request, body.session)
         model = state.model(body.model, known_names=False)
@@ -118,10 +116,8 @@ async def count_tokens(request: Request) -> Response:
     """koog's own estimate of the request (core/tokens.py), tools included."""
     from koogcli.core.tokens import request_tokens
 
-    state, entry = opened(request)
     try:
-        grant = state.grant(request.headers)
-        entry.token = grant.name
+        granted(request)  # the token is checked; count_tokens stores nothing
         body = wire.parse_messages(await request.body())
     except Exception as exc:
         return failed(exc)

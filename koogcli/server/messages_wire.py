@@ -78,7 +78,7 @@ def parse_messages(raw: bytes) -> MessagesBody:
             raise BadRequest("'stop_sequences' must be an array of strings", "stop_sequences")
         if stops:
             extra["stop"] = stops
-    tools = _tools(body.get("tools"))
+    tools = _tools(bodies.array(body, "tools"))
     choice = body.get("tool_choice")
     if choice is not None:
         picked = _tool_choice(choice)
@@ -214,11 +214,7 @@ def _result_text(raw: object, at: str) -> str:
     raise BadRequest(f"{at}.content must be a string or an array of blocks", f"{at}.content")
 
 
-def _tools(raw: object) -> tuple[dict[str, object], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise BadRequest("'tools' must be an array", "tools")
+def _tools(raw: list[Any]) -> tuple[dict[str, object], ...]:
     out: list[dict[str, object]] = []
     for i, tool in enumerate(raw):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):

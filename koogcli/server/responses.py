@@ -21,17 +21,15 @@ from koogcli.server import responses_wire as wire
 from koogcli.server.auth import Grant
 from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
-from koogcli.server.turns import answered, begin, opened, session_of, sse, streamed
+from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
 from koogcli.services import stored_responses
 from koogcli.services.exchange import Exchange, Exchanged, family_of
 from koogcli.services.turn_state import ClientOptions
 
 
 async def create(request: Request) -> Response:
-    state, entry = opened(request)
     try:
-        grant = state.grant(request.headers)
-        entry.token = grant.name
+        state, entry, grant = granted(request)
         body = parse_responses(await request.body())
         conversation: tuple[Any, ...] = body.conversation
         session: SessionName | None
@@ -210,9 +208,7 @@ def _failed(exc: BaseException) -> Response:
 
 async def _looked_up(request: Request) -> tuple[ServerState, stored_responses.StoredResponse]:
     """The stored response the path's id names (ResponseNotFoundError: none it may see)."""
-    state, entry = opened(request)
-    grant = state.grant(request.headers)
-    entry.token = grant.name
+    state, _, grant = granted(request)
     return state, await _found(state, grant, request.path_params["id"])
 
 

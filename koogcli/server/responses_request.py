@@ -55,7 +55,7 @@ def parse_responses(raw: bytes) -> ResponsesBody:
         raise BadRequest("'input' must be a string or a non-empty array of items", "input")
     said = _messages(items)
     system = (_wire("system", instructions),) if instructions else ()
-    tools = _tools(body.get("tools"))
+    tools = _tools(bodies.array(body, "tools"))
     extra: dict[str, object] = {k: body[k] for k in _PASSED if k in body}
     if "max_output_tokens" in body:
         extra["max_tokens"] = bodies.whole(body, "max_output_tokens", 0, 1, 10_000_000)
@@ -217,11 +217,7 @@ def _call(item: Mapping[str, Any], where: str) -> ToolCall:
     return ToolCall(call_id, name, arguments)
 
 
-def _tools(raw: object) -> tuple[dict[str, object], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise BadRequest("'tools' must be an array", "tools")
+def _tools(raw: list[Any]) -> tuple[dict[str, object], ...]:
     out: list[dict[str, object]] = []
     for i, tool in enumerate(_flat(raw)):
         kind = tool.get("type") if isinstance(tool, dict) else None

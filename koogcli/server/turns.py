@@ -168,8 +168,14 @@ async def begin(
     return turn
 
 
-def opened(request: Request) -> tuple[ServerState, LogEntry]:
-    return request.app.state.koog, log_entry(request.scope)
+def granted(request: Request) -> tuple[ServerState, LogEntry, Grant]:
+    """The server's state, the request's access-log entry and the grant of its token
+    (errors.Refused when it has none it may use)."""
+    state: ServerState = request.app.state.koog
+    entry = log_entry(request.scope)
+    grant = state.grant(request.headers)
+    entry.token = grant.name
+    return state, entry, grant
 
 
 async def answered(
