@@ -325,6 +325,8 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
     turn.record(message, f"tool:{turn.rounds}.{index}", outcome.text)
     if receipt is not None:
         receipt.unlink(missing_ok=True)  # the step's checkpoint holds the result now
+        with contextlib.suppress(OSError):  # the session's folder, once it is empty
+            receipt.parent.rmdir()
 
 
 def _recorded(receipt: Path | None) -> ToolOutcome | None:
