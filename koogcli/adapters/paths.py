@@ -97,9 +97,15 @@ class DataDir:
         return self._inside("memory.sqlite3")
 
     def receipt_file(self, session: SessionName, call_id: str) -> Path:
-        """Where a tool call's result is written before it is returned (tool_receipts)."""
+        """Where a tool call's result is written before it is returned (core/receipts.py)."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in call_id)[:80]
         return self._inside("receipts", session.value, f"{safe}.json")
+
+    def undo_receipt_file(self, session: SessionName, call_id: str, point: str | None) -> Path:
+        """Where a compensation's result is written before it is returned (its process
+        outlives koog: adapters/outliving.py); one per call and rollback."""
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in f"{call_id}-{point}")
+        return self._inside("undo", session.value, f"{safe[:120]}.json")
 
     @property
     def learned_file(self) -> Path:

@@ -21,7 +21,7 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from koogcli.adapters import tool_worker
+from koogcli.adapters import outliving, tool_worker
 from koogcli.core.errors import ConfigError
 from koogcli.core.ports import ToolOutcome
 
@@ -137,12 +137,20 @@ class PythonToolBox:
         return self._invoke(tool, tool.function, arguments, receipt=receipt)
 
     def rollback(
-        self, name: str, arguments: str, before: Callable[[], None] | None = None
+        self,
+        name: str,
+        arguments: str,
+        before: Callable[[], None] | None = None,
+        receipt: Path | None = None,
     ) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None or tool.rollback is None:
             return ToolOutcome(f"Error: no compensating tool registered for {name!r}", True)
-        return self._invoke(tool, tool.rollback, arguments, before)
+        return self._invoke(tool, tool.rollback, arguments, before, receipt, outlive=True)
+
+    def settle(self, name: str, receipt: Path) -> ToolOutcome | None:
+        tool = self.tools.get(name)
+        return outliving.settle(receipt, tool.timeout if tool is not None else 60.0)
 
     def _invoke(
         self,
@@ -151,6 +159,7 @@ class PythonToolBox:
         arguments: str,
         before: Callable[[], None] | None = None,
         receipt: Path | None = None,
+        outlive: bool = False,
     ) -> ToolOutcome:
         try:
             parsed = tool.arguments.model_validate_json(arguments or "{}")
@@ -163,5 +172,12 @@ class PythonToolBox:
         if before is not None:
             before()  # as close to the call as possible (the compensation journal)
         return tool_worker.run(
-            tool.name, function, kwargs, _render, tool.timeout, self.max_result_bytes, receipt
+            tool.name,
+            function,
+            kwargs,
+            _render,
+            tool.timeout,
+            self.max_result_bytes,
+            receipt,
+            outlive,
         )

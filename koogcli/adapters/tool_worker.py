@@ -15,7 +15,9 @@ child, in a process group of its own:
 - Past the time limit, or when koog is interrupted (Ctrl-C), the whole process group is
   killed: the limit stops the tool for real. A koog that is killed takes its tool along
   (Linux's parent-death signal): a tool never goes on to have its effect after the turn
-  that called it is gone, and a resume runs it afresh.
+  that called it is gone, and a resume runs it afresh. A compensation is the exception
+  (`outlive`): once a rollback has restored the history the undo is owed, so its process
+  finishes and leaves its receipt for the next koog (adapters/outliving.py).
 
 A tool therefore keeps no state in memory from one call to the next (each call starts
 from koog's state at the moment of the call); state belongs in files or a database.
@@ -35,6 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from koogcli.adapters import outliving
 from koogcli.core import receipts
 from koogcli.core.ports import ToolOutcome
 
@@ -49,11 +52,34 @@ def run(
     timeout: float,
     max_bytes: int,
     receipt: Path | None = None,
+    outlive: bool = False,
 ) -> ToolOutcome:
     """`receipt`: the child writes its result there durably before sending it (a koog
-    killed between the two resumes with the result instead of running the call again)."""
+    killed between the two resumes with the result instead of running the call again).
+    `outlive` (with a receipt): the child is not killed when koog dies, and holds the lock
+    that tells the next koog it is still running (adapters/outliving.py)."""
     if not hasattr(os, "fork"):
         return _in_thread(name, function, kwargs, render, timeout, max_bytes, receipt)
+    lock = outliving.hold(receipt) if outlive and receipt is not None else None
+    try:
+        return _forked(name, function, kwargs, render, timeout, max_bytes, receipt, lock)
+    finally:
+        if lock is not None:  # the child is gone: its receipt says the rest
+            with contextlib.suppress(OSError):
+                outliving.lock_path(receipt or Path()).unlink(missing_ok=True)
+            os.close(lock)
+
+
+def _forked(
+    name: str,
+    function: Callable[..., object],
+    kwargs: Mapping[str, object],
+    render: Render,
+    timeout: float,
+    max_bytes: int,
+    receipt: Path | None,
+    lock: int | None,
+) -> ToolOutcome:
     read_end, write_end = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -62,7 +88,10 @@ def run(
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        _die_with(parent)
+        if lock is None:
+            _die_with(parent)
+        else:
+            outliving.mark(lock)
         _child(write_end, function, kwargs, render, max_bytes, receipt)
     os.close(write_end)
     try:

@@ -195,7 +195,7 @@ class ToolBox(Protocol):
 
     def call(self, name: str, arguments: str, receipt: Path | None = None) -> ToolOutcome:
         """Run a tool; with `receipt`, its result is written there durably before it is
-        returned (a koog killed in between resumes with it: adapters/tool_receipts.py)."""
+        returned (a koog killed in between resumes with it: core/receipts.py)."""
         ...
 
     def asks(self, name: str) -> bool:
@@ -205,9 +205,20 @@ class ToolBox(Protocol):
     def has_rollback(self, name: str) -> bool: ...
 
     def rollback(
-        self, name: str, arguments: str, before: Callable[[], None] | None = None
+        self,
+        name: str,
+        arguments: str,
+        before: Callable[[], None] | None = None,
+        receipt: Path | None = None,
     ) -> ToolOutcome:
-        """Run the compensating function; `before` runs right before it is called."""
+        """Run the compensating function; `before` runs right before it is called. With
+        `receipt`, its process finishes even if koog dies, and writes its result there
+        durably before returning it (SPEC §5.18; adapters/outliving.py)."""
+        ...
+
+    def settle(self, name: str, receipt: Path) -> ToolOutcome | None:
+        """The result of a compensation a killed koog started with `receipt`, once its
+        process has ended (stopped past the tool's time limit); None: it never returned."""
         ...
 
 

@@ -25,7 +25,7 @@ class Compensation:
     call: ToolCall
     outcome: ToolOutcome | None  # None: no compensating tool ran
     status: Status = "undone"
-    reason: str = ""  # why it was left in place
+    reason: str = ""  # why it was left in place; for one undone, how (in doubt, ...)
 
     @property
     def failed(self) -> bool:
@@ -37,7 +37,8 @@ class Compensation:
         call = call_text(self.call)
         said = " ".join((self.outcome.text if self.outcome else "").split())[:100]
         if self.status == "undone":
-            return f"undone: {call}" + (f": {said}" if said else "")
+            how = f" ({self.reason})" if self.reason else ""
+            return f"undone: {call}{how}" + (f": {said}" if said else "")
         if self.status == "failed":
             return f"not undone (its compensation failed): {call}: {said}"
         if self.status == "declined":

@@ -16,8 +16,10 @@ and /retry alike.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
@@ -25,13 +27,16 @@ from koogcli.core.errors import KoogError, StorageError, UsageError
 from koogcli.core.messages import Message, ToolCall, clients_calls, local_time, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory, ToolOutcome
-from koogcli.core.results import Compensation, RollbackResult, call_text
+from koogcli.core.results import Compensation, RollbackResult, Status, call_text
 from koogcli.services import turn_numbers
 from koogcli.services.checkpoints import find, require_enabled, restore_point
 from koogcli.services.context import AppContext
 from koogcli.services.turn_numbers import Numbered, span
 
 Approve = Callable[[ToolCall], str]
+
+# The one rule for a compensation stopped while it ran (SPEC §5.18), as for tool calls.
+IN_DOUBT = "in doubt: it was stopped while it ran, so it ran again"
 
 
 @dataclass(frozen=True)
@@ -243,24 +248,63 @@ def describe(
 def finish_compensations(
     ctx: AppContext, session: SessionName, approve: Approve | None = None
 ) -> list[Compensation]:
-    """Run what a killed rollback journalled but never ran, each at most once.
+    """Finish what a killed rollback journalled, each compensation exactly once (§5.18),
+    and report every call that rollback took out: undone now, already undone before it was
+    killed, or not undone.
 
-    A pending compensation whose call is still in the history belongs to a rollback that
-    never restored it: it is cancelled, not run. One already started stays as it was.
+    - pending, its call still in the history: the rollback never restored it; cancelled.
+    - pending: never started; run now.
+    - running: its process outlives koog; wait for it and record its receipt. With no
+      receipt it never returned (in doubt: stopped while it ran, or before it began), and
+      the one rule applies, as for tool calls: it is run again.
     """
     if not ctx.settings.persistence.enabled:
         return []
-    pending = [e for e in ctx.checkpoints.compensations(session) if e.status == "pending"]
-    if not pending:
+    journal = ctx.checkpoints.compensations(session)
+    open_points = {e.rollback_point for e in journal if e.status in ("pending", "running")}
+    if not open_points:
         return []
     present = {c.id for m in ctx.history.read(session).messages for c in m.tool_calls}
     done: list[Compensation] = []
-    for entry in pending:
-        if entry.call.id in present:
-            _journal(ctx, session, [entry.call], "cancelled", entry.rollback_point)
+    for entry in journal:
+        if entry.rollback_point not in open_points:
             continue
-        done.append(_run(ctx, session, entry.call, entry.rollback_point, approve))
+        call, point = entry.call, entry.rollback_point
+        if entry.status == "pending" and call.id in present:
+            _journal(ctx, session, [call], "cancelled", point)
+        elif entry.status == "pending":
+            done.append(_run(ctx, session, call, point, approve))
+        elif entry.status == "running":
+            done.append(_settle(ctx, session, call, point, approve))
+        elif entry.status == "done":
+            done.append(
+                Compensation(call, None, "already undone", "before the rollback was stopped")
+            )
+        elif entry.status == "failed":
+            failed = ToolOutcome("its compensation failed before the rollback was stopped", True)
+            done.append(Compensation(call, failed, "failed"))
     return done
+
+
+def _settle(
+    ctx: AppContext,
+    session: SessionName,
+    call: ToolCall,
+    point: str | None,
+    approve: Approve | None,
+) -> Compensation:
+    """A compensation a killed koog started: its own result, or (in doubt) run again."""
+    receipt = _receipt(ctx, session, call, point)
+    outcome = ctx.toolbox.settle(call.name, receipt) if receipt is not None else None
+    if outcome is None:
+        again = _run(ctx, session, call, point, approve)
+        if again.status != "undone":
+            return again
+        return Compensation(call, again.outcome, "undone", IN_DOUBT)
+    _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
+    _discard(receipt)
+    status: Status = "failed" if outcome.error else "undone"
+    return Compensation(call, outcome, status, "it finished after koog was stopped")
 
 
 def _journal(
@@ -269,13 +313,10 @@ def _journal(
     calls: Sequence[ToolCall],
     status: core.Status,
     point: str | None,
-    durable: bool = True,
 ) -> None:
     if calls and ctx.settings.persistence.enabled:
         ctx.checkpoints.record_compensations(
-            session,
-            [core.CompensationEntry(c, status, point, utc_now()) for c in calls],
-            durable,
+            session, [core.CompensationEntry(c, status, point, utc_now()) for c in calls]
         )
 
 
@@ -286,7 +327,9 @@ def _run(
     point: str | None,
     approve: Approve | None,
 ) -> Compensation:
-    """One compensation: asked for when its tool asks, journalled before and after it runs."""
+    """One compensation: asked for when its tool asks, journalled `running` before its
+    process starts and `done` or `failed` after; the process writes its receipt first, and
+    finishes even if koog dies (a later rollback records it: `_settle`)."""
     from koogcli.services import approval
 
     verdict = approval.decide(ctx, session, call, approve)
@@ -295,9 +338,27 @@ def _run(
         why = "declined" if verdict == "declined" else "could not be asked (no terminal)"
         return Compensation(call, ToolOutcome(f"not run: the user {why}", True), "declined", why)
 
-    def started() -> None:  # from here on it never runs again: at most once
-        _journal(ctx, session, [call], "running", point, durable=False)
+    def started() -> None:
+        _journal(ctx, session, [call], "running", point)
 
-    outcome = ctx.toolbox.rollback(call.name, call.arguments, before=started)
+    receipt = _receipt(ctx, session, call, point)
+    outcome = ctx.toolbox.rollback(call.name, call.arguments, before=started, receipt=receipt)
     _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
+    _discard(receipt)
     return Compensation(call, outcome, "failed" if outcome.error else "undone")
+
+
+def _receipt(
+    ctx: AppContext, session: SessionName, call: ToolCall, point: str | None
+) -> Path | None:
+    return ctx.data.undo_receipt_file(session, call.id, point) if call.id else None
+
+
+def _discard(receipt: Path | None) -> None:
+    """The journal holds the result now; the receipt (and its session's folder, once
+    empty) go."""
+    if receipt is None:
+        return
+    receipt.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        receipt.parent.rmdir()

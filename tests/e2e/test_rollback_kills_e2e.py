@@ -1,0 +1,150 @@
+"""A rollback killed at any instant, then run again: every compensation runs exactly once
+(SPEC §5.18), the history ends at the target, and the second run reports every call the
+rollback took out. Five rounds of two tool calls, ten compensations of 80 ms; koog is
+SIGKILLed during the k-th compensation, just after it returns, or at a random moment."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import forked_run_koog
+from tests.e2e.test_persistence_e2e import call
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.zygote import Zygote
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+Run = Callable[..., subprocess.CompletedProcess[str]]
+run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
+
+TOOLS = '''
+import json, os, time
+def _log(*entry):
+    with open(os.environ["TOOL_LOG"], "a") as f:
+        f.write(json.dumps(list(entry)) + "\\n")
+def create_item(name: str) -> str:
+    """Create an item."""
+    _log("create", name)
+    return f"created {name}"
+def remove_item(name: str) -> str:
+    _log("undo-start", name)
+    time.sleep(float(os.environ.get("UNDO_SLEEP", "0")))
+    _log("undo", name)
+    return f"removed {name}"
+'''
+TRIALS = 30
+NAMES = [f"R{turn}{part}" for turn in range(5) for part in "ab"]
+
+
+@pytest.fixture
+def tool_env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "undo_tools.py").write_text(TOOLS)
+    config = tmp_path / "undo.toml"
+    config.write_text(
+        '[[tools]]\ncallable = "undo_tools:create_item"\nrollback = "undo_tools:remove_item"\n'
+    )
+    return {
+        "KOOG_CONFIG": str(config),
+        "TOOL_LOG": str(tmp_path / "tools.log"),
+        "PYTHONPATH": str(tmp_path),
+    }
+
+
+def entries(env: dict[str, str], kind: str) -> list[str]:
+    path = Path(env["TOOL_LOG"])
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.endswith("]")]
+    return [name for what, name in rows if what == kind]
+
+
+def prepare(run_koog: Run, server: FakeOpenAIServer, env: dict[str, str], session: str) -> str:
+    """A session at BASE, then a turn of five model calls of two created items each;
+    BASE's id."""
+    assert run_koog("chat", "-s", session, "hello", env=env).returncode == 0
+    base = run_koog("checkpoint", "create", "-s", session, env=env).stdout.strip()
+    server.enqueue(
+        *(
+            {
+                "tool_calls": [
+                    call("create_item", f"{session}c{step}{part}", name=f"R{step}{part}")
+                    for part in "ab"
+                ]
+            }
+            for step in range(5)
+        ),
+        {"content": "made ten"},
+    )
+    made = run_koog("chat", "-s", session, "make ten, two at a time", env=env)
+    assert made.returncode == 0, made.stderr
+    return base
+
+
+def test_a_rollback_killed_at_any_instant_runs_each_compensation_exactly_once(
+    backend: str,
+    run_koog: Run,
+    zygote: Zygote,
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    koog_env: dict[str, str],
+    data_dir: Path,
+) -> None:
+    rng = random.Random(18)
+    env = {**koog_env, **tool_env, "UNDO_SLEEP": "0.08"}
+    reported = 0
+    for trial in range(TRIALS):
+        session = f"rb{trial}"
+        Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
+        base = prepare(run_koog, server, env, session)
+        mode, k = trial % 3, 1 + (trial // 3) % 10
+        if mode == 0:  # while the k-th compensation runs
+
+            def ready(k: int = k) -> bool:
+                return len(entries(tool_env, "undo-start")) >= k
+
+            pause = 0.0
+        elif mode == 1:  # just after the k-th returned
+
+            def ready(k: int = k) -> bool:
+                return len(entries(tool_env, "undo")) >= k
+
+            pause = rng.uniform(0, 0.004)
+        else:  # at a random moment
+            start, wait = time.monotonic(), rng.uniform(0.02, 1.0)
+
+            def ready(start: float = start, wait: float = wait) -> bool:
+                return time.monotonic() - start >= wait
+
+            pause = 0.0
+        proc = zygote.spawn("rollback", "-s", session, base, "--yes", env=env)
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline and not ready():
+            time.sleep(0.0005)
+        time.sleep(pause)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        undone_at_kill = len(entries(tool_env, "undo"))
+
+        again = run_koog("rollback", "-s", session, base, "--yes", env=tool_env)
+        said = again.stdout + again.stderr
+        assert again.returncode == 0, (trial, said)
+        starts, undos = entries(tool_env, "undo-start"), entries(tool_env, "undo")
+        assert sorted(undos) == sorted(NAMES), (trial, mode, k, undos, said)
+        assert sorted(starts) == sorted(NAMES), (trial, mode, k, starts, said)
+        if undone_at_kill < len(NAMES):  # the killed rollback left work: all ten are told
+            reported += 1
+            for name in NAMES:
+                assert f"create_item({name})" in said, (trial, name, said)
+        shown = run_koog("history", "show", "-s", session, "--json", env=tool_env)
+        texts = [m["content"] for m in json.loads(shown.stdout) if m["role"] != "system"]
+        assert texts == ["hello", "echo: hello"], (trial, texts)
+    leftovers = list((data_dir / "undo").rglob("*")) if (data_dir / "undo").exists() else []
+    assert leftovers == []
+    assert reported >= TRIALS // 2
