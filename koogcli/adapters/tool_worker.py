@@ -156,6 +156,7 @@ def _child(
         except BaseException as exc:  # even sys.exit() is only the tool's error
             text = truncated(f"Error: {type(exc).__name__}: {exc}", max_bytes)
             outcome = {"text": text, "error": True}
+        _live_on()  # it returned: its receipt is written even if koog dies now
         data = json.dumps(outcome, ensure_ascii=False).encode("utf-8", "surrogatepass")
         if receipt is not None:
             write_receipt(receipt, data)
@@ -179,6 +180,17 @@ def _die_with(parent: int) -> None:
         return
     if os.getppid() != parent:  # koog died before the signal was asked for
         os._exit(70)
+
+
+def _live_on() -> None:
+    """The call has returned: no parent-death signal any more, so a koog killed from here
+    on finds the receipt (it is in doubt only while it runs)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
+    except (OSError, AttributeError):
+        return
 
 
 def _collect(fd: int, timeout: float, max_bytes: int) -> tuple[bytes, bool]:
