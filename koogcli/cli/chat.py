@@ -119,7 +119,11 @@ def chat(
     ]
     piped = None if prompt_input.STDIN in files else stdin_text
     text = prompt_input.compose(" ".join(prompt or []), piped, attachments, max_input)
-    if resume is None and (pending := turn.interrupted(app_ctx, name)) is not None:
+    if (
+        resume is None
+        and not turn.close_stored(app_ctx, name)
+        and (pending := turn.interrupted(app_ctx, name)) is not None
+    ):
         render.note(
             f"session {name.value} has an interrupted turn (after step {pending.step}); "
             f"`koog chat -s {name.value} --resume` finishes it"
@@ -134,7 +138,7 @@ def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) ->
     from koogcli.services import turn
 
     app_ctx.require_session(name)  # exit 2 for a name that is no session (SPEC §2)
-    pending = turn.interrupted(app_ctx, name)
+    pending = None if turn.close_stored(app_ctx, name) else turn.interrupted(app_ctx, name)
     if pending is None:
         render.note(f"nothing to resume in session {name.value}")
         return

@@ -155,6 +155,8 @@ def _offer_resume(state: ReplState) -> None:
     from koogcli.services import turn
 
     try:
+        if turn.close_stored(state.ctx, state.session):
+            return
         pending = turn.interrupted(state.ctx, state.session)
         if pending is None:
             return

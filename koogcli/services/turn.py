@@ -450,14 +450,38 @@ def _resume_turn(
         events=events or TurnEvents(),
         written=list(new),
     )
-    if step.step in ("store", "ingest"):  # the history was stored already
-        if step.step == "store":
-            after_store(turn)
-        else:
+    if step.step in ("store", "ingest") or _landed(ctx, session, new):  # stored already
+        if step.step == "ingest":
             tombstone(turn, "completed")
+        else:
+            after_store(turn)
         stored = ctx.history.read(session)
         return result(turn, stored.revision, len(stored.messages), step.step)
     return drive(turn, resumed_after=step.step)
+
+
+def _landed(ctx: AppContext, session: SessionName, new: list[Message]) -> bool:
+    """Whether a turn's new messages are all in the history: its store landed though its
+    later marks did not (the disk filled up after it, or a kill before the `store` mark)."""
+    if not new:
+        return False
+    present = {m.id for m in ctx.history.read(session).messages}
+    return all(m.id in present for m in new)
+
+
+def close_stored(ctx: AppContext, session: SessionName, events: TurnEvents | None = None) -> bool:
+    """A turn whose history was stored is no interrupted turn, whatever marks it lacks:
+    its closing steps (ingestion, its tombstone) run now, quietly. True when one was."""
+    header = interrupted(ctx, session)
+    if header is None:
+        return False
+    if header.step not in ("store", "ingest"):
+        step = ctx.checkpoints.get(session, header.id)
+        base = StepDetails.from_dict(step.details).base_count
+        if not _landed(ctx, session, list(step.messages[base:])):
+            return False
+    resume_turn(ctx, session, events)
+    return True
 
 
 def abandon(ctx: AppContext, session: SessionName) -> Checkpoint | None:

@@ -333,3 +333,37 @@ def test_a_call_that_returned_is_never_run_again_when_koog_is_killed_before_reco
             "assistant",
         ], trial
         assert history[-2]["content"] == f"made item{trial}"
+
+
+def test_a_stored_turn_whose_closing_marks_were_never_written_is_not_interrupted(
+    backend: str,
+    run_koog: Run,
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    koog_env: dict[str, str],
+) -> None:
+    """A turn's history landed but its `store` mark and tombstone did not (the disk filled
+    up after the store): later turns say nothing of an interrupted turn, nothing is stored
+    twice, the tool never runs again, and --resume has nothing to do."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import context
+
+    server.enqueue({"tool_calls": [call("a", "t1", x="1")]}, {"content": "a ran"})
+    assert run_koog("chat", "-s", "ts", "run a", env=tool_env).returncode == 0
+    ctx = context.build(env={**koog_env, **tool_env})
+    session = SessionName("ts")
+    for header in ctx.checkpoints.headers(session):
+        if header.kind == "tombstone" or header.step == "store":
+            assert ctx.checkpoints.delete(session, header.id)
+    later = run_koog("chat", "-s", "ts", "and now", env=tool_env)
+    assert later.returncode == 0, later.stderr
+    assert "interrupted" not in later.stderr, later.stderr
+    resumed = run_koog("chat", "-s", "ts", "--resume", env=tool_env)
+    assert "nothing to resume" in resumed.stderr, resumed.stderr
+    assert [e[0] for e in tool_log(tool_env)] == ["a"]
+    shown = json.loads(run_koog("history", "show", "-s", "ts", "--json").stdout)
+    assert [m["content"] for m in shown if m["role"] == "user"] == ["run a", "and now"]
+    assert [m["content"] for m in shown if m["role"] == "assistant"][-2:] == [
+        "a ran",
+        "echo: and now",
+    ]

@@ -323,6 +323,44 @@ def test_retrieve_and_ingest_are_checkpointed_steps(
     assert ctx.checkpoints.headers(S)[-1].kind == "tombstone"
 
 
+def test_a_stored_turn_missing_its_closing_marks_is_closed_quietly_not_interrupted(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any]
+) -> None:
+    """The history landed, then the disk filled up: no `store`, `ingest` or tombstone mark.
+    The next look closes it (ingesting its messages) instead of calling it interrupted, and
+    a resume could never store it twice."""
+    from koogcli.services.turn import close_stored, interrupted
+
+    write_config("[long_term_memory.ingestion]\nenabled = true\n")
+    ctx = mortal(make_ctx())
+    ask(ctx, "remember the blue door")
+    for mark in ctx.checkpoints.headers(S):
+        if mark.kind == "tombstone" or mark.step in ("store", "ingest"):
+            ctx.checkpoints.delete(S, mark.id)
+    for record in memory.list_(ctx):
+        memory.delete(ctx, record.id)
+    before = ctx.history.read(S).messages
+    assert interrupted(ctx, S) is not None  # what a later turn would have reported
+    assert close_stored(ctx, S)
+    assert interrupted(ctx, S) is None and not close_stored(ctx, S)
+    assert ctx.history.read(S).messages == before  # nothing stored again
+    assert len(memory.list_(ctx)) == 2  # its closing steps ran: ingested
+    assert ctx.checkpoints.headers(S)[-1].kind == "tombstone"
+
+
+def test_a_turn_that_never_stored_is_still_interrupted(make_ctx: Callable[..., Any]) -> None:
+    from koogcli.services.turn import close_stored, interrupted
+
+    ctx = mortal(make_ctx())
+    ask(ctx, "one")
+    for mark in ctx.checkpoints.headers(S):
+        if mark.kind == "tombstone" or mark.step == "store":
+            ctx.checkpoints.delete(S, mark.id)
+    ctx.history.write(S, ctx.history.read(S).messages[:-2], None)  # died before storing
+    assert not close_stored(ctx, S)
+    assert interrupted(ctx, S) is not None
+
+
 class FlakyEmbedder:
     """Fails while `down`; otherwise bag-of-words vectors like the test server's."""
 
