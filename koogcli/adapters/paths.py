@@ -108,6 +108,11 @@ class DataDir:
         return self._inside("undo", session.value, f"{safe[:120]}.json")
 
     @property
+    def reserve_file(self) -> Path:
+        """Room kept for closing a failed turn on a full disk (adapters/reserve.py)."""
+        return self._inside("koog.reserve")
+
+    @property
     def learned_file(self) -> Path:
         return self._inside("learned.json")
 

@@ -177,6 +177,17 @@ class AppContext:
     def owner_alive(self, owner: object) -> bool:
         return self.storage.owner_alive(owner if isinstance(owner, dict) else None)
 
+    def keep_reserve(self) -> None:
+        """Room on the data dir's disk for closing a failed turn (adapters/reserve.py)."""
+        from koogcli.adapters import reserve
+
+        reserve.keep(self.data.reserve_file)
+
+    def spend_reserve(self) -> bool:
+        from koogcli.adapters import reserve
+
+        return reserve.spend(self.data.reserve_file)
+
     @cached_property
     def memory_store(self) -> MemoryStore:
         return self.storage.memory(self.warn)

@@ -62,6 +62,7 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
     happened yet) is compressed and sent once more; any other refusal is final."""
     events = events or TurnEvents()
     if request.save:
+        ctx.keep_reserve()  # room to close this turn even on a full disk
         _finish_rollback(ctx, request.session, events)
     recovering = False
     refused: int | None = None  # the estimated size of the request the server refused

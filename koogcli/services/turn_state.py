@@ -216,7 +216,7 @@ def fail(turn: TurnState, reason: str) -> None:
     if not turn.save:
         return
     with interrupts.deferred(), contextlib.suppress(KoogError):  # never half-closed
-        tombstone(turn, reason)
+        closed_with_room(turn, reason)
         if turn.restore_id and turn.ctx.settings.persistence.enabled:
             turn.ctx.checkpoints.delete(turn.session, turn.restore_id)
 
@@ -231,6 +231,17 @@ def tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Che
         turn_id=turn_id,
         reason=reason,
     )
+
+
+def closed_with_room(turn: TurnState, reason: str) -> None:
+    """The tombstone, even on a full disk: a failed write frees the data dir's reserve and
+    tries once more (else the closed turn would read as interrupted to every later command)."""
+    try:
+        tombstone(turn, reason)
+    except KoogError:
+        if not turn.ctx.spend_reserve():
+            raise
+        tombstone(turn, reason)
 
 
 def tombstone(turn: TurnState, reason: str) -> None:

@@ -47,9 +47,9 @@ from koogcli.services.turn_state import (
     TurnAbandonedError,
     TurnResult,
     TurnState,
+    closed_with_room,
     fail,
     result,
-    tombstone,
 )
 
 
@@ -98,7 +98,7 @@ def after_store(turn: TurnState) -> None:
     problem = ingest(turn)
     try:
         with interrupts.deferred():
-            tombstone(turn, "completed")
+            closed_with_room(turn, "completed")
     except KoogError as err:
         turn.events.warn(f"the turn is stored, but closing its checkpoints failed: {err.message}")
     if problem is not None and turn.ctx.settings.long_term_memory.on_error == "fail":

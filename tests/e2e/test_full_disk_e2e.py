@@ -1,0 +1,75 @@
+"""A data dir on a disk that fills up (a real 16 MiB tmpfs): a turn that fails for want of
+room is exit 3 and stores nothing; once there is room again, no later command reports an
+interrupted turn and nothing is stored twice (SPEC §5.19). Needs root's `mount`; skipped,
+saying so, where this machine cannot mount."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import forked_run_koog
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+Run = Callable[..., subprocess.CompletedProcess[str]]
+run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16M", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    stat = os.statvfs(disk)
+    filler = disk / "filler"
+    with filler.open("wb") as handle:
+        handle.write(bytes(max(0, stat.f_bavail * stat.f_frsize - leave)))
+    return filler
+
+
+def test_a_turn_that_fails_on_a_full_disk_is_never_reported_as_interrupted(
+    run_koog: Run, small_disk: Path
+) -> None:
+    env = {"KOOG_DATA_DIR": str(small_disk / "data")}
+    assert run_koog("chat", "-s", "d", "hello", env=env).returncode == 0
+    stored, failed = ["hello"], 0
+    for leave in range(4096, 160_000, 8192):
+        filler = fill(small_disk, leave)
+        turn = run_koog("chat", "-s", "d", f"left {leave}", env=env)
+        assert turn.returncode in (0, 3), turn.stderr
+        if turn.returncode == 3:
+            failed += 1
+            assert "disk is full" in turn.stderr or "No space" in turn.stderr, turn.stderr
+        else:
+            stored.append(f"left {leave}")
+        filler.unlink()
+        after = run_koog("chat", "-s", "d", f"after {leave}", env=env)
+        assert after.returncode == 0, (leave, after.stderr)
+        assert "interrupted" not in after.stderr, (leave, after.stderr)
+        stored.append(f"after {leave}")
+        resumed = run_koog("chat", "-s", "d", "--resume", env=env)
+        assert "nothing to resume" in resumed.stderr, (leave, resumed.stderr)
+    shown = json.loads(run_koog("history", "show", "-s", "d", "--json", env=env).stdout)
+    assert [m["content"] for m in shown if m["role"] == "user"] == stored
+    assert failed >= 3, failed  # the disk was really full for some of the turns
+    with contextlib.suppress(FileNotFoundError):
+        assert (small_disk / "data" / "koog.reserve").stat().st_size == 256 * 1024
