@@ -74,6 +74,8 @@ def run(
     recent = context_on_entry(state)
     if recent:
         state.ui.info(recent)
+    if save:
+        _finish_at_start(state)
     if offer_resume and save:
         _offer_resume(state)
     while state.running:
@@ -94,6 +96,16 @@ def run(
             state.ui.info("(cancelled)")
         except KoogError as err:
             state.ui.error(err)
+
+
+def _finish_at_start(state: ReplState) -> None:
+    """A rollback killed halfway is finished as the REPL opens, not at the first command."""
+    try:
+        _finish_rollback(state)
+    except KeyboardInterrupt:
+        state.ui.info("(cancelled)")
+    except KoogError as err:
+        state.ui.error(err)
 
 
 def _finish_rollback(state: ReplState) -> None:

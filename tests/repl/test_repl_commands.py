@@ -344,6 +344,22 @@ def test_a_killed_rollback_is_finished_by_the_next_command(
     assert any(i.startswith("finished the compensations") for i in ui.infos), ui.infos
 
 
+def test_a_killed_rollback_is_finished_as_the_repl_opens(
+    drive: Callable[..., Any], fake_model: FakeChatModel, tools: Callable[[], list[list[str]]]
+) -> None:
+    from koogcli.core.checkpoints import CompensationEntry
+    from koogcli.core.messages import utc_now
+
+    fake_model.enqueue(calls(("create_user", {"name": "Di"})), "made Di")
+    _, ctx = drive("make Di" + ENTER + CTRL_D)
+    call = next(c for m in ctx.history.read(S).messages for c in m.tool_calls)
+    ctx.checkpoints.record_compensations(S, [CompensationEntry(call, "pending", None, utc_now())])
+    ctx.history.write(S, [], expected_revision=ctx.history.read(S).revision)
+    ui, _ = drive(CTRL_D)  # opened and left: no command typed
+    assert tools() == [["create_user", "Di"], ["remove_user", "Di"]]
+    assert "  undone: create_user(Di): removed Di" in ui.infos, ui.infos
+
+
 def test_why_shows_what_shaped_the_last_reply_and_any_turn(drive: Callable[..., Any]) -> None:
     ui, _ = drive("first" + ENTER + "second" + ENTER + "/why" + ENTER + "/why 1" + ENTER + CTRL_D)
     shown = "\n".join(ui.shown)
