@@ -75,6 +75,9 @@ def test_kills_during_tool_turns_then_resume_never_run_a_returned_call_twice(
     tool_env: dict[str, str],
     koog_env: dict[str, str],
 ) -> None:
+    from koogcli.core.names import SessionName
+    from koogcli.services import context
+
     def responder(body: dict[str, Any]) -> dict[str, Any]:
         done = sum(1 for m in body["messages"] if m["role"] == "tool")
         if done >= 3:
@@ -122,17 +125,15 @@ def test_kills_during_tool_turns_then_resume_never_run_a_returned_call_twice(
         starts = Counter(x for what, x, _ in after if what == "start")
         for x in returned:
             assert starts[x] == 1, (trial, x, after)  # a call that returned never ran again
-        shown = run_koog("history", "show", "-s", session, "--json", env=tool_env)
-        history = [m for m in json.loads(shown.stdout) if m["role"] != "system"]
-        roles = [m["role"] for m in history]
+        stored = context.build(env=env).history.read(SessionName(session)).messages
+        history = [m for m in stored if m.role != "system"]
+        roles = [m.role for m in history]
         assert roles == ["user"] + ["assistant", "tool"] * 3 + ["assistant"], (trial, roles)
-        ids = [c["id"] for m in history for c in m.get("tool_calls", [])]
+        ids = [c.id for m in history for c in m.tool_calls]
         assert len(set(ids)) == 3
-        assert [m["tool_call_id"] for m in history if m["role"] == "tool"] == ids
-        assert [m["content"] for m in history if m["role"] == "tool"] == [
-            f"step {x} done" for x in "012"
-        ]
-        assert history[-1]["content"] == "three steps"
+        assert [m.tool_call_id for m in history if m.role == "tool"] == ids
+        assert [m.text for m in history if m.role == "tool"] == [f"step {x} done" for x in "012"]
+        assert history[-1].text == "three steps"
     assert reached >= TRIALS * 2 // 3, reached  # most kills landed inside the tool rounds
     assert in_doubt <= TRIALS // 10, in_doubt
     print(

@@ -1,6 +1,6 @@
 """A rollback killed at any instant, then run again: every compensation runs exactly once
 (SPEC §5.18), the history ends at the target, and the second run reports every call the
-rollback took out. Five rounds of two tool calls, ten compensations of 80 ms; koog is
+rollback took out. Five rounds of two tool calls, ten compensations of 50 ms; koog is
 SIGKILLed during the k-th compensation, just after it returns, or at a random moment."""
 
 from __future__ import annotations
@@ -66,10 +66,11 @@ def entries(env: dict[str, str], kind: str) -> list[str]:
 
 
 def prepare(run_koog: Run, server: FakeOpenAIServer, env: dict[str, str], session: str) -> str:
-    """A session at BASE, then a turn of five model calls of two created items each;
-    BASE's id."""
-    assert run_koog("chat", "-s", session, "hello", env=env).returncode == 0
-    base = run_koog("checkpoint", "create", "-s", session, env=env).stdout.strip()
+    """A turn of five model calls of two created items each; the id of the restore point
+    taken before it (BASE: the empty history)."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import context
+
     server.enqueue(
         *(
             {
@@ -84,7 +85,8 @@ def prepare(run_koog: Run, server: FakeOpenAIServer, env: dict[str, str], sessio
     )
     made = run_koog("chat", "-s", session, "make ten, two at a time", env=env)
     assert made.returncode == 0, made.stderr
-    return base
+    marks = context.build(env=env).checkpoints.headers(SessionName(session))
+    return next(c.id for c in marks if c.kind == "restore")
 
 
 def test_a_rollback_killed_at_any_instant_runs_each_compensation_exactly_once(
@@ -96,8 +98,11 @@ def test_a_rollback_killed_at_any_instant_runs_each_compensation_exactly_once(
     koog_env: dict[str, str],
     data_dir: Path,
 ) -> None:
+    from koogcli.core.names import SessionName
+    from koogcli.services import context
+
     rng = random.Random(18)
-    env = {**koog_env, **tool_env, "UNDO_SLEEP": "0.08"}
+    env = {**koog_env, **tool_env, "UNDO_SLEEP": "0.05"}
     reported = 0
     for trial in range(TRIALS):
         session = f"rb{trial}"
@@ -142,9 +147,9 @@ def test_a_rollback_killed_at_any_instant_runs_each_compensation_exactly_once(
             reported += 1
             for name in NAMES:
                 assert f"create_item({name})" in said, (trial, name, said)
-        shown = run_koog("history", "show", "-s", session, "--json", env=tool_env)
-        texts = [m["content"] for m in json.loads(shown.stdout) if m["role"] != "system"]
-        assert texts == ["hello", "echo: hello"], (trial, texts)
+        stored = context.build(env=env).history.read(SessionName(session)).messages
+        texts = [m.text for m in stored if m.role != "system"]
+        assert texts == [], (trial, texts)
     leftovers = list((data_dir / "undo").rglob("*")) if (data_dir / "undo").exists() else []
     assert leftovers == []
     assert reported >= TRIALS // 2
