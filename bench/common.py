@@ -39,7 +39,7 @@ def median_seconds(argv: list[str], runs: int, env: dict[str, str] | None = None
 
 def seed_session(data_dir: Path, name: str, count: int) -> None:
     """Write a session of `count` alternating user/assistant messages through the real store."""
-    from koogcli.adapters.file_history import FileHistoryStore
+    from koogcli.adapters.files.history import FileHistoryStore
     from koogcli.adapters.paths import DataDir
     from koogcli.core.messages import assistant, user
     from koogcli.core.names import SessionName

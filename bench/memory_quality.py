@@ -67,7 +67,7 @@ def local_embedding(text: str) -> list[float]:
 
 
 def endpoint_embedder(model: str) -> Callable[[list[str]], list[list[float]]]:
-    from koogcli.adapters.openai_model import (
+    from koogcli.adapters.model.openai_model import (
         OpenAIChatModel,
         OpenAIEmbedder,
         resolve_endpoint,
@@ -88,7 +88,7 @@ def score(ranked: Sequence[str], relevant: Sequence[str]) -> tuple[float, float]
 
 
 def main() -> None:
-    from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+    from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
     from koogcli.core.memory import MemoryRecord
 
     parser = argparse.ArgumentParser()

@@ -113,7 +113,7 @@ def main() -> None:
 def open_store(folder: Path, url: str):  # type: ignore[no-untyped-def]
     """The SQLite store in `folder`, or a PostgreSQL store in a schema of its own."""
     if not url:
-        from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+        from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 
         return SqliteMemoryStore(folder / "memory.sqlite3")
     import uuid
@@ -138,7 +138,7 @@ def clustered(rng: random.Random, count: int, dim: int, seed: int = 7) -> list[l
 def vectors_bench(records: list, dim: int, queries: int) -> None:  # type: ignore[type-arg]
     import numpy as np
 
-    from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+    from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 
     rng = random.Random(dim)
     vectors = clustered(rng, len(records), dim)

@@ -112,7 +112,7 @@ def new_memory_store(backend: str, tmp_path: Path) -> Callable[[], Any]:
 
     def new() -> Any:
         if backend == "files":
-            from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+            from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 
             return SqliteMemoryStore(tmp_path / "memory.sqlite3")
         from koogcli.adapters.postgres.database import Database

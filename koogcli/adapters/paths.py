@@ -103,13 +103,13 @@ class DataDir:
 
     def undo_receipt_file(self, session: SessionName, call_id: str, point: str | None) -> Path:
         """Where a compensation's result is written before it is returned (its process
-        outlives koog: adapters/outliving.py); one per call and rollback."""
+        outlives koog: adapters/tools/outliving.py); one per call and rollback."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in f"{call_id}-{point}")
         return self._inside("undo", session.value, f"{safe[:120]}.json")
 
     @property
     def reserve_file(self) -> Path:
-        """Room kept for closing a failed turn on a full disk (adapters/reserve.py)."""
+        """Room kept for closing a failed turn on a full disk (adapters/files/reserve.py)."""
         return self._inside("koog.reserve")
 
     @property

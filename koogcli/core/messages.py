@@ -96,7 +96,7 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        """Build from an already validated dict (see adapters/documents.py), without
+        """Build from an already validated dict (see adapters/codec/documents.py), without
         re-checks and without the frozen dataclass's __init__ (which sets each field
         through object.__setattr__): a load of 50,000 messages spends most of its time
         here. The slots are set directly, each exactly once, as __init__ would."""

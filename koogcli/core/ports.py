@@ -213,7 +213,7 @@ class ToolBox(Protocol):
     ) -> ToolOutcome:
         """Run the compensating function; `before` runs right before it is called. With
         `receipt`, its process finishes even if koog dies, and writes its result there
-        durably before returning it (SPEC §5.18; adapters/outliving.py)."""
+        durably before returning it (SPEC §5.18; adapters/tools/outliving.py)."""
         ...
 
     def settle(self, name: str, receipt: Path) -> ToolOutcome | None:

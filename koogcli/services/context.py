@@ -31,9 +31,9 @@ from koogcli.core.ports import (
 )
 
 if TYPE_CHECKING:
-    from koogcli.adapters.bounded_regex import BoundedPattern
-    from koogcli.adapters.learned_limits import LearnedLimits
-    from koogcli.adapters.openai_model import OpenAIChatModel
+    from koogcli.adapters.model.learned_limits import LearnedLimits
+    from koogcli.adapters.model.openai_model import OpenAIChatModel
+    from koogcli.adapters.tools.bounded_regex import BoundedPattern
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import PreprocessorSpec, Settings
     from koogcli.core.chat_memory import ChatMemory
@@ -48,7 +48,11 @@ def openai_model_factory(ctx: AppContext) -> ChatModel:
 
 
 def _openai_chat(ctx: AppContext) -> OpenAIChatModel:
-    from koogcli.adapters.openai_model import OpenAIChatModel, RequestOptions, resolve_endpoint
+    from koogcli.adapters.model.openai_model import (
+        OpenAIChatModel,
+        RequestOptions,
+        resolve_endpoint,
+    )
 
     llm = ctx.settings.llm
     endpoint = resolve_endpoint(
@@ -60,7 +64,7 @@ def _openai_chat(ctx: AppContext) -> OpenAIChatModel:
 
 
 def openai_embedder_factory(ctx: AppContext) -> Embedder:
-    from koogcli.adapters.openai_model import OpenAIEmbedder
+    from koogcli.adapters.model.openai_model import OpenAIEmbedder
 
     return OpenAIEmbedder(_openai_chat(ctx), ctx.settings.long_term_memory.embeddings.model)
 
@@ -101,7 +105,7 @@ class AppContext:
     @cached_property
     def toolbox(self) -> ToolBox:
         """Tools from config, imported at start-up so a bad entry fails before any turn."""
-        from koogcli.adapters.python_tools import PythonToolBox, build_tool
+        from koogcli.adapters.tools.python_tools import PythonToolBox, build_tool
 
         folders = [self.config.folder, Path.cwd()]
         tools = []
@@ -130,7 +134,7 @@ class AppContext:
         if settings is not None and settings.url:
             timeouts = (settings.lock_timeout_seconds, settings.statement_timeout_seconds)
             return open_backend(settings.url, settings.db_schema, settings.language, timeouts)
-        from koogcli.adapters.file_backend import FileBackend
+        from koogcli.adapters.files.backend import FileBackend
 
         files = FileBackend(self.data)
         self.finished_moves = files.finish_moves()  # before anything is read
@@ -178,13 +182,13 @@ class AppContext:
         return self.storage.owner_alive(owner if isinstance(owner, dict) else None)
 
     def keep_reserve(self) -> None:
-        """Room on the data dir's disk for closing a failed turn (adapters/reserve.py)."""
-        from koogcli.adapters import reserve
+        """Room on the data dir's disk for closing a failed turn (adapters/files/reserve.py)."""
+        from koogcli.adapters.files import reserve
 
         reserve.keep(self.data.reserve_file)
 
     def spend_reserve(self) -> bool:
-        from koogcli.adapters import reserve
+        from koogcli.adapters.files import reserve
 
         return reserve.spend(self.data.reserve_file)
 
@@ -194,8 +198,8 @@ class AppContext:
 
     @cached_property
     def learned_limits(self) -> LearnedLimits:
-        """Context sizes servers named when they refused a request (adapters/learned_limits)."""
-        from koogcli.adapters.learned_limits import LearnedLimits
+        """Context sizes servers named when they refused a request (adapters/model/learned_limits)."""
+        from koogcli.adapters.model.learned_limits import LearnedLimits
 
         return LearnedLimits(self.data.learned_file)
 
@@ -251,8 +255,8 @@ class AppContext:
         new context, this one is left as it is."""
         if self.model_factory is not openai_model_factory:
             return self, None
-        from koogcli.adapters import local_servers
-        from koogcli.adapters.openai_model import resolve_endpoint
+        from koogcli.adapters.model import local_servers
+        from koogcli.adapters.model.openai_model import resolve_endpoint
         from koogcli.core.errors import EndpointNotConfiguredError
         from koogcli.core.urls import is_loopback
 
@@ -365,7 +369,7 @@ def open_backend(
         from koogcli.adapters.postgres.backend import PostgresBackend
 
         return PostgresBackend(where, schema, language, timeouts)
-    from koogcli.adapters.file_backend import FileBackend
+    from koogcli.adapters.files.backend import FileBackend
 
     return FileBackend(paths.DataDir(Path(where).expanduser()))
 
@@ -400,14 +404,14 @@ def _mentions_storage(config_file: Path | None) -> bool:
 
 def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -> Pipeline:
     """Preprocessors from config, in order; custom callables are imported here, at start-up.
-    Patterns are applied with a time bound (adapters/bounded_regex.py)."""
+    Patterns are applied with a time bound (adapters/tools/bounded_regex.py)."""
     from koogcli.config.schema import CustomSpec, FilterSpec, RedactSpec, TokenWindowSpec
     from koogcli.core import preprocessors
 
     def pattern(text: str | None, key: str) -> BoundedPattern | None:
         if not text:
             return None
-        from koogcli.adapters.bounded_regex import BoundedPattern  # only with a pattern
+        from koogcli.adapters.tools.bounded_regex import BoundedPattern  # only with a pattern
 
         return BoundedPattern(text, key)
 
@@ -454,7 +458,7 @@ def history_document(
     """The export shape is the file provider's own document, so exports re-import anywhere."""
     import json
 
-    from koogcli.adapters.documents import dump_history
+    from koogcli.adapters.codec.documents import dump_history
 
     return dict(
         json.loads(dump_history(session.value, revision, updated_at, messages, summary=False))
@@ -466,7 +470,7 @@ def parse_history_document(text: str, source: str) -> list[Message]:
     list of messages, koog's or a plain OpenAI `messages` array (ids and times filled in)."""
     import json
 
-    from koogcli.adapters.documents import parse_history, parse_messages
+    from koogcli.adapters.codec.documents import parse_history, parse_messages
     from koogcli.core.messages import new_id, utc_now
 
     try:

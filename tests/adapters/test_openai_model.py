@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from koogcli.adapters.openai_model import OpenAIChatModel, resolve_endpoint
+from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoint
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
 from koogcli.core.messages import system, user
 from koogcli.core.ports import ModelRequest

@@ -233,7 +233,7 @@ def test_a_version_1_database_is_migrated_in_place(run_koog: Run, data_dir: Path
     import shutil
     import sqlite3
 
-    from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+    from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 
     data_dir.mkdir(parents=True, exist_ok=True)
     target = data_dir / "memory.sqlite3"

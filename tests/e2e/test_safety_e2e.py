@@ -361,7 +361,7 @@ def test_a_forged_digests_file_never_decides_what_is_restored(
     made later restore points name 1,200 copies of the first message."""
     import hashlib
 
-    from koogcli.adapters.file_history import FileHistoryStore
+    from koogcli.adapters.files.history import FileHistoryStore
     from koogcli.adapters.paths import DataDir
     from koogcli.core.messages import assistant, user
     from koogcli.core.names import SessionName

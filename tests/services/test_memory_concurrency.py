@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 from koogcli.core.errors import CorruptDocumentError, LockTimeoutError, StorageError
 from koogcli.core.memory import MemoryRecord
 from tests import searching

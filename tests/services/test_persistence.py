@@ -394,7 +394,7 @@ def test_each_turn_adds_only_its_own_messages_to_the_checkpoint_objects(
 ) -> None:
     """A new process finds the stored history's message rows by their digests: the rows
     grow by what each turn adds, not by the history again."""
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
     from koogcli.services.turn import TurnRequest, run_turn
 
     session = SessionName("grow")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from koogcli.adapters import file_history
-from koogcli.adapters.documents import dump_history
-from koogcli.adapters.file_history import FileHistoryStore
+from koogcli.adapters.codec.documents import dump_history
+from koogcli.adapters.files import history as file_history
+from koogcli.adapters.files.history import FileHistoryStore
 from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError
 from koogcli.core.messages import Message, assistant, user

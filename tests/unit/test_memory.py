@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 from koogcli.core import memory as core
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.memory import MemoryRecord, SearchHit

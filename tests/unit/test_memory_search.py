@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from koogcli.adapters.memory_queries import fuse
-from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+from koogcli.adapters.sql.memory_queries import fuse
+from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 from koogcli.core.memory import MemoryRecord
 from tests import searching
 

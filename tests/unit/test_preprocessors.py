@@ -125,7 +125,7 @@ def test_custom_preprocessor_errors_name_the_callable() -> None:
 def test_a_catastrophic_pattern_fails_in_bounded_time() -> None:
     import time
 
-    from koogcli.adapters.bounded_regex import BoundedPattern
+    from koogcli.adapters.tools.bounded_regex import BoundedPattern
     from koogcli.core.errors import ConfigError
     from koogcli.core.messages import user
     from koogcli.core.preprocessors import RedactPreprocessor

@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from koogcli.adapters.python_tools import PythonToolBox, build_tool
+from koogcli.adapters.tools.python_tools import PythonToolBox, build_tool
 
 
 def create_user(name: str, age: int = 30, role: Literal["admin", "user"] = "user") -> dict:
@@ -157,7 +157,7 @@ def test_a_tool_dies_with_the_koog_that_runs_it(tmp_path: Path) -> None:
     import threading
     import time
 
-    from koogcli.adapters import tool_worker
+    from koogcli.adapters.tools import tool_worker
 
     marker = tmp_path / "effect"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from koogcli.adapters.file_history import FileHistoryStore
+from koogcli.adapters.files.history import FileHistoryStore
 from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import ToolCall, assistant, tool_result, user
@@ -136,7 +136,7 @@ def test_tail_of_long_history_reads_across_chunks(store: FileHistoryStore) -> No
 
 @pytest.mark.parametrize("shape", ["no summary", "indented"])
 def test_documents_without_the_summary_are_read_whole(store: FileHistoryStore, shape: str) -> None:
-    from koogcli.adapters.documents import dump_history
+    from koogcli.adapters.codec.documents import dump_history
 
     path = store.data.session_file(S)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,7 +163,7 @@ def test_listing_reads_the_summary(store: FileHistoryStore) -> None:
 def test_digests_from_the_documents_lines_equal_the_computed_ones(
     store: FileHistoryStore,
 ) -> None:
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
 
     store.write(S, TRICKY, None)
     data = store.data.session_file(S).read_bytes()
@@ -178,7 +178,7 @@ def test_digests_from_the_documents_lines_equal_the_computed_ones(
 
 
 def test_a_document_of_another_shape_gives_no_digests(store: FileHistoryStore) -> None:
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
 
     store.write(S, TRICKY, None)
     loaded = store.read(S).messages
@@ -196,8 +196,8 @@ def test_the_check_by_hand_accepts_only_what_the_schema_accepts() -> None:
     message the full validation refuses, nor read one differently."""
     from pydantic import ValidationError
 
-    from koogcli.adapters.document_schema import MESSAGES
-    from koogcli.adapters.documents import parse_messages
+    from koogcli.adapters.codec.documents import parse_messages
+    from koogcli.adapters.codec.schema import MESSAGES
 
     good = {"id": "m1", "role": "assistant", "content": "hi", "created_at": "2026-01-01"}
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -229,7 +229,7 @@ def _long_history(count: int) -> list:
 def test_a_new_process_takes_the_digests_a_fold_wrote_instead_of_hashing_lines(
     store: FileHistoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
 
     store.write(S, _long_history(message_digests.CACHE_MIN_MESSAGES), None)
     cache = store.data.sessions_dir / "work.digests"
@@ -253,7 +253,7 @@ def test_a_new_process_takes_the_digests_a_fold_wrote_instead_of_hashing_lines(
 def test_digests_of_another_document_or_damaged_are_not_taken(
     store: FileHistoryStore, damage: str
 ) -> None:
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
 
     count = message_digests.CACHE_MIN_MESSAGES
     cache = store.data.sessions_dir / "work.digests"
@@ -284,7 +284,7 @@ def test_digests_of_another_document_or_damaged_are_not_taken(
 
 
 def test_digests_go_with_their_session(store: FileHistoryStore) -> None:
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
 
     store.write(S, _long_history(message_digests.CACHE_MIN_MESSAGES), None)
     folder = store.data.sessions_dir
@@ -301,7 +301,7 @@ def test_a_document_edited_after_its_digests_were_written_is_checked(
     store: FileHistoryStore,
 ) -> None:
     """Only the very bytes koog wrote skip validation: an edit is found and named."""
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
 
     history = _long_history(message_digests.CACHE_MIN_MESSAGES)
     store.write(S, history, None)
@@ -318,7 +318,7 @@ def test_reading_a_session_again_and_again_keeps_one_copy_of_it(store: FileHisto
     import gc
     import tracemalloc
 
-    from koogcli.adapters import message_digests
+    from koogcli.adapters import digests as message_digests
 
     store.write(S, _long_history(2000), None)
     message_digests.forget()

@@ -4,7 +4,7 @@
   with its diacritics removed (adapters/postgres/text_search.py). Question words are
   left out of the query, words held by a tenth or more of a large memory rank nothing while
   rarer ones are present, and the score is the rank relative to the best hit times the
-  share of the query's words the record holds: the same rules as adapters/memory_queries.py.
+  share of the query's words the record holds: the same rules as adapters/sql/memory_queries.py.
 - jaccard: Koog's word sets in an inverted table (namespace, word) -> record with each
   record's word count; one grouped query computes the overlap.
 - keyword: Koog's substring rule over the lower-cased content, in insertion order.
@@ -21,7 +21,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koogcli.adapters.memory_queries import (
+from koogcli.adapters.postgres import text_search
+from koogcli.adapters.postgres.database import Database
+from koogcli.adapters.postgres.text_search import fold
+from koogcli.adapters.postgres.vectors import binary, register_binary_arrays
+from koogcli.adapters.sql.memory_queries import (
     Scored,
     above,
     fuse,
@@ -29,11 +33,7 @@ from koogcli.adapters.memory_queries import (
     record_from_row,
     relative_scores,
 )
-from koogcli.adapters.memory_search import dispatch
-from koogcli.adapters.postgres import text_search
-from koogcli.adapters.postgres.database import Database
-from koogcli.adapters.postgres.text_search import fold
-from koogcli.adapters.postgres.vectors import binary, register_binary_arrays
+from koogcli.adapters.sql.memory_search import dispatch
 from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
 from koogcli.core.messages import utc_now
 

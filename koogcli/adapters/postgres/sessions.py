@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from koogcli.adapters.documents import PREVIEW_CHARS
+from koogcli.adapters.codec.documents import PREVIEW_CHARS
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.sql import rows
 from koogcli.core.errors import ConflictError

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-from koogcli.adapters.memory_queries import term_forms
+from koogcli.adapters.sql.memory_queries import term_forms
 
 _FIND_DICTIONARY = (
     "SELECT 1 FROM pg_ts_dict d JOIN pg_namespace n ON n.oid = d.dictnamespace "

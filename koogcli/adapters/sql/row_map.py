@@ -8,7 +8,7 @@ so a turn over a long history neither serialises nor looks up again what is stor
 - The messages last stored with their row ids: a checkpoint whose messages begin with the
   very same Message objects (the steps of a turn: the history, then what each step added)
   takes those ids as one list and looks up only what follows.
-- Digests come from the session documents (adapters/message_digests.py).
+- Digests come from the session documents (adapters/digests.py).
 What a transaction stored is applied only once it commits (`committed`): a rolled-back
 row id must never be referred to.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from koogcli.adapters import message_digests
+from koogcli.adapters import digests as message_digests
 from koogcli.core.messages import Message
 
 Insert = Callable[[list[str], list[int]], dict[str, int]]

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from koogcli.adapters.documents import parse_messages
+from koogcli.adapters.codec.documents import parse_messages
 from koogcli.adapters.sql import row_map
 from koogcli.adapters.sql.dialect import checked_runs
 from koogcli.core.errors import CorruptDocumentError

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from koogcli.adapters.documents import dump_pending, parse_messages, parse_pending
+from koogcli.adapters.codec.documents import dump_pending, parse_messages, parse_pending
 from koogcli.adapters.sql import rows
 from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message

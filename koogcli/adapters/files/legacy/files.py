@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from koogcli.adapters import atomic
-from koogcli.adapters.documents import parse_messages, parse_pending
+from koogcli.adapters.codec.documents import parse_messages, parse_pending
 from koogcli.adapters.sql.journal import parse_entry
 from koogcli.core.checkpoints import CHECKPOINT_FORMAT_VERSION, Checkpoint, CompensationEntry
 from koogcli.core.errors import KoogError

@@ -1,6 +1,6 @@
 """SqliteMemoryStore: long-term memory records in `<data>/memory.sqlite3` (WAL, 0600).
 
-Search never scans records in Python (the SQL is in adapters/memory_queries.py):
+Search never scans records in Python (the SQL is in adapters/sql/memory_queries.py):
 - fulltext: FTS5, porter over unicode61 without diacritics, ranked by BM25.
 - keyword: an FTS5 trigram index over the lower-cased content finds substrings of three
   or more characters; shorter queries use SQLite's own `instr` over that column. Results
@@ -8,7 +8,7 @@ Search never scans records in Python (the SQL is in adapters/memory_queries.py):
 - jaccard: an inverted index (namespace, token) -> record, with each record's token
   count, so SQLite computes |Q ∩ D| / (|Q| + |D| - |Q ∩ D|) for the records sharing a word.
 - embeddings: float32 vectors beside the records, one per record and model, written in the
-  record's transaction; searched through a derived index (adapters/vector_index.py).
+  record's transaction; searched through a derived index (adapters/sql/vector_index.py).
 Version 1 databases (no full-text table, vectors without their own row number) are
 migrated in place, in one transaction, the first time this version opens them.
 A file that is not a koog memory database is reported (exit 3) and never written. Every
@@ -30,11 +30,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from koogcli.adapters import memory_queries as queries
-from koogcli.adapters.memory_db import explain, open_database, sqlite_errors, transaction
-from koogcli.adapters.memory_search import dispatch
 from koogcli.adapters.paths import ensure_dir
-from koogcli.adapters.vector_index import VectorIndex, bump_epoch
+from koogcli.adapters.sql import memory_queries as queries
+from koogcli.adapters.sql.memory_db import explain, open_database, sqlite_errors, transaction
+from koogcli.adapters.sql.memory_search import dispatch
+from koogcli.adapters.sql.vector_index import VectorIndex, bump_epoch
 from koogcli.core.errors import LockTimeoutError, StorageError
 from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
 from koogcli.core.messages import utc_now

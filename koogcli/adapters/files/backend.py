@@ -7,7 +7,7 @@ PostgreSQL backend's (adapters/sql/). Long-term memory is `memory.sqlite3`.
 Turns are coordinated by file locks (flock: released by the kernel when a process dies).
 A whole-session rename or delete writes an intent first (session_moves.py); its database
 part is one transaction. A data dir of an older layout (a file per transcript, folders of
-checkpoints) is moved into the database when the backend is opened (adapters/legacy/).
+checkpoints) is moved into the database when the backend is opened (adapters/files/legacy/).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 
 from koogcli.adapters import atomic, processes
-from koogcli.adapters.file_history import FileHistoryStore
+from koogcli.adapters.files.history import FileHistoryStore
+from koogcli.adapters.files.moves import FileSessionMoves, Parts
 from koogcli.adapters.paths import DataDir
-from koogcli.adapters.session_moves import FileSessionMoves, Parts
 from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
 from koogcli.adapters.sql.moves import drop_everywhere, rename_everywhere
 from koogcli.adapters.sql.origins import SqlSessionOrigins
@@ -57,7 +57,7 @@ class FileBackend:
                 delete=[self.history.delete, self._drop_rows],
             ),
         )
-        from koogcli.adapters.legacy.migrate import pending_layout
+        from koogcli.adapters.files.legacy.migrate import pending_layout
 
         self._moved_at_open = bool(pending_layout(data.root) and self._migrate())
 
@@ -65,7 +65,7 @@ class FileBackend:
         return self._pending
 
     def memory(self, warn: Callable[[str], None]) -> MemoryStore:
-        from koogcli.adapters.sqlite_memory import SqliteMemoryStore
+        from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 
         return SqliteMemoryStore(self.data.memory_file)
 
@@ -96,7 +96,7 @@ class FileBackend:
         return [1] if self._moved_at_open or self._migrate() else []
 
     def _migrate(self) -> bool:
-        from koogcli.adapters.legacy.migrate import migrate, pending_layout
+        from koogcli.adapters.files.legacy.migrate import migrate, pending_layout
 
         if not pending_layout(self.data.root):
             return False

@@ -21,7 +21,7 @@ from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import Message
 
 HISTORY_FORMAT = "koog.chat-history"
-HISTORY_VERSION = 2  # 2: an append log may follow the document (adapters/history_log.py)
+HISTORY_VERSION = 2  # 2: an append log may follow the document (adapters/files/log.py)
 EXPORT_VERSION = 1  # a complete document, as every koog reads it
 READABLE_VERSIONS = (1, 2)
 
@@ -38,7 +38,7 @@ def parse_messages(raw: object, source: str) -> list[Message]:
         return [Message.from_dict(m) for m in raw]
     from pydantic import ValidationError
 
-    from koogcli.adapters.document_schema import MESSAGES
+    from koogcli.adapters.codec.schema import MESSAGES
 
     try:
         models = MESSAGES.validate_python(raw)

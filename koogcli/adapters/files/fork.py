@@ -1,7 +1,7 @@
 """A fork of a session document without reading its whole history (`history fork`).
 
-A document koog wrote holds one message per line after its header (adapters/documents.py),
-and its log only drops messages from the front or appends them (adapters/history_log.py).
+A document koog wrote holds one message per line after its header (adapters/codec/documents.py),
+and its log only drops messages from the front or appends them (adapters/files/log.py).
 So the first N messages of a history are a run of the document's lines plus, past them,
 a few messages of the log: the fork's document is a new header followed by those bytes,
 and only the messages around the cut are parsed (the caller checks that the cut does not
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from koogcli.adapters import atomic, history_log
-from koogcli.adapters.documents import (
+from koogcli.adapters import atomic
+from koogcli.adapters.codec.documents import (
     HISTORY_FORMAT,
     HISTORY_VERSION,
     MESSAGES_KEY,
@@ -26,6 +26,7 @@ from koogcli.adapters.documents import (
     parse_messages,
     read_summary,
 )
+from koogcli.adapters.files import log as history_log
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.ports import CutCheck
 

@@ -1,4 +1,4 @@
-"""Moving a data dir of the older layout (adapters/legacy/files.py) into `koog.sqlite3`.
+"""Moving a data dir of the older layout (adapters/files/legacy/files.py) into `koog.sqlite3`.
 
 Kill-safe: each part is written so that writing it again changes nothing (checkpoints by
 id, journal entries by call and rollback point, the transcript and pending ingestion only
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.adapters import atomic
-from koogcli.adapters.legacy import files
+from koogcli.adapters.files.legacy import files
 from koogcli.adapters.sql import rows
 from koogcli.core.errors import KoogError
 from koogcli.core.names import SessionName

@@ -17,7 +17,7 @@ child, in a process group of its own:
   (Linux's parent-death signal): a tool never goes on to have its effect after the turn
   that called it is gone, and a resume runs it afresh. A compensation is the exception
   (`outlive`): once a rollback has restored the history the undo is owed, so its process
-  finishes and leaves its receipt for the next koog (adapters/outliving.py).
+  finishes and leaves its receipt for the next koog (adapters/tools/outliving.py).
 
 A tool therefore keeps no state in memory from one call to the next (each call starts
 from koog's state at the moment of the call); state belongs in files or a database.
@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from koogcli.adapters import outliving
+from koogcli.adapters.tools import outliving
 from koogcli.core import receipts
 from koogcli.core.ports import ToolOutcome
 
@@ -57,7 +57,7 @@ def run(
     """`receipt`: the child writes its result there durably before sending it (a koog
     killed between the two resumes with the result instead of running the call again).
     `outlive` (with a receipt): the child is not killed when koog dies, and holds the lock
-    that tells the next koog it is still running (adapters/outliving.py)."""
+    that tells the next koog it is still running (adapters/tools/outliving.py)."""
     if not hasattr(os, "fork"):
         return _in_thread(name, function, kwargs, render, timeout, max_bytes, receipt)
     lock = outliving.hold(receipt) if outlive and receipt is not None else None

@@ -1,5 +1,5 @@
 """The memory database itself: schema, version check and migration, transactions, and
-SQLite failures told as koog errors (the store is in adapters/sqlite_memory.py)."""
+SQLite failures told as koog errors (the store is in adapters/sql/sqlite_memory.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The JSON schema comes from the function's signature, type hints and docstring, t
 pydantic model built from the signature; the same model validates the arguments the model
 sends. Nothing a tool does can end a turn: a bad argument, an exception, `sys.exit()`,
 `os._exit()`, a signal or running past its time limit becomes an error text sent back to
-the model. Each call runs in a process of its own (adapters/tool_worker.py): what it
+the model. Each call runs in a process of its own (adapters/tools/tool_worker.py): what it
 prints never reaches stdout, its result is cut to `max_result_bytes`, and the time limit
 stops it. A compensating `rollback` callable takes the same arguments.
 """
@@ -21,7 +21,7 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from koogcli.adapters import outliving, tool_worker
+from koogcli.adapters.tools import outliving, tool_worker
 from koogcli.core.errors import ConfigError
 from koogcli.core.ports import ToolOutcome
 

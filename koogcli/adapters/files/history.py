@@ -1,5 +1,5 @@
 """FileHistoryStore: one JSON document per session under `<data>/sessions/` (SPEC §4),
-and beside it an append log (adapters/history_log.py) that turns write instead of the
+and beside it an append log (adapters/files/log.py) that turns write instead of the
 whole document when they only append (or drop from the front), so a turn writes about the
 size of its messages. The log is folded into the document when it passes half the
 document's size (at least LOG_MIN_BYTES), or when a change is not an append.
@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from koogcli.adapters import atomic, history_log, message_digests
-from koogcli.adapters.documents import (
+from koogcli.adapters import atomic
+from koogcli.adapters import digests as message_digests
+from koogcli.adapters.codec.documents import (
     PREVIEW_CHARS,
     SUMMARY_BYTES,
     dump_history,
@@ -28,6 +29,7 @@ from koogcli.adapters.documents import (
     read_summary,
     read_tail,
 )
+from koogcli.adapters.files import log as history_log
 from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError, KoogError
 from koogcli.core.messages import Message, utc_now
@@ -156,8 +158,8 @@ class FileHistoryStore:
 
     def splice(self, source: SessionName, target: SessionName, count: int, check: CutCheck) -> bool:
         """`target` as the first `count` messages of `source`, from the document's lines
-        (adapters/history_fork.py); False when it must be written the ordinary way."""
-        from koogcli.adapters import history_fork
+        (adapters/files/fork.py); False when it must be written the ordinary way."""
+        from koogcli.adapters.files import fork as history_fork
 
         with atomic.file_lock(self.data.lock_file(target), self.lock_timeout):
             if _exists(self.data.session_file(target)):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from koogcli.adapters import atomic
-from koogcli.adapters.documents import PREVIEW_CHARS, parse_messages
+from koogcli.adapters.codec.documents import PREVIEW_CHARS, parse_messages
 from koogcli.core.errors import CorruptDocumentError, KoogError
 from koogcli.core.messages import Message
 

@@ -1,0 +1,1 @@
+"""The message codec shared by every store: document shapes and their pydantic schema."""
