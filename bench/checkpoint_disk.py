@@ -26,7 +26,7 @@ def main() -> None:
     from koogcli.core.messages import ToolCall
     from koogcli.core.names import SessionName
     from koogcli.core.ports import Completion
-    from koogcli.services import context
+    from koogcli.services import compose
     from koogcli.services.turn import TurnRequest, run_turn
     from tests.fakes.chat_model import FakeChatModel
 
@@ -50,7 +50,7 @@ def main() -> None:
                 "with a couple of sentences. " * 2
             )
         )
-        ctx = context.build(env=env, model_factory=lambda c: model)
+        ctx = compose.build(env=env, model_factory=lambda c: model)
         session = SessionName("bench")
         start = time.perf_counter()
         for i in range(turns):
@@ -67,7 +67,7 @@ def main() -> None:
             tables["checkpoints"][0] + tables["messages"][0],
             tables["checkpoints"][1] + tables["messages"][1],
         )
-        kept = len(context.build(env=env).checkpoints.headers(session))
+        kept = len(compose.build(env=env).checkpoints.headers(session))
         size = (data / "koog.sqlite3").stat().st_size
         print(
             f"{turns} turns in {elapsed:.1f}s ({elapsed / turns * 1000:.1f} ms per turn, in process)"

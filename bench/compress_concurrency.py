@@ -18,7 +18,7 @@ import common  # noqa: F401  (puts the repository on sys.path)
 
 def timed(data: Path, base_url: str, concurrency: int, chunk_size: int) -> tuple[float, int]:
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
     from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 
     config = data / f"c{concurrency}.toml"
@@ -33,7 +33,7 @@ def timed(data: Path, base_url: str, concurrency: int, chunk_size: int) -> tuple
         "OPENAI_API_KEY": "bench",
         "KOOG_MAX_RETRIES": "0",
     }
-    ctx = context.build(env=env)
+    ctx = compose.build(env=env)
     request = CompressRequest(
         SessionName("c"), StrategyChoice("chunked", chunk_size=chunk_size), dry_run=True
     )

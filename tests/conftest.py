@@ -143,12 +143,12 @@ def write_config(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[s
 @pytest.fixture
 def make_ctx(fake_model: FakeChatModel) -> Callable[..., Any]:
     """An AppContext over real files in the temp data dir, with a fake or given model."""
-    from koogcli.services import context
+    from koogcli.services import compose
 
     def make(model: Any = None, flags: dict[str, object] | None = None, **env: str) -> Any:
         chosen = model or fake_model
         environment = dict(os.environ, **env)
-        return context.build(env=environment, flags=flags, model_factory=lambda ctx: chosen)
+        return compose.build(env=environment, flags=flags, model_factory=lambda ctx: chosen)
 
     return make
 

@@ -15,10 +15,10 @@ from pathlib import Path
 TURNS = """
 import sys
 from koogcli.core.names import SessionName
-from koogcli.services import context
+from koogcli.services import compose
 from koogcli.services.turn import TurnRequest, run_turn
 
-ctx = context.build()
+ctx = compose.build()
 for t in range(int(sys.argv[2])):
     run_turn(ctx, TurnRequest(SessionName("shared"), f"w{sys.argv[1]}-t{t}"))
 """

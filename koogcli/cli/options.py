@@ -19,10 +19,10 @@ class Globals:
     env: dict[str, str] | None = field(default=None)
 
     def build(self, flags: dict[str, object] | None = None) -> Any:
-        from koogcli.services import context
+        from koogcli.services import compose
         from koogcli.ui import render
 
-        return context.build(
+        return compose.build(
             self.config, self.data_dir, self.env, flags, self.model_factory, warn=render.warning
         )
 
@@ -34,10 +34,10 @@ def globals_of(ctx: typer.Context) -> Globals:
 
 def _app_ctx(ctx: typer.Context) -> Any:
     """The context a completion runs in: global options may not have been processed."""
-    from koogcli.services import context
+    from koogcli.services import compose
 
     root = ctx.find_root().params
-    return context.build(root.get("config"), root.get("data_dir"))
+    return compose.build(root.get("config"), root.get("data_dir"))
 
 
 def complete_sessions(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -384,3 +384,37 @@ class StorageBackend(Protocol):
         """Complete renames and deletes a killed process left; what was finished:
         ("rename", OLD, NEW) or ("delete", SESSION)."""
         ...
+
+
+class DataPaths(Protocol):
+    """The data dir's paths that services name (adapters/paths.py: DataDir)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def receipt_file(self, session: SessionName, call_id: str) -> Path:
+        """Where a tool call's result is written before it is returned (core/receipts.py)."""
+        ...
+
+    def undo_receipt_file(self, session: SessionName, call_id: str, point: str | None) -> Path:
+        """Where a compensation's result is written before it is returned."""
+        ...
+
+    @property
+    def input_history_file(self) -> Path: ...
+
+
+class LearnedFacts(Protocol):
+    """What servers taught koog, per endpoint and model (adapters/model/learned_limits.py)."""
+
+    def get(self, endpoint: str, model: str) -> int | None:
+        """The context size a server named when it refused a request."""
+        ...
+
+    def put(self, endpoint: str, model: str, limit: int) -> None: ...
+
+    def summaries_cut(self, endpoint: str, model: str) -> int | None:
+        """When (epoch seconds) a summary of this model was last cut at its limit."""
+        ...
+
+    def note_summary_cut(self, endpoint: str, model: str, when: int) -> None: ...

@@ -155,7 +155,7 @@ def session_size(
     as the user's message, if given), calibrated by its own last answer."""
     stored = ctx.history.read(session)
     model = model or _model_in_use(ctx, stored.messages)
-    loaded = ctx.memory.prepare(stored, live_prompt(ctx, system_prompt))
+    loaded = ctx.chat_memory.prepare(stored, live_prompt(ctx, system_prompt))
     request = [*loaded.messages, *([user(next_message)] if next_message else [])]
     return size_of(ctx, model, request, loaded.messages)
 

@@ -46,4 +46,4 @@ def roles(ctx: AppContext, incomplete: str) -> list[str]:
 
 
 def namespaces(ctx: AppContext, incomplete: str) -> list[str]:
-    return _safe(ctx.memory_store.namespaces, incomplete)
+    return _safe(ctx.long_term_memory.namespaces, incomplete)

@@ -372,7 +372,7 @@ def compress(
     stored = ctx.history.read(request.session)
     if not stored.messages:
         raise UsageError(f"session {request.session.value} has no history to compress")
-    prompt = ctx.memory.prepare(stored, live_prompt(ctx, request.system_prompt)).messages
+    prompt = ctx.chat_memory.prepare(stored, live_prompt(ctx, request.system_prompt)).messages
     preserve = (
         settings.preserve_memory if request.preserve_memory is None else request.preserve_memory
     )

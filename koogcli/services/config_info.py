@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.core.errors import UsageError
-from koogcli.services.context import AppContext, locate_config, write_private_file
+from koogcli.services.compose import locate_config, write_private_file
+from koogcli.services.context import AppContext
 
 
 def config_file(flag: str | None, env: Mapping[str, str] | None) -> tuple[Path, bool]:

@@ -16,7 +16,8 @@ from koogcli.core.results import Found, SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.services import tool_identity
 from koogcli.services.checkpoints import restore_point
-from koogcli.services.context import AppContext, history_document, parse_history_document
+from koogcli.services.compose import history_document, parse_history_document
+from koogcli.services.context import AppContext
 
 
 def list_sessions(ctx: AppContext) -> list[SessionInfo]:

@@ -36,7 +36,7 @@ def _embed(ctx: AppContext, texts: list[str]) -> list[list[float]]:
     """Vectors checked before anything is written (finite, the stored dimension)."""
     model = _embedding_model(ctx)
     vectors = ctx.embedder().embed(texts)
-    core.check_vectors(vectors, model, len(texts), ctx.memory_store.vector_dimension(model))
+    core.check_vectors(vectors, model, len(texts), ctx.long_term_memory.vector_dimension(model))
     return vectors
 
 
@@ -47,9 +47,9 @@ def _store(ctx: AppContext, records: Sequence[MemoryRecord]) -> list[str]:
     records = [r.with_content(ctx.pipeline.redacts(r.content)) for r in records]
     model = _embedding_model(ctx)
     if not model or not records:
-        return ctx.memory_store.add(records)
+        return ctx.long_term_memory.add(records)
     vectors = _embed(ctx, [r.content for r in records])
-    return ctx.memory_store.add(records, vectors, model)
+    return ctx.long_term_memory.add(records, vectors, model)
 
 
 def add(
@@ -85,7 +85,7 @@ def resolve_mode(ctx: AppContext, mode: str | None) -> Mode:
             f"search mode {chosen!r} needs an embedding model",
             hint="set long_term_memory.embeddings.model, or use --mode fulltext",
         )
-    if chosen in ("embedding", "hybrid") and not ctx.memory_store.vectors_supported():
+    if chosen in ("embedding", "hybrid") and not ctx.long_term_memory.vectors_supported():
         return "fulltext"
     return ran
 
@@ -104,7 +104,7 @@ def search(
     all_namespaces: bool = False,
 ) -> list[SearchHit]:
     """Hits, best first, in `namespace` (default: the retrieval namespace) or everywhere."""
-    store = ctx.memory_store
+    store = ctx.long_term_memory
     spaces = None if all_namespaces else namespace_of(namespace, default_namespace(ctx))
     chosen = resolve_mode(ctx, mode)
     asked = MemoryQuery(chosen, query, spaces, top_k, threshold, where)
@@ -150,7 +150,7 @@ def list_(
     where: Mapping[str, str] | None = None,
 ) -> list[MemoryRecord]:
     spaces = None if all_namespaces else namespace_of(namespace, default_namespace(ctx))
-    return ctx.memory_store.records(spaces, where)
+    return ctx.long_term_memory.records(spaces, where)
 
 
 MIN_ID_PREFIX = 6
@@ -163,7 +163,7 @@ def resolve_id(ctx: AppContext, wanted: str) -> str:
             f"record id {wanted!r} is too short",
             hint=f"give at least {MIN_ID_PREFIX} characters of an id from `koog memory list`",
         )
-    found = ctx.memory_store.ids_starting(wanted)
+    found = ctx.long_term_memory.ids_starting(wanted)
     if not found:
         raise UsageError(f"no memory record {wanted!r}", hint="`koog memory list` shows the ids")
     if len(found) > 1 and wanted not in found:
@@ -175,14 +175,14 @@ def resolve_id(ctx: AppContext, wanted: str) -> str:
 
 
 def show(ctx: AppContext, wanted: str) -> MemoryRecord:
-    record = ctx.memory_store.get(resolve_id(ctx, wanted))
+    record = ctx.long_term_memory.get(resolve_id(ctx, wanted))
     if record is None:
         raise UsageError(f"no memory record {wanted!r}")
     return record
 
 
 def delete(ctx: AppContext, record_id: str) -> None:
-    if not ctx.memory_store.delete(resolve_id(ctx, record_id)):
+    if not ctx.long_term_memory.delete(resolve_id(ctx, record_id)):
         raise UsageError(f"no memory record {record_id!r}", hint="`koog memory list` shows the ids")
 
 
@@ -200,7 +200,7 @@ def forgettable(
         )
     chosen = {record.id: record for record in map(lambda i: show(ctx, i), ids)}
     if where or session is not None:
-        for record in ctx.memory_store.records(None, where or None):
+        for record in ctx.long_term_memory.records(None, where or None):
             if session is None or origin(record)[0] == session:
                 chosen.setdefault(record.id, record)
     return list(chosen.values())
@@ -209,7 +209,7 @@ def forgettable(
 def forget(ctx: AppContext, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
     """Gone for good (SPEC §5.17): from the store and every index, and ingestion of the
     messages they came from adds nothing again."""
-    return ctx.memory_store.forget([r.id for r in records])
+    return ctx.long_term_memory.forget([r.id for r in records])
 
 
 def origin(record: MemoryRecord) -> tuple[str | None, str | None]:
@@ -236,7 +236,7 @@ def ingest_messages(
 ) -> IngestResult:
     """Records for messages not ingested before (each message's source key is unique)."""
     records = core.records_from_messages(messages, roles, namespace, session.value)
-    known = ctx.memory_store.known_sources(namespace, [r.source for r in records if r.source])
+    known = ctx.long_term_memory.known_sources(namespace, [r.source for r in records if r.source])
     fresh = [r for r in records if r.source not in known]
     added = _store(ctx, fresh)
     return IngestResult(namespace, len(added), len(records) - len(added))

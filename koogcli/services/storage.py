@@ -44,7 +44,7 @@ def copy(ctx: AppContext, source: str, target: str) -> CopyReport:
     ingestion) and long-term memory (records with their vectors) from one backend to another. Idempotent: what the target has already is
     left alone, so a copy killed halfway and run again completes without duplicates. The
     history goes last, so a session is listed at the target once the rest is there."""
-    from koogcli.services.context import open_backend
+    from koogcli.services.compose import open_backend
 
     if source == target:
         raise UsageError("--from and --to name the same storage")

@@ -192,7 +192,7 @@ def _within_budget(
         stored = StoredHistory(list(request.history), 0)
     else:
         stored = request.known or ctx.history.read(request.session)
-    loaded = ctx.memory.prepare(stored, live)
+    loaded = ctx.chat_memory.prepare(stored, live)
     reason = (
         "the server said the request was too long"
         if recovering
@@ -214,7 +214,7 @@ def _within_budget(
         if request.save:
             compressed = _compress(ctx, request, model, events, reason, recovering)
             stored = ctx.history.read(request.session)
-            loaded = ctx.memory.prepare(stored, live)
+            loaded = ctx.chat_memory.prepare(stored, live)
         else:
             loaded, compressed = _compress_request(ctx, model, loaded, events, reason, recovering)
     except ContextOverflowError as err:

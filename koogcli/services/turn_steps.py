@@ -70,12 +70,12 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
             else:
                 break  # answered, or calls of the client's own tools: it runs them
         if not turn.save:
-            history = turn.ctx.memory.preview(turn.live, turn.loaded, turn.new)
+            history = turn.ctx.chat_memory.preview(turn.live, turn.loaded, turn.new)
             return result(turn, turn.loaded.revision, len(history), resumed_after)
         if turn.events.abandoned is not None and turn.events.abandoned():
             raise TurnAbandonedError("the client closed the connection; the turn is not stored")
         with interrupts.deferred(check_first=True) as held:
-            committed = turn.ctx.memory.commit(turn.session, turn.live, turn.loaded, turn.new)
+            committed = turn.ctx.chat_memory.commit(turn.session, turn.live, turn.loaded, turn.new)
             turn.log_client_messages()
     except KeyboardInterrupt:
         interrupts.handled()

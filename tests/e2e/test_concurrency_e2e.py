@@ -84,11 +84,11 @@ def test_compress_beside_four_writers_succeeds_and_loses_no_turn(
 TURNS = """
 import sys, threading
 from koogcli.core.names import SessionName
-from koogcli.services import context
+from koogcli.services import compose
 from koogcli.services.turn import TurnRequest, run_turn
 
 def work(w):
-    ctx = context.build()
+    ctx = compose.build()
     for t in range(int(sys.argv[2])):
         run_turn(ctx, TurnRequest(SessionName("shared"), f"w{w}-t{t}"))
 

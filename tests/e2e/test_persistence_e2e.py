@@ -265,7 +265,7 @@ def test_random_sigkills_never_tear_a_file(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from koogcli.core.names import SessionName
-    from koogcli.services import context, turn
+    from koogcli.services import compose, turn
 
     server.responder = _responder
     env = {**koog_env, **tool_env, "TOOL_SLEEP": "0.05"}
@@ -285,7 +285,7 @@ def test_random_sigkills_never_tear_a_file(
         for path in data_dir.rglob("*.jsonl"):
             for line in path.read_text().splitlines():
                 json.loads(line)
-        ctx = context.build(env=env)
+        ctx = compose.build(env=env)
         name = SessionName(session)
         for header in ctx.checkpoints.headers(name):  # every row refers to rows that exist
             ctx.checkpoints.get(name, header.id)
@@ -346,11 +346,11 @@ def test_a_stored_turn_whose_closing_marks_were_never_written_is_not_interrupted
     up after the store): later turns say nothing of an interrupted turn, nothing is stored
     twice, the tool never runs again, and --resume has nothing to do."""
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
 
     server.enqueue({"tool_calls": [call("a", "t1", x="1")]}, {"content": "a ran"})
     assert run_koog("chat", "-s", "ts", "run a", env=tool_env).returncode == 0
-    ctx = context.build(env={**koog_env, **tool_env})
+    ctx = compose.build(env={**koog_env, **tool_env})
     session = SessionName("ts")
     for header in ctx.checkpoints.headers(session):
         if header.kind == "tombstone" or header.step == "store":

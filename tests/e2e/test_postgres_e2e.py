@@ -166,11 +166,11 @@ def _fill(env: dict[str, str], sessions: int, turns: int) -> None:
     """Sessions with turns, a manual checkpoint and a rollback, through koog's services
     and the real openai client (quicker than a process per turn)."""
     from koogcli.core.names import SessionName
-    from koogcli.services import checkpoints, context, memory
+    from koogcli.services import checkpoints, compose, memory
     from koogcli.services.turn import TurnRequest, run_turn
     from tests.stored import roll
 
-    ctx = context.build(env=env)
+    ctx = compose.build(env=env)
     for n in range(12):
         memory.add(ctx, f"fact {n} about deploys", f"ns{n % 2}", {"n": str(n)})
     for s in range(sessions):
@@ -185,12 +185,12 @@ def _fill(env: dict[str, str], sessions: int, turns: int) -> None:
 def _picture(env: dict[str, str]) -> dict[str, object]:
     """What `history export` and `checkpoint list --all --json` show of every session."""
     from koogcli.core.names import SessionName
-    from koogcli.services import checkpoints, context, history
+    from koogcli.services import checkpoints, compose, history
     from koogcli.ui import views
 
-    ctx = context.build(env=env)
+    ctx = compose.build(env=env)
     names = sorted(s.name for s in ctx.history.sessions())
-    store = ctx.memory_store
+    store = ctx.long_term_memory
     return {
         "memory": [views.record_dict(r) for r in store.records()],
         "vectors": store.vectors(),

@@ -76,7 +76,7 @@ def test_kills_during_tool_turns_then_resume_never_run_a_returned_call_twice(
     koog_env: dict[str, str],
 ) -> None:
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
 
     def responder(body: dict[str, Any]) -> dict[str, Any]:
         done = sum(1 for m in body["messages"] if m["role"] == "tool")
@@ -125,7 +125,7 @@ def test_kills_during_tool_turns_then_resume_never_run_a_returned_call_twice(
         starts = Counter(x for what, x, _ in after if what == "start")
         for x in returned:
             assert starts[x] == 1, (trial, x, after)  # a call that returned never ran again
-        stored = context.build(env=env).history.read(SessionName(session)).messages
+        stored = compose.build(env=env).history.read(SessionName(session)).messages
         history = [m for m in stored if m.role != "system"]
         roles = [m.role for m in history]
         assert roles == ["user"] + ["assistant", "tool"] * 3 + ["assistant"], (trial, roles)

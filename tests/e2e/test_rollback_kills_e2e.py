@@ -69,7 +69,7 @@ def prepare(run_koog: Run, server: FakeOpenAIServer, env: dict[str, str], sessio
     """A turn of five model calls of two created items each; the id of the restore point
     taken before it (BASE: the empty history)."""
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
 
     server.enqueue(
         *(
@@ -85,7 +85,7 @@ def prepare(run_koog: Run, server: FakeOpenAIServer, env: dict[str, str], sessio
     )
     made = run_koog("chat", "-s", session, "make ten, two at a time", env=env)
     assert made.returncode == 0, made.stderr
-    marks = context.build(env=env).checkpoints.headers(SessionName(session))
+    marks = compose.build(env=env).checkpoints.headers(SessionName(session))
     return next(c.id for c in marks if c.kind == "restore")
 
 
@@ -99,7 +99,7 @@ def test_a_rollback_killed_at_any_instant_runs_each_compensation_exactly_once(
     data_dir: Path,
 ) -> None:
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
 
     rng = random.Random(18)
     env = {**koog_env, **tool_env, "UNDO_SLEEP": "0.05"}
@@ -147,7 +147,7 @@ def test_a_rollback_killed_at_any_instant_runs_each_compensation_exactly_once(
             reported += 1
             for name in NAMES:
                 assert f"create_item({name})" in said, (trial, name, said)
-        stored = context.build(env=env).history.read(SessionName(session)).messages
+        stored = compose.build(env=env).history.read(SessionName(session)).messages
         texts = [m.text for m in stored if m.role != "system"]
         assert texts == [], (trial, texts)
     leftovers = list((data_dir / "undo").rglob("*")) if (data_dir / "undo").exists() else []

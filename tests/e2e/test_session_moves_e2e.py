@@ -27,10 +27,10 @@ def _fill(env: dict[str, str], *sessions: str) -> None:
     """Two turns and a labelled checkpoint in each, through koog's services (quicker than
     a process each)."""
     from koogcli.core.names import SessionName
-    from koogcli.services import checkpoints, context
+    from koogcli.services import checkpoints, compose
     from koogcli.services.turn import TurnRequest, run_turn
 
-    ctx = context.build(env=env)
+    ctx = compose.build(env=env)
     for session in sessions:
         for text in TURNS:
             run_turn(ctx, TurnRequest(SessionName(session), text))
@@ -45,10 +45,10 @@ def _state(env: dict[str, str], name: str, ctx: Any = None) -> str:
     "partial" otherwise. A new context opens storage as a new command would (finishing
     what a stopped koog left); a given one is asked to finish first."""
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
 
     if ctx is None:
-        ctx = context.build(env=env)
+        ctx = compose.build(env=env)
     else:
         ctx.storage.finish_moves()
     session = SessionName(name)
@@ -92,7 +92,7 @@ def _killed(zygote: Zygote, env: dict[str, str], args: list[str], delay: float) 
 def test_renames_and_deletes_killed_at_random_points_are_finished(
     backend: str, forked_koog: Run, zygote: Zygote, koog_env: dict[str, str]
 ) -> None:
-    from koogcli.services import context
+    from koogcli.services import compose
 
     rng = random.Random(f"moves-{backend}")
     timed = [f"t{n}" for n in range(8)]
@@ -101,7 +101,7 @@ def test_renames_and_deletes_killed_at_random_points_are_finished(
     procs = [zygote.spawn("history", "rename", t, f"{t}x", env=koog_env) for t in timed]
     assert [p.wait(timeout=60) for p in procs] == [0] * 8
     span = max(0.02, time.monotonic() - started) * 1.2
-    ctx = context.build(env=koog_env)
+    ctx = compose.build(env=koog_env)
     outcomes = {"before": 0, "after": 0}
     for batch in range(0, 40, 8):  # eight at a time, each on its own session
         trials = range(batch, batch + 8)

@@ -115,10 +115,10 @@ def turns(koog: Koog, session: str, *texts: str) -> None:
     """Turns through koog's services and the real openai client (quicker than a process
     a turn); the tools run in this process."""
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
     from koogcli.services.turn import TurnRequest, run_turn
 
-    ctx = context.build(env=koog.env)
+    ctx = compose.build(env=koog.env)
     for text in texts:
         run_turn(ctx, TurnRequest(SessionName(session), text))
 
@@ -141,7 +141,7 @@ def test_killed_rollbacks_run_again_undo_each_effect_once(
     profile: str, koog: Koog, server: FakeOpenAIServer
 ) -> None:
     from koogcli.core.names import SessionName
-    from koogcli.services import checkpoints, context
+    from koogcli.services import checkpoints, compose
 
     server.use_profile(profile)
     server.responder = two_users_a_turn
@@ -149,7 +149,7 @@ def test_killed_rollbacks_run_again_undo_each_effect_once(
     for trial in range(2):
         session = f"rb{trial}"
         turns(koog, session, "hello")
-        ctx = context.build(env=koog.env)
+        ctx = compose.build(env=koog.env)
         base = checkpoints.create(ctx, SessionName(session), "base").id
         names = [f"t{trial}n{n}" for n in range(5)]
         turns(koog, session, *(f"make {n}" for n in names))
@@ -243,7 +243,7 @@ def test_a_history_stored_with_repeated_ids_is_sent_with_distinct_ones(
     and an import gives them distinct ones for good."""
     from koogcli.core.messages import Message, ToolCall, assistant, tool_result, user
     from koogcli.core.names import SessionName
-    from koogcli.services import context
+    from koogcli.services import compose
 
     old = [
         user("make two"),
@@ -253,7 +253,7 @@ def test_a_history_stored_with_repeated_ids_is_sent_with_distinct_ones(
         tool_result("call_0", "create_user", "created B"),
         Message(role="assistant", content="made A and B"),
     ]
-    ctx = context.build(env=koog.env)
+    ctx = compose.build(env=koog.env)
     ctx.history.write(SessionName("old"), old, expected_revision=0)  # as an older koog did
     code, said = koog("chat", "-s", "old", "and now?")
     assert code == 0, said

@@ -222,10 +222,10 @@ def test_role_switches_system_prompt_and_model(
     drive: Callable[..., Any], fake_model: FakeChatModel, write_config: Any
 ) -> None:
     write_config('[roles.pirate]\nsystem = "Talk like a pirate."\nmodel = "sea-model"\n')
-    from koogcli.services import context
+    from koogcli.services import compose
 
     def rebuild(flags: dict[str, object]) -> Any:
-        return context.build(flags=flags, model_factory=lambda ctx: fake_model)
+        return compose.build(flags=flags, model_factory=lambda ctx: fake_model)
 
     ui, _ = drive("/role pirate" + ENTER + "ahoy" + ENTER + CTRL_D, rebuild=rebuild)
     request = fake_model.requests[-1]

@@ -16,7 +16,7 @@ from koogcli.core import tokens
 from koogcli.core.errors import ContextOverflowError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.services import budget, context
+from koogcli.services import budget, compose
 from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel
@@ -45,7 +45,7 @@ def live_ctx(server: FakeOpenAIServer, isolated: Path) -> Build:
             KOOG_CONFIG=str(path),
             KOOG_MAX_RETRIES="0",
         )
-        return context.build(env=env)
+        return compose.build(env=env)
 
     return build
 

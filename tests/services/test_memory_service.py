@@ -71,13 +71,13 @@ def test_case54_the_search_receives_the_user_input(
     retrieval(write_config, mode=f'"{mode}"')
     ctx = make_ctx()
     seen: list[tuple[str, str]] = []
-    original = ctx.memory_store.search
+    original = ctx.long_term_memory.search
 
     def search(query: Any) -> Any:
         seen.append((query.mode, query.text))
         return original(query)
 
-    ctx.memory_store.search = search
+    ctx.long_term_memory.search = search
     ask(ctx, "weather")
     assert seen == [(ran, "weather")]
 
@@ -154,12 +154,12 @@ def test_case59_ingestion_happens_only_at_completion(
     sizes: list[int] = []
 
     def look(request: Any, on_delta: Any) -> Completion:
-        sizes.append(ctx.memory_store.size("default"))
+        sizes.append(ctx.long_term_memory.size("default"))
         return Completion("answer")
 
     fake_model.enqueue(look)
     ask(ctx, "question")
-    assert sizes == [0] and ctx.memory_store.size("default") == 2
+    assert sizes == [0] and ctx.long_term_memory.size("default") == 2
 
 
 def test_case60_tool_turns_store_only_the_chosen_roles(
@@ -242,7 +242,7 @@ def test_embeddings_rank_by_cosine_and_store_each_vector_once(
         ["apple banana"],
         ["car"],
     ]
-    assert ctx.memory_store.vector_count("test-embed") == 3
+    assert ctx.long_term_memory.vector_count("test-embed") == 3
 
 
 def test_records_from_before_embeddings_are_embedded_once(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from koogcli.core.names import SessionName
-from koogcli.services import context
+from koogcli.services import compose
 from koogcli.services.turn import TurnEvents, TurnRequest, run_turn
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -33,7 +33,7 @@ def shared_ctx(server: FakeOpenAIServer, isolated: Path, tools: Callable[[], Any
         KOOG_MODEL="m",
         KOOG_MAX_RETRIES="0",
     )
-    return context.build(env=env)
+    return compose.build(env=env)
 
 
 def test_eight_threads_of_ten_turns_on_eight_sessions(
