@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import typer
 
 from koogcli.cli import process
-from koogcli.cli.options import complete_roles, globals_of, session_option
+from koogcli.cli.options import Globals, complete_roles, globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
 from koogcli.ui import render
@@ -63,64 +64,133 @@ def chat(
 
     A prompt argument or piped input means one turn; neither, the REPL.
     """
-    from koogcli.services import prompt_input, sessions, turn
-
+    if session is not None and continue_:
+        raise UsageError("-s and -c both name a session; give one of them")
     flags: dict[str, object] = {"llm.model": model, "llm.system_prompt": system}
     if no_stream:
         flags["chat.stream"] = False
     if ask_tools:
         flags["tool_settings.ask"] = True
-    app_ctx = globals_of(ctx).build(flags)
-    if role is not None:
+    request = ChatRequest(
+        prompt or [], attach or [], not no_save, usage, as_json, resume, session, continue_, role
+    )
+    chosen = plan(request, render.is_tty(sys.stdin))
+    app_ctx, name, generated = _open(globals_of(ctx), flags, request)
+    if isinstance(chosen, Resume):
+        finish_interrupted(app_ctx, name, as_json)
+    elif isinstance(chosen, Repl):
+        _repl(globals_of(ctx), flags, app_ctx, name, request)
+    else:
+        _one_shot(app_ctx, name, generated, request)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What `koog chat` was asked, parsed."""
+
+    prompt: list[str]
+    files: list[str]
+    save: bool
+    usage: bool
+    as_json: bool
+    resume: bool | None  # --resume / --no-resume / neither
+    session: str | None
+    continue_: bool
+    role: str | None
+
+
+@dataclass(frozen=True)
+class Repl:
+    """No prompt, nothing piped, a terminal: the REPL."""
+
+
+@dataclass(frozen=True)
+class OneShot:
+    """A prompt, piped text or attachments: exactly one turn."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """--resume: finish the turn a killed process left."""
+
+
+Plan = Repl | OneShot | Resume
+
+
+def plan(request: ChatRequest, stdin_is_tty: bool) -> Plan:
+    """Which of the three `koog chat` runs; usage errors before anything is opened."""
+    if request.resume:
+        if request.prompt:
+            raise UsageError("--resume finishes the interrupted turn; send the prompt next")
+        return Resume()
+    if not request.prompt and not request.files and stdin_is_tty:
+        if request.as_json:
+            raise UsageError("--json needs a one-shot turn", hint="give a prompt or pipe text in")
+        return Repl()
+    return OneShot()
+
+
+def _open(
+    options: Globals, flags: dict[str, object], request: ChatRequest
+) -> tuple[AppContext, SessionName, bool]:
+    """The context (a role's settings under the command line's), the session and whether
+    it is new; a turn a killed process left is abandoned here with --no-resume."""
+    from koogcli.services import sessions, turn
+
+    app_ctx = options.build(flags)
+    if request.role is not None:
         given = {k: v for k, v in flags.items() if v is not None}  # the command line wins
-        app_ctx = globals_of(ctx).build({**sessions.role_flags(app_ctx, role), **given})
-    if session is not None and continue_:
-        raise UsageError("-s and -c both name a session; give one of them")
-    name, generated = sessions.choose(app_ctx, session, continue_)
+        app_ctx = options.build({**sessions.role_flags(app_ctx, request.role), **given})
+    name, generated = sessions.choose(app_ctx, request.session, request.continue_)
     app_ctx, found = app_ctx.with_endpoint()
     if found is not None:
         render.note(found)
-    if resume:
-        if prompt:
-            raise UsageError("--resume finishes the interrupted turn; send the prompt next")
-        finish_interrupted(app_ctx, name, as_json)
-        return
-    if resume is False and (abandoned := turn.abandon(app_ctx, name)) is not None:
+    if request.resume is False and (abandoned := turn.abandon(app_ctx, name)) is not None:
         render.note(f"abandoned the interrupted turn of {name.value} (after step {abandoned.step})")
-    stdin_is_tty = render.is_tty(sys.stdin)
-    files = attach or []
-    if not prompt and not files and stdin_is_tty:
-        if as_json:
-            raise UsageError("--json needs a one-shot turn", hint="give a prompt or pipe text in")
-        from koogcli.repl.loop import run
+    return app_ctx, name, generated
 
-        def rebuild(role: dict[str, object]) -> AppContext:  # /role: the later choice wins
-            built: AppContext = globals_of(ctx).build({**flags, **role})
-            return built
 
-        with process.long_lived():
-            run(
-                app_ctx,
-                name,
-                offer_resume=resume is None,
-                save=not no_save,
-                rebuild=rebuild,
-                per_line=process.per_line,
-            )
-        return
+def _repl(
+    options: Globals,
+    flags: dict[str, object],
+    app_ctx: AppContext,
+    name: SessionName,
+    request: ChatRequest,
+) -> None:
+    from koogcli.repl.loop import run
+
+    def rebuild(role: dict[str, object]) -> AppContext:  # /role: the later choice wins
+        return options.build({**flags, **role})
+
+    with process.long_lived():
+        run(
+            app_ctx,
+            name,
+            offer_resume=request.resume is None,
+            save=request.save,
+            rebuild=rebuild,
+            per_line=process.per_line,
+        )
+
+
+def _one_shot(
+    app_ctx: AppContext, name: SessionName, generated: bool, request: ChatRequest
+) -> None:
+    from koogcli.services import prompt_input, turn
+
     limit = app_ctx.settings.chat.max_attachment_bytes
     max_input = app_ctx.settings.chat.max_input_bytes
-    stdin_text = None if stdin_is_tty else render.read_stdin(max_input)
+    stdin_text = None if render.is_tty(sys.stdin) else render.read_stdin(max_input)
     attachments = [
         prompt_input.attachment("stdin", (stdin_text or "").encode(), limit)
         if path == prompt_input.STDIN
         else prompt_input.read_attachment(path, limit)
-        for path in files
+        for path in request.files
     ]
-    piped = None if prompt_input.STDIN in files else stdin_text
-    text = prompt_input.compose(" ".join(prompt or []), piped, attachments, max_input)
+    piped = None if prompt_input.STDIN in request.files else stdin_text
+    text = prompt_input.compose(" ".join(request.prompt), piped, attachments, max_input)
     if (
-        resume is None
+        request.resume is None
         and not turn.close_stored(app_ctx, name)
         and (pending := turn.interrupted(app_ctx, name)) is not None
     ):
@@ -128,10 +198,15 @@ def chat(
             f"session {name.value} has an interrupted turn (after step {pending.step}); "
             f"`koog chat -s {name.value} --resume` finishes it"
         )
-    if generated and not no_save:  # the README's promise: its name on stderr, always
+    if generated and request.save:  # the README's promise: its name on stderr, always
         render.note(f"session {name.value}")
-    request = turn.TurnRequest(name, text, save=not no_save)
-    show(lambda events: turn.run_turn(app_ctx, request, events), app_ctx, as_json, usage)
+    turn_request = turn.TurnRequest(name, text, save=request.save)
+    show(
+        lambda events: turn.run_turn(app_ctx, turn_request, events),
+        app_ctx,
+        request.as_json,
+        request.usage,
+    )
 
 
 def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) -> None:

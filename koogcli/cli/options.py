@@ -4,9 +4,12 @@ modules never import the app that imports them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from koogcli.services.context import AppContext, ModelFactory
 
 
 @dataclass
@@ -15,10 +18,10 @@ class Globals:
 
     config: str | None = None
     data_dir: str | None = None
-    model_factory: Any = None
+    model_factory: ModelFactory | None = None
     env: dict[str, str] | None = field(default=None)
 
-    def build(self, flags: dict[str, object] | None = None) -> Any:
+    def build(self, flags: dict[str, object] | None = None) -> AppContext:
         from koogcli.services import compose
         from koogcli.ui import render
 
@@ -32,7 +35,7 @@ def globals_of(ctx: typer.Context) -> Globals:
     return found if found is not None else Globals()
 
 
-def _app_ctx(ctx: typer.Context) -> Any:
+def _app_ctx(ctx: typer.Context) -> AppContext:
     """The context a completion runs in: global options may not have been processed."""
     from koogcli.services import compose
 
