@@ -1,4 +1,4 @@
-"""`POST /v1/chat/completions`: one turn of services/exchange.py, as a `chat.completion`
+"""`POST /v1/chat/completions`: one turn of services/turn/placement.py, as a `chat.completion`
 or as `chat.completion.chunk` events (server/turns.py runs it)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from starlette.responses import Response
 from koogcli.server import errors
 from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
 from koogcli.server.wire import Reply, chunk, closing_chunks, completion, parse_chat
-from koogcli.services.exchange import Exchange, Exchanged
+from koogcli.services.turn.placement import Exchange, Exchanged
 
 
 async def chat_completions(request: Request) -> Response:

@@ -23,9 +23,9 @@ from koogcli.core.errors import (
     UsageError,
 )
 from koogcli.server.wire import BadRequest, error_body
-from koogcli.services.exchange import SessionBusyError
 from koogcli.services.stored_responses import ResponseNotFoundError
-from koogcli.services.turn_state import TurnAbandonedError
+from koogcli.services.turn.placement import SessionBusyError
+from koogcli.services.turn.request import TurnAbandonedError
 
 
 class Refused(Exception):

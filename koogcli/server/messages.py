@@ -1,5 +1,5 @@
 """Anthropic Messages (`/v1/messages`, `/v1/messages/count_tokens`, `HEAD /`; SPEC §6): a
-turn of services/exchange.py asked in the Messages wire format
+turn of services/turn/placement.py asked in the Messages wire format
 (server/messages_wire.py), answered as a `message` or its events, errors in Anthropic's
 shape with its statuses."""
 
@@ -16,7 +16,7 @@ from starlette.routing import Route
 from koogcli.server import errors
 from koogcli.server import messages_wire as wire
 from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
-from koogcli.services.exchange import Exchange, Exchanged
+from koogcli.services.turn.placement import Exchange, Exchanged
 
 
 def _said(exc: BaseException) -> tuple[int, dict[str, Any]]:

@@ -22,7 +22,7 @@ from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest
 from koogcli.server.wire import Reply, named_results
-from koogcli.services.turn_state import ClientOptions
+from koogcli.services.turn.request import ClientOptions
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 _STOP_DEFAULT = "end_turn"

@@ -1,4 +1,4 @@
-"""The Responses API (`/v1/responses`, SPEC §6): a turn of services/exchange.py asked in
+"""The Responses API (`/v1/responses`, SPEC §6): a turn of services/turn/placement.py asked in
 the Responses wire format (server/responses_wire.py), answered as a `response` object
 or its `response.*` events; stored responses found, listed and forgotten by id."""
 
@@ -23,8 +23,8 @@ from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
 from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
 from koogcli.services import stored_responses
-from koogcli.services.exchange import Exchange, Exchanged, family_of
-from koogcli.services.turn_state import ClientOptions
+from koogcli.services.turn.placement import Exchange, Exchanged, family_of
+from koogcli.services.turn.request import ClientOptions
 
 
 async def create(request: Request) -> Response:

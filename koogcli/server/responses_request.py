@@ -15,7 +15,7 @@ from koogcli.core import content_parts
 from koogcli.core.messages import Message, ToolCall
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest
-from koogcli.services.turn_state import ClientOptions
+from koogcli.services.turn.request import ClientOptions
 
 _ROLES = {"developer": "system", "system": "system", "user": "user", "assistant": "assistant"}
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")

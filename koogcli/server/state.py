@@ -14,7 +14,7 @@ from koogcli.core.names import SessionName
 from koogcli.server.admission import Admission
 from koogcli.server.auth import Grant, grant_for
 from koogcli.services.context import AppContext
-from koogcli.services.exchange import SessionGate, namespaced
+from koogcli.services.turn.placement import SessionGate, namespaced
 
 T = TypeVar("T")
 _NAMESPACE_HEADER = "x-koog-memory-namespace"

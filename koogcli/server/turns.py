@@ -28,8 +28,8 @@ from koogcli.server.auth import Grant
 from koogcli.server.guard import LogEntry, log_entry
 from koogcli.server.state import ServerState
 from koogcli.services.context import AppContext
-from koogcli.services.exchange import Exchange, Exchanged, Placement, exchange, family_of
-from koogcli.services.turn_state import RequestInfo, TurnAbandonedError, TurnEvents
+from koogcli.services.turn.placement import Exchange, Exchanged, Placement, exchange, family_of
+from koogcli.services.turn.request import RequestInfo, TurnAbandonedError, TurnEvents
 
 T = TypeVar("T")
 ErrorAnswer = Callable[[BaseException], Response]

@@ -18,7 +18,7 @@ from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.core.ports import Usage
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest as BadRequest
-from koogcli.services.turn_state import ClientOptions
+from koogcli.services.turn.request import ClientOptions
 
 # Fields koog reads itself; everything else a client sends is passed upstream as it came.
 _OWN = {
@@ -108,7 +108,7 @@ def _message(raw: object, index: int) -> Message:
     text, parts = _content(raw.get("content"), f"{where}.content")
     return Message(
         role=role,  # type: ignore[arg-type]
-        # Ids and times are given to the messages koog stores (services/exchange.py), not
+        # Ids and times are given to the messages koog stores (services/turn/placement.py), not
         # to every message of every resent conversation.
         id="",
         created_at="",

@@ -14,7 +14,7 @@ from koogcli.core.errors import ConflictError, KoogError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.services.context import AppContext
-from koogcli.services.exchange import family_of, members
+from koogcli.services.turn.placement import family_of, members
 
 KEY = "response"
 

@@ -21,7 +21,7 @@ from koogcli.services.context import AppContext
 
 if TYPE_CHECKING:
     from koogcli.services.memory import Retrieval
-    from koogcli.services.turn_state import TurnState
+    from koogcli.services.turn.state import TurnState
 
 
 def record(

@@ -1,4 +1,4 @@
-"""Turns asked for by OpenAI clients (services/exchange.py, SPEC §6): what is stored when
+"""Turns asked for by OpenAI clients (services/turn/placement.py, SPEC §6): what is stored when
 a client resends its conversation, edits it, regenerates, or runs its own tools."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from koogcli.core.errors import UsageError
 from koogcli.core.messages import Message, ToolCall, assistant, system, tool_result, user
 from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion
-from koogcli.services.exchange import Exchange, SessionBusyError, SessionGate, exchange
-from koogcli.services.turn_state import ClientOptions
+from koogcli.services.turn.placement import Exchange, SessionBusyError, SessionGate, exchange
+from koogcli.services.turn.request import ClientOptions
 from tests.fakes.chat_model import FakeChatModel
 
 WORK = SessionName("work")

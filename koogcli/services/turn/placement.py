@@ -30,8 +30,8 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
 from koogcli.core.wire_marks import Mark, chain
 from koogcli.services.context import AppContext
-from koogcli.services.turn import TurnEvents, TurnRequest, TurnResult, run_turn
-from koogcli.services.turn_state import ClientOptions
+from koogcli.services.turn.request import ClientOptions, TurnEvents, TurnRequest, TurnResult
+from koogcli.services.turn.run import run_turn
 
 # Never parsed and never a path: a stateless request stores nothing.
 STATELESS = SessionName("(stateless)")

@@ -1,4 +1,4 @@
-"""The steps of a turn (its state is services/turn_state.py, the whole services/turn.py).
+"""The steps of a turn (its state is services/turn/state.py, the whole services/turn.py).
 
 Each step records what it produced in the transcript and, with automatic persistence, in
 a step checkpoint: a model request (`model:N`), a tool call (`tool:N.K`), the store.
@@ -42,15 +42,8 @@ if TYPE_CHECKING:
     from koogcli.services.memory import Retrieval
 
 
-from koogcli.services.turn_state import (
-    RequestInfo,
-    TurnAbandonedError,
-    TurnResult,
-    TurnState,
-    closed_with_room,
-    fail,
-    result,
-)
+from koogcli.services.turn.request import RequestInfo, TurnAbandonedError, TurnResult
+from koogcli.services.turn.state import TurnState, closed_with_room, fail, result
 
 
 def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:

@@ -1,0 +1,110 @@
+"""What a turn is asked (TurnRequest, a serve client's ClientOptions), what it tells as it
+runs (TurnEvents) and what it gives back (TurnResult, RequestInfo)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from koogcli.core.errors import KoogError
+from koogcli.core.messages import Message, ToolCall
+from koogcli.core.names import SessionName
+from koogcli.core.ports import StoredHistory, ToolOutcome, Usage
+from koogcli.core.results import Approval
+from koogcli.core.wire_marks import Mark
+
+
+class TurnAbandonedError(KoogError):
+    """The client that asked for the turn closed the connection before it was stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """A turn asked for by a client of `koog serve`: its own tools (their calls go back to
+    it, koog's `[[tools]]` are not offered) and request fields passed on as they came."""
+
+    tools: tuple[dict[str, object], ...] = ()
+    temperature: float | None = None
+    response_format: dict[str, object] | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+    # The client's conversation through the turn's new messages; the reply's mark
+    # (core/wire_marks.py) continues it.
+    conversation: Mark | None = None
+    # Kept on the stored reply (a Responses API response's key: services/stored_responses).
+    reply_meta: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    session: SessionName
+    text: str
+    model: str | None = None
+    system_prompt: str | None = None
+    stream: bool | None = None
+    save: bool = True  # False (--no-save): read the session, write nothing at all
+    # The messages the turn adds instead of `text` as a user message (a client's new tail:
+    # user messages, or results of its own tool calls).
+    tail: tuple[Message, ...] = ()
+    client: ClientOptions | None = None
+    # With save=False: the history the turn starts from instead of the stored one.
+    history: tuple[Message, ...] | None = None
+    # The stored history as the caller has just read it (a server reads it to place the
+    # request); read again when None. A concurrent store is caught at commit either way.
+    known: StoredHistory | None = None
+    # The caller holds the session's turn lock exclusively (a server placing a request).
+    held: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What shaped a model request, as it goes out (a server puts it in its headers)."""
+
+    session: str
+    memory_used: tuple[str, ...]
+    context: str
+    compressed: bool
+
+
+@dataclass
+class TurnEvents:
+    on_delta: Callable[[str], None] | None = None
+    # The upstream's reasoning as it arrives (serve passes it on as its protocol does).
+    on_reasoning: Callable[[str], None] | None = None
+    # A model request went out, or a tool started: nothing to show until the next event.
+    on_waiting: Callable[[str], None] | None = None
+    on_tool_call: Callable[[ToolCall], None] | None = None
+    on_tool_result: Callable[[ToolCall, ToolOutcome], None] | None = None
+    on_note: Callable[[str], None] | None = None
+    on_warning: Callable[[str], None] | None = None
+    on_request: Callable[[RequestInfo], None] | None = None
+    # Asks the user about a call of a tool that needs approval; None: no terminal to ask on.
+    approve: Callable[[ToolCall], Approval] | None = None
+    # True once whoever asked for the turn is gone (a server's client that disconnected):
+    # the turn then fails before it is stored.
+    abandoned: Callable[[], bool] | None = None
+
+    def warn(self, text: str) -> None:
+        if self.on_warning:
+            self.on_warning(text)
+        elif self.on_note:
+            self.on_note(text)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    session: str
+    reply: str
+    usage: Usage | None
+    model: str
+    revision: int
+    stored_messages: int
+    checkpoint: str | None = None
+    resumed_after: str | None = None
+    # The last message the model sent (its tool calls included), and why it stopped.
+    message: Message | None = None
+    finish_reason: str | None = None
+    # Long-term memory records injected into the turn's requests, by id.
+    memory_used: tuple[str, ...] = ()
+    # The last request's size against the model's context ("1234/128000", "1234/unknown").
+    context: str = ""
+    compressed: bool = False
