@@ -33,7 +33,7 @@ def within_budget(
     turn as too long (`recovering`). A saved turn compresses the stored history, with a
     restore point of its own, so `rollback --latest` undoes the turn and the next rollback
     the compression; --no-save compresses the request only."""
-    if request.history is not None and not request.save:
+    if request.history is not None and not request.recording.writes:
         stored = StoredHistory(list(request.history), 0)
     else:
         stored = request.known or ctx.history.read(request.session)
@@ -56,7 +56,7 @@ def within_budget(
         fitted = _fitted(ctx, request, model, loaded, events, refused)
         return fitted or loaded, stored, False
     try:
-        if request.save:
+        if request.recording.writes:
             compressed = _compress(ctx, request, model, events, reason, recovering)
             stored = ctx.history.read(request.session)
             loaded = ctx.chat_memory.prepare(stored, live)
@@ -82,7 +82,7 @@ def within_budget(
         kept = " (the compression is kept; `koog rollback --latest` undoes it)"
         raise ContextOverflowError(
             f"the request would still be {size.describe()} after compression; the turn was "
-            f"not sent{kept if request.save else ''}",
+            f"not sent{kept if request.recording.writes else ''}",
             hint=f"run `koog compress -s {request.session.value} --strategy last-n`, or start "
             "a new session",
         )

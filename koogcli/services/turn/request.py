@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 
 from koogcli.core.errors import KoogError
 from koogcli.core.messages import Message, ToolCall
@@ -34,6 +35,31 @@ class ClientOptions:
     reply_meta: Mapping[str, object] = field(default_factory=dict)
 
 
+class Recording(Enum):
+    """What a turn writes, chosen once from its request (its four modes; SPEC §1, §6)."""
+
+    SESSION = "session"  # koog's own turn: step checkpoints, transcript as it goes, history
+    CLIENT = "client"  # a serve client's: history and transcript at the store, no steps
+    PREVIEW = "preview"  # --no-save: reads the session, writes nothing at all
+    STATELESS = "stateless"  # a serve client's outside any session: writes nothing
+
+    @property
+    def writes(self) -> bool:
+        """The turn stores what it did (history, transcript, restore point)."""
+        return self in (Recording.SESSION, Recording.CLIENT)
+
+    @property
+    def steps(self) -> bool:
+        """Step checkpoints, receipts and a tombstone: only koog's own turns are resumed
+        (a client resends its request instead)."""
+        return self is Recording.SESSION
+
+    @property
+    def for_client(self) -> bool:
+        """A client's turn: its tools are its own (their calls go back to it)."""
+        return self in (Recording.CLIENT, Recording.STATELESS)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnRequest:
     session: SessionName
@@ -53,6 +79,12 @@ class TurnRequest:
     known: StoredHistory | None = None
     # The caller holds the session's turn lock exclusively (a server placing a request).
     held: bool = False
+
+    @property
+    def recording(self) -> Recording:
+        if self.client is not None:
+            return Recording.CLIENT if self.save else Recording.STATELESS
+        return Recording.SESSION if self.save else Recording.PREVIEW
 
 
 @dataclass(frozen=True, slots=True)

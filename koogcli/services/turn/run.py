@@ -29,7 +29,9 @@ from koogcli.services.turn.steps import after_store, drive
 
 
 def run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None = None) -> TurnResult:
-    if not request.save or request.held:  # --no-save writes nothing, not even a lock file
+    if (
+        not request.recording.writes or request.held
+    ):  # --no-save writes nothing, not even a lock file
         return _run_turn(ctx, request, events)
     with ctx.turn_lock(request.session):
         return _run_turn(ctx, request, events)
@@ -39,7 +41,7 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
     """One turn. A turn the server refuses as too long before any tool ran (nothing has
     happened yet) is compressed and sent once more; any other refusal is final."""
     events = events or TurnEvents()
-    if request.save:
+    if request.recording.writes:
         ctx.keep_reserve()  # room to close this turn even on a full disk
         _finish_rollback(ctx, request.session, events)
     recovering = False
@@ -82,23 +84,23 @@ def _start(
         restore_point(
             ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
         )
-        if request.save
+        if request.recording.writes
         else None
     )
     stream = ctx.settings.chat.stream if request.stream is None else request.stream
     turn = TurnState(
-        ctx,
-        request.session,
-        new_id(),
-        live,
-        loaded,
-        [],
-        model,
-        ctx.settings.llm.temperature,
-        stream,
-        undo.id if undo else None,
+        ctx=ctx,
+        session=request.session,
+        turn_id=new_id(),
+        live=live,
+        loaded=loaded,
+        new=[],
+        model=model,
+        temperature=ctx.settings.llm.temperature,
+        stream=stream,
+        restore_id=undo.id if undo else None,
         events=events,
-        save=request.save,
+        recording=request.recording,
         client=request.client,
         compressed=compressed,
         recovered=recovering,
@@ -114,7 +116,9 @@ def _start(
 
 def _system_source(ctx: AppContext, request: TurnRequest) -> str:
     if request.system_prompt is not None:
-        return "the client's system message" if request.client else "given for this turn"
+        if request.recording.for_client:
+            return "the client's system message"
+        return "given for this turn"
     return ctx.config.provenance.get("llm.system_prompt", "built-in default")
 
 
@@ -142,7 +146,7 @@ def _overflow(
         hint = f"even compressed it was too long; try `koog compress -s {name} --strategy last-n`"
     kept = (
         " (the compression before it is kept; `koog rollback --latest` undoes it)"
-        if request.save and recovering
+        if request.recording.writes and recovering
         else ""
     )
     return ContextOverflowError(
@@ -201,17 +205,17 @@ def _resume_turn(
     history, new = messages[: d.base_count], messages[d.base_count :]
     live = [system(text) for text in d.system_prompt]
     turn = TurnState(
-        ctx,
-        session,
-        step.turn_id or new_id(),
-        live,
-        LoadedPrompt(merge(live, history), d.base_revision, history),
-        new,
-        d.model,
-        d.temperature,
-        d.stream,
-        d.restore_point,
-        d.rounds,
+        ctx=ctx,
+        session=session,
+        turn_id=step.turn_id or new_id(),
+        live=live,
+        loaded=LoadedPrompt(merge(live, history), d.base_revision, history),
+        new=new,
+        model=d.model,
+        temperature=d.temperature,
+        stream=d.stream,
+        restore_id=d.restore_point,
+        rounds=d.rounds,
         events=events or TurnEvents(),
         written=list(new),
     )

@@ -20,12 +20,13 @@ from koogcli.services import interrupts
 from koogcli.services.context import AppContext
 from koogcli.services.turn.request import (
     ClientOptions,
+    Recording,
     TurnEvents,
     TurnResult,
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TurnState:
     """The mutable state of one turn; everything resume needs is in its step checkpoints."""
 
@@ -47,8 +48,8 @@ class TurnState:
     retrieval_failed: bool = False
     # Sent with the next model request only: what the model got wrong in its last answer.
     corrections: list[Message] = field(default_factory=list)
-    save: bool = True
-    client: ClientOptions | None = None
+    recording: Recording = Recording.SESSION
+    client: ClientOptions | None = None  # a serve client's tools and request fields
     finish_reason: str | None = None
     memory_used: list[str] = field(default_factory=list)
     context: str = ""
@@ -59,7 +60,7 @@ class TurnState:
 
     def checkpoint(self, step: str, output: str | None) -> None:
         settings = self.ctx.settings.persistence
-        if not (self.save and settings.enabled and settings.automatic) or self.client:
+        if not (self.recording.steps and settings.enabled and settings.automatic):
             # A client's turn is never resumed: a client resends it, and nothing of a turn
             # is in the history before its store (its restore point still is taken).
             return
@@ -102,11 +103,11 @@ class TurnState:
         safe = self.ctx.pipeline.redact(list(messages))
         self.written.extend(safe)
         self.checkpoint(step, output)
-        if self.save and self.client is not None:
+        if self.recording is Recording.CLIENT:
             # A client resends a failed request: its messages reach the transcript with
             # the turn's store, so a failed attempt leaves nothing there (SPEC §6).
             self.unlogged.extend(safe)
-        elif self.save:
+        elif self.recording.writes:
             self.ctx.transcript.append(self.session, safe, self.turn_id)
 
     def log_client_messages(self) -> None:
@@ -120,7 +121,7 @@ def fail(turn: TurnState, reason: str) -> None:
     """Close a failed or cancelled turn: tombstone it and drop its restore point, so it is
     neither offered for resume nor mistaken for a change by `rollback --latest`. Cleanup
     problems must not hide the failure being reported."""
-    if not turn.save:
+    if not turn.recording.writes:
         return
     with interrupts.deferred(), contextlib.suppress(KoogError):  # never half-closed
         closed_with_room(turn, reason)
@@ -153,7 +154,7 @@ def closed_with_room(turn: TurnState, reason: str) -> None:
 
 def tombstone(turn: TurnState, reason: str) -> None:
     settings = turn.ctx.settings.persistence
-    if not (settings.enabled and settings.automatic) or turn.client:
+    if not (settings.enabled and settings.automatic) or not turn.recording.steps:
         return  # a client's turn left no step checkpoints to close
     turn.ctx.checkpoints.save(tombstone_for(turn.session, turn.turn_id, reason))
     turn.ctx.checkpoints.prune(turn.session, settings.keep_last)

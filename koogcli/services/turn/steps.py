@@ -58,11 +58,11 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
             pending = _pending_calls(turn.new)
             if last.role in ("user", "tool") and not pending:
                 _model_step(turn)
-            elif pending and turn.client is None:
+            elif pending and not turn.recording.for_client:
                 _tool_step(turn, pending[0])
             else:
                 break  # answered, or calls of the client's own tools: it runs them
-        if not turn.save:
+        if not turn.recording.writes:
             history = turn.ctx.chat_memory.preview(turn.live, turn.loaded, turn.new)
             return result(turn, turn.loaded.revision, len(history), resumed_after)
         if turn.events.abandoned is not None and turn.events.abandoned():
@@ -198,13 +198,15 @@ def _model_step(turn: TurnState) -> None:
         interrupts.check()
     except KeyboardInterrupt:
         partial = Message(role="assistant", content="".join(produced), meta={"cancelled": True})
-        if turn.save:
+        if turn.recording.writes:
             ctx.transcript.append(turn.session, ctx.pipeline.redact([partial]), turn.turn_id)
         raise
     turn.rounds += 1
     turn.finish_reason = completion.finish_reason
     turn.usage = turn.usage.plus(completion.usage) if turn.usage else completion.usage
-    taken = tool_identity.taken(ctx, turn.session, [*turn.loaded.base, *turn.new], turn.save)
+    taken = tool_identity.taken(
+        ctx, turn.session, [*turn.loaded.base, *turn.new], turn.recording.writes
+    )
     calls = identify(completion.tool_calls, taken) if offer_tools else ()
     usable = tuple(c for c in calls if c.name.strip())
     # A call without a name is the model's error: never stored (it could not be loaded
@@ -295,7 +297,8 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
     interrupts.check()
     if turn.events.on_tool_call:
         turn.events.on_tool_call(call)
-    receipt = turn.ctx.data.receipt_file(turn.session, call.id) if turn.save and call.id else None
+    steps = turn.recording.steps and call.id
+    receipt = turn.ctx.data.receipt_file(turn.session, call.id) if steps and call.id else None
     outcome = _recorded(receipt)
     if outcome is None:
         outcome = _approved(turn, call)
