@@ -31,7 +31,7 @@ import common  # noqa: F401  (puts the repository on sys.path)
 from memory_quality_set import queries, records
 
 from koogcli.config.schema import EmbeddingSettings
-from tests import searching
+from tests.support import searching
 
 DIM = 256
 CONCEPTS = {

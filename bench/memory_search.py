@@ -21,7 +21,7 @@ from pathlib import Path
 
 import common  # noqa: F401  (puts the repository on sys.path)
 
-from tests import searching
+from tests.support import searching
 
 
 def words(rng: random.Random, vocabulary: list[str], weights: list[float], n: int) -> str:

@@ -114,7 +114,7 @@ def child(mode: str, words: int, pace: float) -> None:
 
 
 def main() -> None:
-    from tests.terminal import run_on_terminal
+    from tests.support.terminal import run_on_terminal
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)

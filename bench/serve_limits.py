@@ -22,7 +22,7 @@ from pathlib import Path
 
 from common import KOOG, PYTHON, ROOT, clean_env
 
-from tests import limit_probes
+from tests.support import limit_probes
 
 
 def _start(cmd: list[str], env: dict[str, str], pattern: str) -> tuple[subprocess.Popen[str], str]:

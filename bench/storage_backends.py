@@ -33,7 +33,7 @@ from pathlib import Path
 
 from common import KOOG, clean_env
 
-from tests import searching
+from tests.support import searching
 
 
 def cpu_and_wall(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -156,7 +156,7 @@ def main() -> None:
     server = None
     url = args.url
     if not url:
-        from tests import pg_server
+        from tests.support import pg_server
 
         server = pg_server.start()
         url = server.url

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests import pg_server
 from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.pg_server import PgServer
-from tests.zygote import Zygote
+from tests.support import pg_server
+from tests.support.pg_server import PgServer
+from tests.support.zygote import Zygote
 
 # Where PYTHONDONTWRITEBYTECODE is set (this project's development machine sets it), every
 # run would rewrite every test module's asserts again and every koog process would compile
@@ -194,7 +194,7 @@ def tools(write_config: Callable[[str], Path], tmp_path: Path) -> Callable[[], l
 def serve(backend: str, koog_env: dict[str, str], isolated: Path) -> Iterator[Any]:
     """A real `koog serve` on the test's backend (chosen first, so `koog_env` and
     `run_koog` carry it too), stopped after the test: it must exit 0."""
-    from tests.serving import KoogServe
+    from tests.support.serving import KoogServe
 
     started = KoogServe(koog_env, log=isolated / "serve.log").start()
     yield started
@@ -204,7 +204,7 @@ def serve(backend: str, koog_env: dict[str, str], isolated: Path) -> Iterator[An
 @pytest.fixture
 def serve_files(koog_env: dict[str, str], isolated: Path) -> Iterator[Any]:
     """`serve` on files only: for what does not depend on the backend."""
-    from tests.serving import KoogServe
+    from tests.support.serving import KoogServe
 
     started = KoogServe(koog_env, log=isolated / "serve.log").start()
     yield started
@@ -268,7 +268,7 @@ def spawn_koog(*args: str, env: dict[str, str], capture: bool = False) -> subpro
 
 @pytest.fixture(scope="session")
 def zygote() -> Iterator[Zygote]:
-    """Forks koog processes in milliseconds, for tests that kill dozens (tests/zygote.py)."""
+    """Forks koog processes in milliseconds, for tests that kill dozens (tests/support/zygote.py)."""
     forks = Zygote()
     yield forks
     forks.close()

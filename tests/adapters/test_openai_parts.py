@@ -10,7 +10,7 @@ from koogcli.core.messages import Message
 from koogcli.core.ports import ModelRequest
 from tests.adapters.test_openai_model import model_for
 from tests.fakes.openai_server import MEDIA_TOKENS, FakeOpenAIServer, count_tokens
-from tests.images import data_url, image_part, square_png
+from tests.support.images import data_url, image_part, square_png
 
 PNG = data_url(square_png())
 

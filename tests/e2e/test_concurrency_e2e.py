@@ -16,8 +16,8 @@ import pytest
 from tests.conftest import KOOG_BIN
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.summaries import is_summary_request
-from tests.turn_workers import expected, run_workers, user_turns
-from tests.zygote import Zygote
+from tests.support.turn_workers import expected, run_workers, user_turns
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
 

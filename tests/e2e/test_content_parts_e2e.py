@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.test_export_page_e2e import EMAIL, _browse, _page_requests, _redacting
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.images import data_url, has_run, image_part, square_png
+from tests.support.images import data_url, has_run, image_part, square_png
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from tests.conftest import snapshot
 from tests.e2e.test_persistence_e2e import call
 from tests.e2e.test_safety_e2e import tool_env  # noqa: F401  (fixture)
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.zygote import Zygote
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
 

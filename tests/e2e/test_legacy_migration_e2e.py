@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zygote import Zygote
+from tests.support.zygote import Zygote
 
 pytestmark = [pytest.mark.e2e, pytest.mark.files_only]
 Run = Callable[..., subprocess.CompletedProcess[str]]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import searching
 from tests.conftest import forked_run_koog
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support import searching
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import forked_run_koog
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.zygote import Zygote
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 from tests.conftest import API_KEY
-from tests.pg_server import PgServer
-from tests.turn_workers import expected, run_workers, user_turns
-from tests.zygote import Zygote
+from tests.support.pg_server import PgServer
+from tests.support.turn_workers import expected, run_workers, user_turns
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
 
@@ -168,7 +168,7 @@ def _fill(env: dict[str, str], sessions: int, turns: int) -> None:
     from koogcli.core.names import SessionName
     from koogcli.services import checkpoints, compose, memory
     from koogcli.services.turn import TurnRequest, run_turn
-    from tests.stored import roll
+    from tests.support.stored import roll
 
     ctx = compose.build(env=env)
     for n in range(12):

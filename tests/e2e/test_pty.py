@@ -110,7 +110,7 @@ def test_tab_completes_sessions_and_strategies(
 def test_spinner_while_waiting_in_the_repl_leaves_nothing_behind(
     koog_env: dict[str, str], server: FakeOpenAIServer
 ) -> None:
-    from tests.terminal import screen_lines
+    from tests.support.terminal import screen_lines
 
     child = spawn(koog_env)
     screen = Recording()

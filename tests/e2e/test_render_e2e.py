@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import KOOG_BIN
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.terminal import Terminal, run_on_terminal
+from tests.support.terminal import Terminal, run_on_terminal
 
 pytestmark = pytest.mark.e2e
 

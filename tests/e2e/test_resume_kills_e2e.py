@@ -25,7 +25,7 @@ import pytest
 from tests.conftest import forked_run_koog
 from tests.e2e.test_persistence_e2e import call
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.zygote import Zygote
+from tests.support.zygote import Zygote
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 Run = Callable[..., subprocess.CompletedProcess[str]]

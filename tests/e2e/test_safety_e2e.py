@@ -20,7 +20,7 @@ from tests.e2e.test_persistence_e2e import TOOLS as PERSISTENCE_TOOLS
 from tests.e2e.test_persistence_e2e import call
 from tests.e2e.test_persistence_e2e import tool_log as log_of
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.zygote import ForkedKoog
+from tests.support.zygote import ForkedKoog
 
 pytestmark = pytest.mark.e2e
 Run = Callable[..., subprocess.CompletedProcess[str]]

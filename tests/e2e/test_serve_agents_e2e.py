@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer, text_of
-from tests.relay import relaying
-from tests.serving import KoogServe
+from tests.support.relay import relaying
+from tests.support.serving import KoogServe
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 Run = Callable[..., subprocess.CompletedProcess[str]]

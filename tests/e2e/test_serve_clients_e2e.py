@@ -47,8 +47,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.relay import relaying
-from tests.serving import KoogServe, http
+from tests.support.relay import relaying
+from tests.support.serving import KoogServe, http
 
 # The install is not a test's time: the first test on each worker waits for it (one worker
 # installs, the other waits on the lock), so these tests get a timeout that covers one;

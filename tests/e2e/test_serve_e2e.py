@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import API_KEY
 from tests.fakes.openai_server import ID_PROFILES, PROFILES, FakeOpenAIServer
 from tests.fakes.summaries import short_summaries
-from tests.serving import KoogServe, http
+from tests.support.serving import KoogServe, http
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import KOOG_BIN, SERVICE_TOOLS
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.serving import KoogServe, http
+from tests.support.serving import KoogServe, http
 
 pytestmark = pytest.mark.e2e
 
@@ -322,7 +322,7 @@ def test_a_clients_tool_call_is_never_run_or_undone_by_koog(
     finally:
         assert started.stop() == 0
     _cli_rollback_leaves_the_call(env, "alice-c")
-    from tests.terminal import Terminal
+    from tests.support.terminal import Terminal
 
     terminal = Terminal([KOOG_BIN, "chat", "-s", "alice-r"], env, 160, 40)
     try:
@@ -393,7 +393,7 @@ def test_an_image_part_reaches_the_upstream_unchanged_and_shows_in_history_and_t
     serve_files: KoogServe, server: FakeOpenAIServer, run_koog: Run, tmp_path: Path
 ) -> None:
     from tests.e2e.test_export_page_e2e import _browse, _page_requests
-    from tests.images import data_url, has_run, square_png
+    from tests.support.images import data_url, has_run, square_png
 
     blue = (32, 64, 224)
     url = data_url(square_png(48, blue))
@@ -531,7 +531,7 @@ def test_a_request_cannot_write_a_line_of_its_own_into_the_access_log(
 def test_redaction_reaches_the_text_parts_kept_beside_an_image(
     koog_env: dict[str, str], isolated: Path, data_dir: Path
 ) -> None:
-    from tests.images import data_url, image_part, square_png
+    from tests.support.images import data_url, image_part, square_png
 
     config = isolated / "redact.toml"
     config.write_text('[[chat_memory.preprocessors]]\ntype = "redact"\npattern = "SECRET[0-9]+"\n')

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import limit_probes
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.serving import KoogServe
+from tests.support import limit_probes
+from tests.support.serving import KoogServe
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

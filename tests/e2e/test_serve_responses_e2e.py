@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.serving import KoogServe, http
+from tests.support.serving import KoogServe, http
 
 pytestmark = pytest.mark.e2e
 Run = Callable[..., Any]

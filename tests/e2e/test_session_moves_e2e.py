@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.zygote import Zygote
+from tests.support.zygote import Zygote
 
 pytestmark = pytest.mark.e2e
 Run = Callable[..., subprocess.CompletedProcess[str]]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import ID_PROFILES, FakeOpenAIServer
-from tests.zygote import ForkedKoog, Zygote
+from tests.support.zygote import ForkedKoog, Zygote
 
 pytestmark = pytest.mark.e2e
 

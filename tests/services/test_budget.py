@@ -23,7 +23,7 @@ from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.summaries import is_summary_request, summarised
 from tests.fakes.varied_texts import TEXTS
-from tests.stored import stored_bytes
+from tests.support.stored import stored_bytes
 
 pytestmark = pytest.mark.usefixtures("backend")
 

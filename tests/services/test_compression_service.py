@@ -17,7 +17,7 @@ from koogcli.services.compression import CompressRequest, StrategyChoice, compre
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel
 from tests.fakes.summaries import is_summary_request, summarised
-from tests.stored import stored_bytes
+from tests.support.stored import stored_bytes
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -13,7 +13,7 @@ import pytest
 from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 from koogcli.core.errors import CorruptDocumentError, LockTimeoutError, StorageError
 from koogcli.core.memory import MemoryRecord
-from tests import searching
+from tests.support import searching
 
 
 def _add(path: str, text: str, start: multiprocessing.synchronize.Event) -> None:

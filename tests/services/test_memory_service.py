@@ -17,7 +17,7 @@ from koogcli.services import memory
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel, mortal
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.stored import stored_bytes
+from tests.support.stored import stored_bytes
 
 pytestmark = pytest.mark.usefixtures("backend")
 

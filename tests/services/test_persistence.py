@@ -19,7 +19,7 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import Completion
 from koogcli.services import checkpoints, rollback, turn
 from tests.fakes.chat_model import FakeChatModel, ProcessDeath, calls, mortal
-from tests.stored import roll
+from tests.support.stored import roll
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -10,7 +10,7 @@ import pytest
 from koogcli.core.names import SessionName
 from koogcli.services import checkpoints, history, storage
 from koogcli.services.turn import TurnRequest, run_turn
-from tests.stored import roll
+from tests.support.stored import roll
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -11,7 +11,7 @@ from koogcli.core.errors import ModelError, TurnCancelledError
 from koogcli.core.names import SessionName
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel
-from tests.stored import stored_bytes
+from tests.support.stored import stored_bytes
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -14,7 +14,7 @@ from koogcli.core import content_parts
 from koogcli.core.messages import Message
 from koogcli.core.results import SharedConversation
 from koogcli.ui import export, render
-from tests.images import data_url, image_part, square_png
+from tests.support.images import data_url, image_part, square_png
 
 PNG = data_url(square_png())
 LABEL = f"[image: image/png, {len(square_png())} B]"

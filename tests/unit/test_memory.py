@@ -16,7 +16,7 @@ from koogcli.core import memory as core
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
 from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import Message, system, user
-from tests import searching
+from tests.support import searching
 
 
 @pytest.fixture

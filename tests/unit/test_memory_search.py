@@ -12,7 +12,7 @@ import pytest
 from koogcli.adapters.sql.memory_queries import fuse
 from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 from koogcli.core.memory import MemoryRecord
-from tests import searching
+from tests.support import searching
 
 
 def store_with(new: Callable[[], Any], *texts: str, **meta: str) -> Any:

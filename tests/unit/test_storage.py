@@ -14,7 +14,7 @@ from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError, UnknownFormatError
 from koogcli.core.messages import ToolCall, assistant, tool_result, user
 from koogcli.core.names import SessionName
-from tests.damage import damaged
+from tests.support.damage import damaged
 
 S = SessionName("work")
 

@@ -91,9 +91,9 @@ def serve() -> None:
 
 class Zygote:
     def __init__(self) -> None:
-        root = str(Path(__file__).resolve().parents[1])
+        root = str(Path(__file__).resolve().parents[2])
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from tests import zygote; zygote.serve()"],
+            [sys.executable, "-c", "from tests.support import zygote; zygote.serve()"],
             cwd=root,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: servers, terminals, damage, PostgreSQL, forked koogs."""
