@@ -91,3 +91,56 @@ def test_what_services_hand_to_ui_is_typed(path: Path) -> None:
                 if annotation is not None and "Any" in ast.unparse(annotation):
                     untyped.append(f"{node.name}: {ast.unparse(annotation)}")
     assert untyped == []
+
+
+def _load_time_imports(path: Path) -> set[str]:
+    """The koogcli modules a module imports as it loads: module-level statements only (an
+    import inside a function, or under `if TYPE_CHECKING`, runs later or never)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("koogcli.")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("koogcli."):
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_no_import_cycles_at_load_time() -> None:
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in PACKAGE.rglob("*.py")}
+
+    def own(name: str, target: str) -> bool:  # a module's own package is loaded before it
+        return target == name or name.startswith(target + ".")
+
+    graph = {
+        name: {m for m in _load_time_imports(path) if m in modules and not own(name, m)}
+        for name, path in modules.items()
+    }
+    for name in list(graph):  # importing a.b.c loads a.b first
+        parent = name.rsplit(".", 1)[0]
+        for target in list(graph[name]):
+            while "." in target and target != parent:
+                target = target.rsplit(".", 1)[0]
+                if target in modules and not own(name, target):
+                    graph[name].add(target)
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*trail[trail.index(nxt) :], nxt] if nxt in trail else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == []
