@@ -100,10 +100,9 @@ def _load_time_imports(path: Path) -> set[str]:
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("koogcli.")}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.startswith("koogcli."):
-                found.add(node.module)
-                found |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("koogcli."):
+            found.add(str(node.module))
+            found |= {f"{node.module}.{a.name}" for a in node.names}
     return found
 
 
