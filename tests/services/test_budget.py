@@ -64,6 +64,7 @@ def short_summaries(body: dict[str, Any]) -> dict[str, Any]:
     return {"content": "noted"}
 
 
+@pytest.mark.slow  # over 2 s
 @pytest.mark.files_only  # token arithmetic: the same on every backend
 def test_estimates_after_one_turn_are_within_15_percent(
     live_ctx: Build, server: FakeOpenAIServer
@@ -92,6 +93,7 @@ SYMBOL_HEAVY = [
 ]
 
 
+@pytest.mark.slow  # over 2 s
 @pytest.mark.files_only  # token arithmetic: the same on every backend
 @pytest.mark.parametrize("seed, length", [(0, 50), (1, 50), *((s, 8) for s in range(2, 8))])
 def test_short_and_long_sessions_of_mixed_replies_are_estimated_within_15_percent(
@@ -116,6 +118,7 @@ def test_short_and_long_sessions_of_mixed_replies_are_estimated_within_15_percen
     assert max(errors) <= 0.15, [round(e, 3) for e in errors]
 
 
+@pytest.mark.slow  # over 2 s
 @pytest.mark.files_only  # token arithmetic: the same on every backend
 def test_a_session_three_times_the_context_never_sends_a_request_over_it(
     live_ctx: Build, server: FakeOpenAIServer

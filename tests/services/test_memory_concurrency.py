@@ -26,6 +26,7 @@ def _add(path: str, text: str, start: multiprocessing.synchronize.Event) -> None
     os._exit(0)
 
 
+@pytest.mark.slow  # over 2 s
 def test_simultaneous_first_adds_all_succeed(tmp_path: Path) -> None:
     """20 rounds of 8 processes adding to a memory that does not exist yet; five rounds at
     a time, each on its own file (their waits for the lock overlap instead of adding up)."""

@@ -312,6 +312,7 @@ def test_a_document_edited_after_its_digests_were_written_is_checked(
         FileHistoryStore(store.data).read(S)
 
 
+@pytest.mark.slow  # over 2 s
 def test_reading_a_session_again_and_again_keeps_one_copy_of_it(store: FileHistoryStore) -> None:
     """A REPL reads its session every turn; what one reading knew (the digests of its
     messages) must not keep every earlier reading's messages alive."""
