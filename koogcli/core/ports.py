@@ -217,8 +217,9 @@ class ToolBox(Protocol):
         ...
 
     def settle(self, name: str, receipt: Path) -> ToolOutcome | None:
-        """The result of a compensation a killed koog started with `receipt`, once its
-        process has ended (stopped past the tool's time limit); None: it never returned."""
+        """The result a call's or a compensation's process wrote to `receipt`, once that
+        process has ended (a compensation that outlived its koog is waited for, and stopped
+        past the tool's time limit); None: it never returned."""
         ...
 
 

@@ -261,6 +261,7 @@ def finish_compensations(
     if not ctx.settings.persistence.enabled:
         return []
     journal = ctx.checkpoints.compensations(session)
+    _sweep(ctx, session, journal)
     open_points = {e.rollback_point for e in journal if e.status in ("pending", "running")}
     if not open_points:
         return []
@@ -284,6 +285,18 @@ def finish_compensations(
             failed = ToolOutcome("its compensation failed before the rollback was stopped", True)
             done.append(Compensation(call, failed, "failed"))
     return done
+
+
+def _sweep(
+    ctx: AppContext, session: SessionName, journal: Sequence[core.CompensationEntry]
+) -> None:
+    """Receipts of compensations the journal has settled: a kill between the journal's
+    `done` and the receipt's removal leaves one (only then does the folder exist)."""
+    if not journal or not ctx.data.undo_receipt_file(session, "-", None).parent.exists():
+        return
+    for entry in journal:
+        if entry.status not in ("pending", "running"):
+            _discard(_receipt(ctx, session, entry.call, entry.rollback_point))
 
 
 def _settle(

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from koogcli.core import receipts, wire_marks
 from koogcli.core import why as why_core
-from koogcli.core.errors import KoogError, StorageError, TurnCancelledError
+from koogcli.core import wire_marks
+from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
     CLIENT_TOOLS,
     CUT_REASONS,
@@ -299,7 +298,8 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
         turn.events.on_tool_call(call)
     steps = turn.recording.steps and call.id
     receipt = turn.ctx.data.receipt_file(turn.session, call.id) if steps and call.id else None
-    outcome = _recorded(receipt)
+    # §5.18: a call that returned before a killed koog recorded it is never run again
+    outcome = turn.ctx.toolbox.settle(call.name, receipt) if receipt is not None else None
     if outcome is None:
         outcome = _approved(turn, call)
     if outcome is None:
@@ -323,16 +323,3 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
         receipt.unlink(missing_ok=True)  # the step's checkpoint holds the result now
         with contextlib.suppress(OSError):  # the session's folder, once it is empty
             receipt.parent.rmdir()
-
-
-def _recorded(receipt: Path | None) -> ToolOutcome | None:
-    """The result a call wrote before a killed koog could record it (SPEC §5.18: a call
-    that returned is never run again); None: it never returned (or never ran)."""
-    if receipt is None:
-        return None
-    try:
-        return receipts.decode(receipt.read_bytes())
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StorageError(f"cannot read {receipt}: {exc.strerror}") from exc
