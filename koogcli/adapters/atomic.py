@@ -200,10 +200,12 @@ CORRUPT_HINT = _KEEP
 
 
 @contextmanager
-def file_lock(path: Path, timeout: float = 30.0) -> Iterator[None]:
+def file_lock(
+    path: Path, timeout: float = 30.0, holder: str = "writing this session"
+) -> Iterator[None]:
     """An exclusive inter-process lock held while a session's files are written (flock:
     released by the kernel when the process dies, so a killed writer never blocks)."""
-    with _flock(path, exclusive=True, timeout=timeout, holder="writing this session"):
+    with _flock(path, exclusive=True, timeout=timeout, holder=holder):
         yield
 
 

@@ -145,7 +145,11 @@ def _open(
     app_ctx, found = app_ctx.with_endpoint()
     if found is not None:
         render.note(found)
-    if request.resume is False and (abandoned := turn.abandon(app_ctx, name)) is not None:
+    if (
+        request.resume is False
+        and not (request.save and turn.close_stored(app_ctx, name))
+        and (abandoned := turn.abandon(app_ctx, name)) is not None
+    ):
         render.note(f"abandoned the interrupted turn of {name.value} (after step {abandoned.step})")
     return app_ctx, name, generated
 
@@ -191,7 +195,7 @@ def _one_shot(
     text = prompt_input.compose(" ".join(request.prompt), piped, attachments, max_input)
     if (
         request.resume is None
-        and not turn.close_stored(app_ctx, name)
+        and not (request.save and turn.close_stored(app_ctx, name))
         and (pending := turn.interrupted(app_ctx, name)) is not None
     ):
         render.note(

@@ -75,8 +75,9 @@ def interrupted_turn(
     return last
 
 
-# pending: journalled before the history changed, not yet run; running: started (never run
-# again: at most once); cancelled: the rollback never restored the history.
+# pending: journalled before the history changed, not yet run; running: its process started
+# (its receipt settles it; without one it is in doubt and run again: services/rollback.py);
+# cancelled: the rollback never restored the history.
 Status = Literal["pending", "running", "done", "failed", "refused", "cancelled"]
 STATUSES: tuple[str, ...] = ("pending", "running", "done", "failed", "refused", "cancelled")
 # Compensations whose effect may have happened: the world no longer holds the call's effect.

@@ -110,7 +110,7 @@ def _finish_at_start(state: ReplState) -> None:
 
 def _finish_rollback(state: ReplState) -> None:
     """A rollback killed halfway is finished by the next command on the session (a turn
-    finishes it itself), each compensation at most once."""
+    finishes it itself), each compensation exactly once."""
     if not state.save:
         return
     from koogcli.services.rollback import finish_compensations

@@ -122,6 +122,11 @@ class AppContext:
         """Held shared by every running turn; exclusive by a resume (never beside a live turn)."""
         return self.storage.turn_lock(session, exclusive)
 
+    def undo_lock(self, session: SessionName, wait: bool = True) -> AbstractContextManager[None]:
+        """Held while a session's compensations are journalled and run (one process at a
+        time); without `wait`, LockTimeoutError at once when another holds it."""
+        return self.storage.undo_lock(session, wait)
+
     def turn_owner(self) -> dict[str, object]:
         """This process, as recorded in a turn's step checkpoints."""
         return self.storage.turn_owner()

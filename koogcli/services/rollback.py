@@ -1,7 +1,7 @@
 """Rollback (SPEC §5.6, §5.11): one service, `prepare` then `execute`, for the CLI, the REPL
 and /retry alike.
 
-- `prepare` first finishes what a rollback killed halfway left (each compensation at most
+- `prepare` first finishes what a rollback killed halfway left (each compensation exactly
   once), then chooses the restore point, refuses a history that would contradict the world
   (§5.11) and plans what happens to every tool call the rollback takes out of the history:
   undone by its compensating tool, or left in place and why. Nothing changes yet, so the
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import KoogError, StorageError, UsageError
+from koogcli.core.errors import KoogError, LockTimeoutError, StorageError, UsageError
 from koogcli.core.messages import Message, ToolCall, clients_calls, local_time, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory, ToolOutcome
@@ -100,7 +100,7 @@ def prepare(
 ) -> RollbackPlan:
     """Finish a killed rollback, choose the restore point and plan; changes nothing else."""
     require_enabled(ctx)
-    finished = finish_compensations(ctx, session, approve)
+    finished = finish_compensations(ctx, session, approve, wait=True)
     target = choose(ctx, session, wanted, latest)
     return plan(ctx, session, target, options, finished)
 
@@ -183,8 +183,13 @@ def execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None = None)
 
     A restore point of the current state is taken first, so the rollback can be undone; the
     compensations are journalled before the history changes, so a rollback killed at any
-    point is finished, each compensation at most once, by the next command on the session.
+    point is finished, each compensation exactly once, by the next command on the session.
     """
+    with ctx.undo_lock(plan.session):
+        return _execute(ctx, plan, approve)
+
+
+def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> RollbackResult:
     session, current = plan.session, plan.current
     restored = list(plan.target.messages)
     note = core.undone_note(list(plan.contradicted)) if plan.contradicted else None
@@ -246,11 +251,15 @@ def describe(
 
 
 def finish_compensations(
-    ctx: AppContext, session: SessionName, approve: Approve | None = None
+    ctx: AppContext, session: SessionName, approve: Approve | None = None, wait: bool = False
 ) -> list[Compensation]:
     """Finish what a killed rollback journalled, each compensation exactly once (§5.18),
     and report every call that rollback took out: undone now, already undone before it was
     killed, or not undone.
+
+    Under the session's undo lock, the journal read again: a live rollback holds it while
+    it runs its own compensations, so nothing it is doing is taken for left over (without
+    `wait`, as at a turn's start, the work is left to it; a rollback command waits).
 
     - pending, its call still in the history: the rollback never restored it; cancelled.
     - pending: never started; run now.
@@ -261,6 +270,24 @@ def finish_compensations(
     if not ctx.settings.persistence.enabled:
         return []
     journal = ctx.checkpoints.compensations(session)
+    if not any(e.status in ("pending", "running") for e in journal) and not _left(ctx, session):
+        return []  # the common case: nothing to finish, no lock taken
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(ctx.undo_lock(session, wait))
+        except LockTimeoutError:
+            if wait:
+                raise
+            return []
+        return _finish(ctx, session, ctx.checkpoints.compensations(session), approve)
+
+
+def _finish(
+    ctx: AppContext,
+    session: SessionName,
+    journal: Sequence[core.CompensationEntry],
+    approve: Approve | None,
+) -> list[Compensation]:
     _sweep(ctx, session, journal)
     open_points = {e.rollback_point for e in journal if e.status in ("pending", "running")}
     if not open_points:
@@ -287,12 +314,17 @@ def finish_compensations(
     return done
 
 
+def _left(ctx: AppContext, session: SessionName) -> bool:
+    """Receipts a killed rollback left (the folder exists only then)."""
+    return ctx.data.undo_receipt_file(session, "-", None).parent.exists()
+
+
 def _sweep(
     ctx: AppContext, session: SessionName, journal: Sequence[core.CompensationEntry]
 ) -> None:
     """Receipts of compensations the journal has settled: a kill between the journal's
     `done` and the receipt's removal leaves one (only then does the folder exist)."""
-    if not journal or not ctx.data.undo_receipt_file(session, "-", None).parent.exists():
+    if not journal or not _left(ctx, session):
         return
     for entry in journal:
         if entry.status not in ("pending", "running"):
@@ -372,6 +404,6 @@ def _discard(receipt: Path | None) -> None:
     empty) go."""
     if receipt is None:
         return
-    receipt.unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # a later command sweeps what is left
+        receipt.unlink(missing_ok=True)
         receipt.parent.rmdir()

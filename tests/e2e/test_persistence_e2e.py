@@ -367,3 +367,40 @@ def test_a_stored_turn_whose_closing_marks_were_never_written_is_not_interrupted
         "a ran",
         "echo: and now",
     ]
+
+
+def test_a_stored_unclosed_turn_is_neither_written_by_no_save_nor_stored_again_after_a_rollback(
+    backend: str,
+    run_koog: Run,
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    koog_env: dict[str, str],
+) -> None:
+    """--no-save leaves such a turn as it is (it writes nothing at all); once a rollback
+    took the turn out, it is still a stored turn: closed, never sent or stored again."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import compose, turn
+
+    assert run_koog("chat", "-s", "tu", "first", env=tool_env).returncode == 0
+    assert run_koog("chat", "-s", "tu", "second", env=tool_env).returncode == 0
+    ctx = compose.build(env={**koog_env, **tool_env})
+    session = SessionName("tu")
+    headers = ctx.checkpoints.headers(session)
+    last_tombstone = [c for c in headers if c.kind == "tombstone"][-1]
+    last_store = [c for c in headers if c.step == "store"][-1]
+    for header in (last_tombstone, last_store):  # the second turn's closing marks
+        assert ctx.checkpoints.delete(session, header.id)
+    marks = [c.id for c in ctx.checkpoints.headers(session)]
+    assert turn.interrupted(ctx, session) is not None
+    peek = run_koog("chat", "-s", "tu", "--no-save", "peek", env=tool_env)
+    assert peek.returncode == 0, peek.stderr
+    assert [c.id for c in ctx.checkpoints.headers(session)] == marks  # nothing written
+    assert run_koog("rollback", "-s", "tu", "--latest", "--yes", env=tool_env).returncode == 0
+    asked = len(server.chat_requests)
+    later = run_koog("chat", "-s", "tu", "--resume", env=tool_env)
+    assert "nothing to resume" in later.stderr, later.stderr
+    after = run_koog("chat", "-s", "tu", "third", env=tool_env)
+    assert "interrupted" not in after.stderr, after.stderr
+    assert len(server.chat_requests) == asked + 1  # only "third" was sent
+    shown = json.loads(run_koog("history", "show", "-s", "tu", "--json").stdout)
+    assert [m["content"] for m in shown if m["role"] == "user"] == ["first", "third"]

@@ -153,3 +153,39 @@ def test_a_rollback_killed_at_any_instant_runs_each_compensation_exactly_once(
     leftovers = list((data_dir / "undo").rglob("*")) if (data_dir / "undo").exists() else []
     assert leftovers == []
     assert reported >= TRIALS // 2
+
+
+def test_commands_beside_a_live_or_killed_rollback_never_run_a_compensation_twice(
+    backend: str,
+    run_koog: Run,
+    zygote: Zygote,
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    koog_env: dict[str, str],
+) -> None:
+    """A turn and a second rollback started while a rollback runs its compensations leave
+    them to it; after that rollback is killed, two commands at once finish what it left:
+    each compensation starts and finishes once."""
+    env = {**koog_env, **tool_env, "UNDO_SLEEP": "0.4"}
+    for trial, kill in enumerate((False, True)):
+        session = f"live{trial}"
+        Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
+        base = prepare(run_koog, server, env, session)
+        first = zygote.spawn("rollback", "-s", session, base, "--yes", env=env)
+        deadline = time.monotonic() + 20
+        while not entries(tool_env, "undo-start") and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if kill:
+            first.send_signal(signal.SIGKILL)
+        beside = [
+            zygote.spawn("chat", "-s", session, "meanwhile", env=env),
+            zygote.spawn("rollback", "-s", session, base, "--yes", env=env),
+        ]
+        for proc in (first, *beside):
+            proc.wait(timeout=60)
+        assert all(p.returncode == 0 for p in beside), [p.returncode for p in beside]
+        if kill:  # whatever the killed one left is finished by now, or by this one
+            assert run_koog("rollback", "-s", session, base, "--yes", env=env).returncode == 0
+        starts, undos = entries(tool_env, "undo-start"), entries(tool_env, "undo")
+        assert sorted(undos) == sorted(NAMES), (trial, undos)
+        assert sorted(starts) == sorted(NAMES), (trial, starts)

@@ -72,6 +72,10 @@ class FileBackend:
     def turn_lock(self, session: SessionName, exclusive: bool) -> AbstractContextManager[None]:
         return atomic.shared_or_exclusive(self.data.lock_file(session, "turn"), exclusive)
 
+    def undo_lock(self, session: SessionName, wait: bool) -> AbstractContextManager[None]:
+        path = self.data.lock_file(session, "undo")
+        return atomic.file_lock(path, 30.0 if wait else 0.0, "rolling this session back")
+
     def turn_owner(self) -> dict[str, object]:
         return processes.current_owner()
 

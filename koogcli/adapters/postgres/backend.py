@@ -49,6 +49,9 @@ class PostgresBackend:
     def turn_lock(self, session: SessionName, exclusive: bool) -> AbstractContextManager[None]:
         return self._locks.hold(session.value, exclusive)
 
+    def undo_lock(self, session: SessionName, wait: bool) -> AbstractContextManager[None]:
+        return self._locks.hold(session.value, True, kind="undo", wait=wait)
+
     def turn_owner(self) -> dict[str, object]:
         return self._locks.owner()
 

@@ -30,20 +30,25 @@ class PgTurnLocks:
         self._backend: tuple[int, str] | None = None  # the lock connection while held
 
     @contextmanager
-    def hold(self, session: str, exclusive: bool) -> Iterator[None]:
+    def hold(
+        self, session: str, exclusive: bool, kind: str = "turn", wait: bool = True
+    ) -> Iterator[None]:
+        """`kind` "turn": the turn lock (its connection names the turn's owner); "undo":
+        the lock a session's compensations run under."""
         conn = self.db.connect()
         function = "pg_try_advisory_lock" if exclusive else "pg_try_advisory_lock_shared"
-        key = f"koog:{self.db.schema}:turn:{session}"
+        key = f"koog:{self.db.schema}:{kind}:{session}"
         try:
             with self.db.errors():
-                deadline = time.monotonic() + self.timeout
+                deadline = time.monotonic() + (self.timeout if wait else 0.0)
                 pause = 0.005
                 while not conn.execute(
                     f"SELECT {function}(hashtextextended(%s, 0))", [key]
                 ).fetchone()[0]:  # type: ignore[index]
                     if time.monotonic() >= deadline:
+                        busy = "a turn" if kind == "turn" else "a rollback"
                         raise LockTimeoutError(
-                            f"session {session} is busy: another koog is running a turn in it",
+                            f"session {session} is busy: another koog is running {busy} in it",
                             hint="wait for it to finish, or run again in a moment",
                         )
                     time.sleep(pause)
@@ -53,7 +58,8 @@ class PgTurnLocks:
                     "WHERE pid = pg_backend_pid()"
                 ).fetchone()
             outer = self._backend
-            self._backend = (int(row[0]), str(row[1])) if row else None
+            if kind == "turn":
+                self._backend = (int(row[0]), str(row[1])) if row else None
             try:
                 yield
             finally:

@@ -1,4 +1,5 @@
-"""A compensation's process outlives the koog that started it (SPEC §5.18: exactly once).
+"""A call's or compensation's process and the lock that says it still runs (SPEC §5.18:
+exactly once). A compensation's process outlives the koog that started it.
 
 A tool call dies with koog (a resume runs it afresh). A compensation must not: once a
 rollback has restored the history, the undo is owed, and one killed halfway cannot be told
@@ -17,7 +18,6 @@ group is killed, which makes it in doubt too.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import time
@@ -44,14 +44,19 @@ def hold(receipt: Path) -> int:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         raise StorageError(f"cannot open {path}: {exc.strerror}") from exc
+    import fcntl
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         raise StorageError(
-            f"{path} is held: this compensation is still running in another process",
-            hint="run the rollback again when it is done",
+            f"{path} is held: this call or compensation is running in another process",
+            hint="run the command again when it is done",
         ) from None
+    except OSError as exc:
+        os.close(fd)
+        raise StorageError(f"cannot lock {path}: {exc.strerror}") from exc
     return fd
 
 
@@ -60,6 +65,14 @@ def mark(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
+
+
+def release(fd: int, receipt: Path) -> None:
+    """The call's process is gone: its lock goes (unlinked while still held, so a waiter
+    that opened it before sees it free and reads the receipt)."""
+    with contextlib.suppress(OSError):
+        lock_path(receipt).unlink(missing_ok=True)
+    os.close(fd)
 
 
 def settle(receipt: Path, timeout: float) -> ToolOutcome | None:
@@ -89,6 +102,8 @@ def settle(receipt: Path, timeout: float) -> ToolOutcome | None:
 
 
 def _wait(fd: int, timeout: float) -> bool:
+    import fcntl
+
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -98,6 +113,8 @@ def _wait(fd: int, timeout: float) -> bool:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
+        except OSError as exc:
+            raise StorageError(f"cannot lock a receipt's lock: {exc.strerror}") from exc
 
 
 def _stop(fd: int) -> None:

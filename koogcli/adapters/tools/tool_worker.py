@@ -60,14 +60,15 @@ def run(
     that tells the next koog it is still running (adapters/tools/outliving.py)."""
     if not hasattr(os, "fork"):
         return _in_thread(name, function, kwargs, render, timeout, max_bytes, receipt)
-    lock = outliving.hold(receipt) if outlive and receipt is not None else None
+    # The child holds this lock while it lives: a koog that finds its receipt missing waits
+    # for it (a call that returned may still be writing its receipt; a compensation that
+    # outlives koog, still running).
+    lock = outliving.hold(receipt) if receipt is not None else None
     try:
-        return _forked(name, function, kwargs, render, timeout, max_bytes, receipt, lock)
+        return _forked(name, function, kwargs, render, timeout, max_bytes, receipt, lock, outlive)
     finally:
         if lock is not None:  # the child is gone: its receipt says the rest
-            with contextlib.suppress(OSError):
-                outliving.lock_path(receipt or Path()).unlink(missing_ok=True)
-            os.close(lock)
+            outliving.release(lock, receipt or Path())
 
 
 def _forked(
@@ -79,6 +80,7 @@ def _forked(
     max_bytes: int,
     receipt: Path | None,
     lock: int | None,
+    outlive: bool,
 ) -> ToolOutcome:
     read_end, write_end = os.pipe()
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
@@ -88,9 +90,9 @@ def _forked(
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
-        if lock is None:
+        if not outlive:
             _die_with(parent)
-        else:
+        if lock is not None:
             outliving.mark(lock)
         _child(write_end, function, kwargs, render, max_bytes, receipt)
     os.close(write_end)
@@ -159,7 +161,8 @@ def _child(
         _live_on()  # it returned: its receipt is written even if koog dies now
         data = json.dumps(outcome, ensure_ascii=False).encode("utf-8", "surrogatepass")
         if receipt is not None:
-            write_receipt(receipt, data)
+            with contextlib.suppress(BaseException):  # no receipt: still the result, sent
+                write_receipt(receipt, data)
         view = memoryview(data)
         while view:
             view = view[os.write(pipe, view) :]

@@ -13,7 +13,7 @@ from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt, merge
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import ContextOverflowError
-from koogcli.core.messages import Message, new_id, system
+from koogcli.core.messages import new_id, system
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.step_details import StepDetails, owner_of
@@ -158,7 +158,7 @@ def _overflow(
 
 def _finish_rollback(ctx: AppContext, session: SessionName, events: TurnEvents) -> None:
     """A rollback killed halfway left compensations: the next command on the session runs
-    them before anything else (each at most once)."""
+    them before anything else (each exactly once)."""
     for done in finish_compensations(ctx, session, events.approve):
         line = f"finished an interrupted rollback: {done.describe()}"
         if done.failed:
@@ -183,21 +183,25 @@ def interrupted(ctx: AppContext, session: SessionName) -> Checkpoint | None:
 
 
 def resume_turn(
-    ctx: AppContext, session: SessionName, events: TurnEvents | None = None
+    ctx: AppContext,
+    session: SessionName,
+    events: TurnEvents | None = None,
+    only: str | None = None,
 ) -> TurnResult | None:
-    """Finish the session's interrupted turn after its last step; None if there is none.
+    """Finish the session's interrupted turn after its last step; None if there is none
+    (or, with `only`, when the interrupted turn found under the lock is another one).
 
     It runs holding the session's turn lock exclusively, and looks again once it has it:
     two resumes, or a resume beside a live turn, never run one turn twice."""
     with ctx.turn_lock(session, exclusive=True):
-        return _resume_turn(ctx, session, events)
+        return _resume_turn(ctx, session, events, only)
 
 
 def _resume_turn(
-    ctx: AppContext, session: SessionName, events: TurnEvents | None
+    ctx: AppContext, session: SessionName, events: TurnEvents | None, only: str | None
 ) -> TurnResult | None:
     header = interrupted(ctx, session)
-    if header is None:
+    if header is None or (only is not None and header.id != only):
         return None
     step = ctx.checkpoints.get(session, header.id)  # refuses unknown format versions (exit 3)
     d = StepDetails.from_dict(step.details)
@@ -219,7 +223,7 @@ def _resume_turn(
         events=events or TurnEvents(),
         written=list(new),
     )
-    if step.step in ("store", "ingest") or _landed(ctx, session, new):  # stored already
+    if _stored(ctx, session, step):
         if step.step == "ingest":
             tombstone(turn, "completed")
         else:
@@ -229,28 +233,33 @@ def _resume_turn(
     return drive(turn, resumed_after=step.step)
 
 
-def _landed(ctx: AppContext, session: SessionName, new: list[Message]) -> bool:
-    """Whether a turn's new messages are all in the history: its store landed though its
-    later marks did not (the disk filled up after it, or a kill before the `store` mark)."""
+def _stored(ctx: AppContext, session: SessionName, step: Checkpoint) -> bool:
+    """Whether an interrupted turn's store landed though its later marks did not (the disk
+    filled up after it, or a kill before the `store` mark): its new messages are in the
+    history, or were when a later change (a rollback, a compression) took a restore point
+    of it. Such a turn is never stored again."""
+    if step.step in ("store", "ingest"):
+        return True
+    new = {m.id for m in step.messages[StepDetails.from_dict(step.details).base_count :]}
     if not new:
         return False
-    present = {m.id for m in ctx.history.read(session).messages}
-    return all(m.id in present for m in new)
+    if new <= {m.id for m in ctx.history.read(session).messages}:
+        return True
+    later = [
+        c
+        for c in ctx.checkpoints.headers(session)
+        if c.kind == "restore" and c.seq > step.seq and c.readable
+    ]
+    return any(new <= {m.id for m in ctx.checkpoints.get(session, c.id).messages} for c in later)
 
 
 def close_stored(ctx: AppContext, session: SessionName, events: TurnEvents | None = None) -> bool:
     """A turn whose history was stored is no interrupted turn, whatever marks it lacks:
     its closing steps (ingestion, its tombstone) run now, quietly. True when one was."""
     header = interrupted(ctx, session)
-    if header is None:
+    if header is None or not _stored(ctx, session, ctx.checkpoints.get(session, header.id)):
         return False
-    if header.step not in ("store", "ingest"):
-        step = ctx.checkpoints.get(session, header.id)
-        base = StepDetails.from_dict(step.details).base_count
-        if not _landed(ctx, session, list(step.messages[base:])):
-            return False
-    resume_turn(ctx, session, events)
-    return True
+    return resume_turn(ctx, session, events, only=header.id) is not None
 
 
 def abandon(ctx: AppContext, session: SessionName) -> Checkpoint | None:
