@@ -2,15 +2,14 @@
 that returned never runs again (SPEC §5.18), a call killed while it ran is in doubt and
 runs afresh (the README's rule), and the history holds every call and result once.
 
-50 kills a backend, each at a random moment of the 0.15 s after the turn's first model
-request. Each turn makes three rounds of one tool call; each call works 10 ms,
+50 kills a backend, each a random 0-15 ms after the turn's first, second or third tool call
+started (chosen at random). Each turn makes three rounds of one tool call; each call works 10 ms,
 then has its effect (logged with the time) and returns. A call whose effect came more than
 2 ms before the kill had returned (its receipt was written in between); only a call whose
 effect came in the last instants before the kill may be in doubt."""
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
@@ -25,6 +24,7 @@ import pytest
 from tests.conftest import forked_run_koog
 from tests.e2e.test_persistence_e2e import call
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support import tool_logs
 from tests.support.zygote import Zygote
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -32,10 +32,6 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
 
 TOOLS = '''
-import json, os, time
-def _log(*entry):
-    with open(os.environ["TOOL_LOG"], "a") as f:
-        f.write(json.dumps(list(entry)) + "\\n")
 def step(x: str) -> str:
     """One step of work: it works a while, then has its effect."""
     _log("start", x, time.time())
@@ -49,22 +45,13 @@ IN_DOUBT_WINDOW = 0.002
 
 @pytest.fixture
 def tool_env(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "resume_tools.py").write_text(TOOLS)
-    config = tmp_path / "resume.toml"
-    config.write_text('[[tools]]\ncallable = "resume_tools:step"\n')
-    return {
-        "KOOG_CONFIG": str(config),
-        "TOOL_LOG": str(tmp_path / "tools.log"),
-        "PYTHONPATH": str(tmp_path),
-    }
+    return tool_logs.tool_env(
+        tmp_path, "resume_tools", TOOLS, '[[tools]]\ncallable = "resume_tools:step"\n'
+    )
 
 
 def log(env: dict[str, str]) -> list[tuple[str, str, float]]:
-    path = Path(env["TOOL_LOG"])
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.endswith("]")]
-    return [(what, x, float(at)) for what, x, at in rows]
+    return [(str(what), str(x), float(str(at))) for what, x, at in tool_logs.logged(env)]
 
 
 def test_kills_during_tool_turns_then_resume_never_run_a_returned_call_twice(
@@ -91,15 +78,13 @@ def test_kills_during_tool_turns_then_resume_never_run_a_returned_call_twice(
     for trial in range(TRIALS):
         session = f"k{trial}"
         Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
-        asked = len(server.chat_requests)
         proc = zygote.spawn("chat", "-s", session, "go", env=env)
-        deadline = time.monotonic() + 20  # the turn is under way: its first model request
-        while proc.poll() is None and len(server.chat_requests) == asked:
+        wanted, pause = rng.randint(1, 3), rng.uniform(0, 0.015)
+        deadline = time.monotonic() + 20  # the wanted-th call under way, then a moment more
+        while proc.poll() is None and sum(1 for e in log(tool_env) if e[0] == "start") < wanted:
             assert time.monotonic() < deadline
             time.sleep(0.0005)
-        deadline = time.monotonic() + rng.uniform(0, 0.15)
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.0005)
+        time.sleep(pause)
         killed_at = time.time()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -134,7 +119,7 @@ def test_kills_during_tool_turns_then_resume_never_run_a_returned_call_twice(
         assert [m.tool_call_id for m in history if m.role == "tool"] == ids
         assert [m.text for m in history if m.role == "tool"] == [f"step {x} done" for x in "012"]
         assert history[-1].text == "three steps"
-    assert reached >= TRIALS * 2 // 3, reached  # most kills landed inside the tool rounds
+    assert reached == TRIALS, reached  # every kill landed inside the tool rounds
     assert in_doubt <= TRIALS // 10, in_doubt
     print(
         f"{TRIALS} kills: {reached} inside the tool rounds, {early} before the turn began, {in_doubt} in doubt"

@@ -5,7 +5,6 @@ SIGKILLed during the k-th compensation, just after it returns, or at a random mo
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 from tests.conftest import forked_run_koog
 from tests.e2e.test_persistence_e2e import call
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support import tool_logs
 from tests.support.zygote import Zygote
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -25,10 +25,6 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
 
 TOOLS = '''
-import json, os, time
-def _log(*entry):
-    with open(os.environ["TOOL_LOG"], "a") as f:
-        f.write(json.dumps(list(entry)) + "\\n")
 def create_item(name: str) -> str:
     """Create an item."""
     _log("create", name)
@@ -45,24 +41,12 @@ NAMES = [f"R{turn}{part}" for turn in range(5) for part in "ab"]
 
 @pytest.fixture
 def tool_env(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "undo_tools.py").write_text(TOOLS)
-    config = tmp_path / "undo.toml"
-    config.write_text(
-        '[[tools]]\ncallable = "undo_tools:create_item"\nrollback = "undo_tools:remove_item"\n'
-    )
-    return {
-        "KOOG_CONFIG": str(config),
-        "TOOL_LOG": str(tmp_path / "tools.log"),
-        "PYTHONPATH": str(tmp_path),
-    }
+    config = '[[tools]]\ncallable = "undo_tools:create_item"\nrollback = "undo_tools:remove_item"\n'
+    return tool_logs.tool_env(tmp_path, "undo_tools", TOOLS, config)
 
 
 def entries(env: dict[str, str], kind: str) -> list[str]:
-    path = Path(env["TOOL_LOG"])
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.endswith("]")]
-    return [name for what, name in rows if what == kind]
+    return [str(name) for what, name in tool_logs.logged(env) if what == kind]
 
 
 def prepare(run_koog: Run, server: FakeOpenAIServer, env: dict[str, str], session: str) -> str:
