@@ -345,7 +345,7 @@ class SessionOrigins(Protocol):
 class StorageBackend(Protocol):
     """One backend's stores, and how it coordinates turns and whole-session changes across
     processes (SPEC §4): files under the data dir, or PostgreSQL. The composition root
-    (services/context.py) only chooses one."""
+    (services/compose.py) only chooses one."""
 
     @property
     def history(self) -> HistoryStore: ...

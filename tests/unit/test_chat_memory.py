@@ -1,6 +1,6 @@
 """Koog's ChatMemory acceptance cases 1-14 (KOOG_SEMANTICS §5.2), plus lost-update safety.
 
-A minimal agent harness runs one turn the way services/turn.py does: load + preprocess,
+A minimal agent harness runs one turn the way services/turn/run.py does: load + preprocess,
 merge with the live prompt, append the input and the scripted answer, commit.
 """
 

@@ -6,7 +6,7 @@ member whose stored history (system messages and koog's notes aside) is the long
 prefix of what the client sent takes the new tail; when none is, the conversation forks
 into a new member holding the common part and the tail (`forked_from` recorded), and every
 later turn of it continues there. Messages compare by meaning (core/wire_marks.same). A
-message is never stored twice; a client's tool calls are marked as the client's. The turn itself is the CLI's (services/turn.py): system prompt,
+message is never stored twice; a client's tool calls are marked as the client's. The turn itself is the CLI's (services/turn/run.py): system prompt,
 preprocessors, budget, compression, retrieval and ingestion apply alike; the client's own
 tools are offered and their calls go back to it.
 

@@ -1,4 +1,4 @@
-"""The steps of a turn (its state is services/turn/state.py, the whole services/turn.py).
+"""The steps of a turn (its state is state.py, the whole run.py).
 
 Each step records what it produced in the transcript and, with automatic persistence, in
 a step checkpoint: a model request (`model:N`), a tool call (`tool:N.K`), the store.
