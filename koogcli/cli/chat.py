@@ -193,11 +193,8 @@ def _one_shot(
     ]
     piped = None if prompt_input.STDIN in request.files else stdin_text
     text = prompt_input.compose(" ".join(request.prompt), piped, attachments, max_input)
-    if (
-        request.resume is None
-        and not (request.save and turn.close_stored(app_ctx, name))
-        and (pending := turn.interrupted(app_ctx, name)) is not None
-    ):
+    look = turn.unfinished if request.save else turn.interrupted  # --no-save writes nothing
+    if request.resume is None and (pending := look(app_ctx, name)) is not None:
         render.note(
             f"session {name.value} has an interrupted turn (after step {pending.step}); "
             f"`koog chat -s {name.value} --resume` finishes it"
@@ -217,7 +214,7 @@ def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) ->
     from koogcli.services import turn
 
     app_ctx.require_session(name)  # exit 2 for a name that is no session (SPEC §2)
-    pending = None if turn.close_stored(app_ctx, name) else turn.interrupted(app_ctx, name)
+    pending = turn.unfinished(app_ctx, name)
     if pending is None:
         render.note(f"nothing to resume in session {name.value}")
         return

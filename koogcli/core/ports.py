@@ -216,6 +216,11 @@ class ToolBox(Protocol):
         durably before returning it (SPEC §5.18; adapters/tools/outliving.py)."""
         ...
 
+    def forget(self, receipt: Path) -> None:
+        """The result is recorded elsewhere now: the receipt goes, and its session's folder
+        once empty (what cannot be removed is left for a later sweep)."""
+        ...
+
     def settle(self, name: str, receipt: Path) -> ToolOutcome | None:
         """The result a call's or a compensation's process wrote to `receipt`, once that
         process has ended (a compensation that outlived its koog is waited for, and stopped

@@ -167,9 +167,7 @@ def _offer_resume(state: ReplState) -> None:
     from koogcli.services import turn
 
     try:
-        if turn.close_stored(state.ctx, state.session):
-            return
-        pending = turn.interrupted(state.ctx, state.session)
+        pending = turn.unfinished(state.ctx, state.session)
         if pending is None:
             return
         state.ui.info(

@@ -328,7 +328,9 @@ def _sweep(
         return
     for entry in journal:
         if entry.status not in ("pending", "running"):
-            _discard(_receipt(ctx, session, entry.call, entry.rollback_point))
+            receipt = _receipt(ctx, session, entry.call, entry.rollback_point)
+            if receipt is not None:
+                ctx.toolbox.forget(receipt)
 
 
 def _settle(
@@ -347,7 +349,8 @@ def _settle(
             return again
         return Compensation(call, again.outcome, "undone", IN_DOUBT)
     _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
-    _discard(receipt)
+    if receipt is not None:
+        ctx.toolbox.forget(receipt)
     status: Status = "failed" if outcome.error else "undone"
     return Compensation(call, outcome, status, "it finished after koog was stopped")
 
@@ -389,7 +392,8 @@ def _run(
     receipt = _receipt(ctx, session, call, point)
     outcome = ctx.toolbox.rollback(call.name, call.arguments, before=started, receipt=receipt)
     _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
-    _discard(receipt)
+    if receipt is not None:
+        ctx.toolbox.forget(receipt)
     return Compensation(call, outcome, "failed" if outcome.error else "undone")
 
 
@@ -397,13 +401,3 @@ def _receipt(
     ctx: AppContext, session: SessionName, call: ToolCall, point: str | None
 ) -> Path | None:
     return ctx.data.undo_receipt_file(session, call.id, point) if call.id else None
-
-
-def _discard(receipt: Path | None) -> None:
-    """The journal holds the result now; the receipt (and its session's folder, once
-    empty) go."""
-    if receipt is None:
-        return
-    with contextlib.suppress(OSError):  # a later command sweeps what is left
-        receipt.unlink(missing_ok=True)
-        receipt.parent.rmdir()

@@ -75,6 +75,13 @@ def release(fd: int, receipt: Path) -> None:
     os.close(fd)
 
 
+def forget(receipt: Path) -> None:
+    """The receipt's result is recorded: it goes, and its session's folder once empty."""
+    with contextlib.suppress(OSError):
+        receipt.unlink(missing_ok=True)
+        receipt.parent.rmdir()
+
+
 def settle(receipt: Path, timeout: float) -> ToolOutcome | None:
     """The result of a compensation started by a koog that died: waits (up to `timeout`)
     for its process to end, stops it past that, then reads its receipt. None: it never

@@ -148,6 +148,9 @@ class PythonToolBox:
             return ToolOutcome(f"Error: no compensating tool registered for {name!r}", True)
         return self._invoke(tool, tool.rollback, arguments, before, receipt, outlive=True)
 
+    def forget(self, receipt: Path) -> None:
+        outliving.forget(receipt)
+
     def settle(self, name: str, receipt: Path) -> ToolOutcome | None:
         tool = self.tools.get(name)
         return outliving.settle(receipt, tool.timeout if tool is not None else 60.0)

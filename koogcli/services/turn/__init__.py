@@ -17,7 +17,14 @@ from koogcli.services.turn.request import (
     TurnRequest,
     TurnResult,
 )
-from koogcli.services.turn.run import abandon, close_stored, interrupted, resume_turn, run_turn
+from koogcli.services.turn.run import (
+    abandon,
+    close_stored,
+    interrupted,
+    resume_turn,
+    run_turn,
+    unfinished,
+)
 
 __all__ = [
     "ClientOptions",
@@ -31,4 +38,5 @@ __all__ = [
     "interrupted",
     "resume_turn",
     "run_turn",
+    "unfinished",
 ]

@@ -257,7 +257,24 @@ def close_stored(ctx: AppContext, session: SessionName, events: TurnEvents | Non
     """A turn whose history was stored is no interrupted turn, whatever marks it lacks:
     its closing steps (ingestion, its tombstone) run now, quietly. True when one was."""
     header = interrupted(ctx, session)
-    if header is None or not _stored(ctx, session, ctx.checkpoints.get(session, header.id)):
+    return header is not None and _close_if_stored(ctx, session, header, events)
+
+
+def unfinished(
+    ctx: AppContext, session: SessionName, events: TurnEvents | None = None
+) -> Checkpoint | None:
+    """The interrupted turn to report or resume, in one look: one whose history was stored
+    is closed first (close_stored) and is none."""
+    header = interrupted(ctx, session)
+    if header is None or _close_if_stored(ctx, session, header, events):
+        return None
+    return header
+
+
+def _close_if_stored(
+    ctx: AppContext, session: SessionName, header: Checkpoint, events: TurnEvents | None
+) -> bool:
+    if not _stored(ctx, session, ctx.checkpoints.get(session, header.id)):
         return False
     return resume_turn(ctx, session, events, only=header.id) is not None
 

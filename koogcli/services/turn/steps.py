@@ -320,6 +320,4 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
     index = len(turn.new) - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
     turn.record(message, f"tool:{turn.rounds}.{index}", outcome.text)
     if receipt is not None:
-        receipt.unlink(missing_ok=True)  # the step's checkpoint holds the result now
-        with contextlib.suppress(OSError):  # the session's folder, once it is empty
-            receipt.parent.rmdir()
+        turn.ctx.toolbox.forget(receipt)  # the step's checkpoint holds the result now
