@@ -70,7 +70,7 @@ def test_locked_read_only_and_corrupt_are_different_messages(tmp_path: Path) -> 
     readonly = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         store = SqliteMemoryStore(path)
-        store._db = readonly  # the same connection a read-only file or folder gives
+        store.db._local.conn = readonly  # the same connection a read-only file or folder gives
         with pytest.raises(StorageError, match="cannot be written") as ro:
             store.add([MemoryRecord("third")])
         assert not isinstance(ro.value, CorruptDocumentError | LockTimeoutError)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from koogcli.adapters.sql.memory_queries import fuse
+from koogcli.adapters.sql.memory_scores import fuse
 from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore
 from koogcli.core.memory import MemoryRecord
 from tests.support import searching

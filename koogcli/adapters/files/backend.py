@@ -20,13 +20,11 @@ from koogcli.adapters import atomic, processes
 from koogcli.adapters.files.history import FileHistoryStore
 from koogcli.adapters.files.moves import FileSessionMoves, Parts
 from koogcli.adapters.paths import DataDir
-from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
 from koogcli.adapters.sql.moves import drop_everywhere, rename_everywhere
-from koogcli.adapters.sql.origins import SqlSessionOrigins
 from koogcli.adapters.sql.sqlite import SqliteDatabase
-from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
+from koogcli.adapters.sql.stores import SqlStores
 from koogcli.core.names import SessionName
-from koogcli.core.ports import MemoryStore, PendingIngestion
+from koogcli.core.ports import MemoryStore
 
 DATABASE = "koog.sqlite3"
 _COUNTED = (
@@ -40,16 +38,13 @@ def stderr_warning(text: str) -> None:
     sys.stderr.write(f"koog: warning: {text}\n")
 
 
-class FileBackend:
+class FileBackend(SqlStores):
     def __init__(self, data: DataDir, warn: Callable[[str], None] = stderr_warning) -> None:
         self.data = data
         self.warn = warn
         self.db = SqliteDatabase(data.root / DATABASE, identity=data.root / f"{DATABASE}.id")
         self.history = FileHistoryStore(data, warn=warn)
-        self.transcript = SqlTranscriptStore(self.db)
-        self.origins = SqlSessionOrigins(self.db)
-        self.checkpoints = SqlCheckpointStore(self.db)
-        self._pending = SqlPendingIngestion(self.db)
+        SqlStores.__init__(self, self.db)
         self._moves = FileSessionMoves(
             data,
             Parts(
@@ -60,9 +55,6 @@ class FileBackend:
         from koogcli.adapters.files.legacy.migrate import pending_layout
 
         self._moved_at_open = bool(pending_layout(data.root) and self._migrate())
-
-    def pending(self) -> PendingIngestion:
-        return self._pending
 
     def memory(self, warn: Callable[[str], None]) -> MemoryStore:
         from koogcli.adapters.sql.sqlite_memory import SqliteMemoryStore

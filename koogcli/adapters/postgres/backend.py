@@ -7,21 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any
 
 from koogcli.adapters.postgres import migrations, status
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.postgres.locks import PgTurnLocks
 from koogcli.adapters.postgres.sessions import PgHistoryStore
-from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
 from koogcli.adapters.sql.moves import drop_everywhere, rename_everywhere
-from koogcli.adapters.sql.origins import SqlSessionOrigins
-from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
+from koogcli.adapters.sql.stores import SqlStores
 from koogcli.core.names import SessionName
-from koogcli.core.ports import MemoryStore, PendingIngestion
+from koogcli.core.ports import MemoryStore
 
 
-class PostgresBackend:
+class PostgresBackend(SqlStores):
     def __init__(
         self,
         url: str,
@@ -33,18 +30,12 @@ class PostgresBackend:
         self.language = language
         self._locks = PgTurnLocks(self.db)
         self.history = PgHistoryStore(self.db)
-        self.transcript = SqlTranscriptStore(self.db)
-        self.origins = SqlSessionOrigins(self.db)
-        self.checkpoints = SqlCheckpointStore(self.db)
-
-    def pending(self) -> PendingIngestion:
-        return SqlPendingIngestion(self.db)
+        SqlStores.__init__(self, self.db)
 
     def memory(self, warn: Callable[[str], None]) -> MemoryStore:
         from koogcli.adapters.postgres.memory import PgMemoryStore
 
-        store: Any = PgMemoryStore(self.db, self.language, warn)
-        return store  # type: ignore[no-any-return]
+        return PgMemoryStore(self.db, self.language, warn)
 
     def turn_lock(self, session: SessionName, exclusive: bool) -> AbstractContextManager[None]:
         return self._locks.hold(session.value, exclusive)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from koogcli.adapters.sql.migrations import POSTGRES_LATEST, postgres_steps, upgrade
 from koogcli.core.errors import StorageError
 
 if TYPE_CHECKING:
@@ -18,134 +19,8 @@ if TYPE_CHECKING:
 
     from koogcli.adapters.postgres.database import Database
 
-# Message rows are shared by a session's history and its checkpoints, which refer to them
-# by row id (`items`), so a checkpoint costs its header plus the messages never seen before.
-_V1 = """
-CREATE TABLE messages (
-    id bigserial PRIMARY KEY,
-    session text NOT NULL,
-    digest text NOT NULL,
-    body text NOT NULL,
-    UNIQUE (session, digest)
-);
-CREATE TABLE sessions (
-    name text PRIMARY KEY,
-    revision bigint NOT NULL,
-    updated_at text NOT NULL,
-    items bigint[] NOT NULL,
-    message_count integer NOT NULL,
-    preview text NOT NULL DEFAULT ''
-);
-CREATE TABLE transcript (
-    id bigserial PRIMARY KEY,
-    session text NOT NULL,
-    turn_id text NOT NULL,
-    body text NOT NULL
-);
-CREATE INDEX transcript_by_session ON transcript (session, id);
-CREATE TABLE checkpoints (
-    session text NOT NULL,
-    seq integer NOT NULL,
-    id text NOT NULL,
-    kind text NOT NULL,
-    manual boolean NOT NULL,
-    created_at text NOT NULL,
-    stored_at timestamptz NOT NULL DEFAULT now(),
-    format_version integer NOT NULL,
-    header text NOT NULL,
-    items bigint[] NOT NULL,
-    PRIMARY KEY (session, seq),
-    UNIQUE (session, id)
-);
-CREATE TABLE compensations (
-    session text NOT NULL,
-    call_id text NOT NULL,
-    rollback_point text NOT NULL,
-    position bigserial,
-    body text NOT NULL,
-    PRIMARY KEY (session, call_id, rollback_point)
-);
-CREATE TABLE pending_ingestion (
-    session text PRIMARY KEY,
-    body text NOT NULL
-);
-"""
-
-# Long-term memory. `memory_tokens` (Koog's word sets, inverted) answers jaccard,
-# `content_lower` keyword search, `search` full-text search (words without diacritics, in
-# the configured text search language). Vectors are plain arrays, so the table is the same
-# with or without the pgvector extension; with it, each model gets an HNSW index over the
-# arrays cast to its dimension (adapters/postgres/memory.py).
-_V2 = """
-CREATE TABLE memory_records (
-    seq bigserial PRIMARY KEY,
-    id text NOT NULL UNIQUE,
-    namespace text NOT NULL,
-    content text NOT NULL,
-    content_lower text NOT NULL,
-    metadata text NOT NULL,
-    created_at text NOT NULL,
-    source text,
-    search tsvector NOT NULL
-);
-CREATE INDEX memory_records_by_namespace ON memory_records (namespace, seq);
-CREATE UNIQUE INDEX memory_records_by_source ON memory_records (namespace, source)
-    WHERE source IS NOT NULL;
-CREATE TABLE memory_tokens (
-    namespace text NOT NULL,
-    token text NOT NULL,
-    record bigint NOT NULL REFERENCES memory_records (seq) ON DELETE CASCADE,
-    ntokens integer NOT NULL,
-    PRIMARY KEY (namespace, token, record)
-);
-CREATE INDEX memory_tokens_by_record ON memory_tokens (record);
-CREATE INDEX memory_records_search ON memory_records USING gin (search);
-CREATE TABLE memory_vectors (
-    record bigint NOT NULL REFERENCES memory_records (seq) ON DELETE CASCADE,
-    model text NOT NULL,
-    vector real[] NOT NULL,
-    PRIMARY KEY (model, record)
-);
-CREATE TABLE memory_settings (
-    key text PRIMARY KEY,
-    value text NOT NULL
-);
-"""
-
-# Sources of memory records a user forgot (`memory forget`): ingestion never adds them
-# again. Where a session forked from (`history fork`).
-_V3 = """
-CREATE TABLE memory_forgotten (
-    namespace text NOT NULL,
-    source text NOT NULL,
-    forgotten_at text NOT NULL,
-    PRIMARY KEY (namespace, source)
-);
-CREATE TABLE session_origins (
-    session text PRIMARY KEY,
-    source text NOT NULL,
-    at integer NOT NULL,
-    created_at text NOT NULL
-);
-"""
-
-# The transcript's full-text index (`koog history search`): each row's text, its JSON's
-# `content`, as words of no language in particular (names and code stay as typed).
-_V4 = """
-CREATE FUNCTION transcript_words(body text) RETURNS tsvector
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ SELECT to_tsvector('simple'::regconfig, coalesce(body::jsonb ->> 'content', '')) $$;
-CREATE INDEX transcript_text ON transcript USING gin (transcript_words(body));
-CREATE INDEX transcript_turns ON transcript (session, id, turn_id);
-"""
-
-MIGRATIONS: tuple[tuple[int, str, str], ...] = (
-    (1, "sessions, transcripts, checkpoints", _V1),
-    (2, "long-term memory", _V2),
-    (3, "forgotten memory, session origins", _V3),
-    (4, "transcript search", _V4),
-)
-LATEST = MIGRATIONS[-1][0]
+STEPS = postgres_steps()  # adapters/sql/migrations.py: both forms of every step
+LATEST = POSTGRES_LATEST
 
 
 def version(conn: psycopg.Connection[Any], schema: str) -> int | None:
@@ -165,7 +40,6 @@ def migrate(db: Database, target: int = LATEST) -> list[int]:
     """Apply every migration up to `target` not applied yet; the versions applied."""
     conn = db.unchecked()
     schema = db.schema
-    applied: list[int] = []
     with db.errors(), conn.transaction():
         db.unlimited(conn)
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"koog:{schema}"])
@@ -177,14 +51,15 @@ def migrate(db: Database, target: int = LATEST) -> list[int]:
             "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
         conn.execute(f"SET LOCAL search_path TO {schema}, public")
-        for number, _title, sql in MIGRATIONS:
-            if number <= (current or 0) or number > target:
-                continue
-            if number == 2:
-                _try_vector_extension(conn)
-            conn.execute(sql)
+        if (current or 0) < 2 <= target:
+            _try_vector_extension(conn)
+
+        def run(statement: str) -> None:
+            conn.execute(statement)
+
+        applied = upgrade(STEPS, current or 0, run, target)
+        for number in applied:
             conn.execute("INSERT INTO koog_schema (version) VALUES (%s)", [number])
-            applied.append(number)
     return applied
 
 

@@ -11,17 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from koogcli.adapters.sql import rows
+from koogcli.adapters.sql.migrations import STORE
 from koogcli.core.names import SessionName
 
 # The tables both backends keep, as (table, column naming the session).
-SESSION_TABLES: tuple[tuple[str, str], ...] = (
-    ("messages", "session"),
-    ("transcript", "session"),
-    ("checkpoints", "session"),
-    ("compensations", "session"),
-    ("pending_ingestion", "session"),
-    ("session_origins", "session"),
-)
+SESSION_TABLES = tuple((t, "session") for step in STORE.steps for t in step.keyed_by_session)
 
 
 def rename_everywhere(

@@ -1,17 +1,20 @@
-"""The embedded database of the file backend: `koog.sqlite3` in the data dir (SPEC §4).
+"""The embedded databases of the file backend (SPEC §4): `koog.sqlite3` in the data dir,
+and `memory.sqlite3` beside it (the same class over the memory's schema).
 
 Checkpoints, their message rows, the transcript, the compensation journal and pending
 ingestion live here, in tables shaped like the PostgreSQL backend's, and the same stores
 (adapters/sql/) write both. Long-term memory keeps its own file (`memory.sqlite3`): when
 it is what failed, the messages waiting for it are safe here.
 
-- WAL journal, `synchronous = NORMAL`: a commit survives the process being killed at any
-  instant (the session documents, the source of truth for a history, are synced apart).
+- WAL journal, `synchronous = NORMAL` for koog.sqlite3: a commit survives the process
+  being killed at any instant (the session documents, the source of truth for a history,
+  are synced apart); memory keeps SQLite's `FULL`.
 - A write is one `BEGIN IMMEDIATE` transaction: it holds the database's write lock from
   its first statement, so writers queue (up to `busy_timeout`) instead of failing halfway,
   and no advisory lock is needed.
-- One connection per thread. The schema is created when the file is new; a file of
-  another format or a newer version is refused (exit 3), never rewritten.
+- One connection per thread. The schema (adapters/sql/migrations.py) is created when the
+  file is new and upgraded when older; a file of another format or a newer version is
+  refused (exit 3), never written.
 - SQL is written with `%s` / `%(name)s` parameters, as for PostgreSQL; they are turned
   into SQLite's `?` / `:name` here.
 """
@@ -34,78 +37,13 @@ from typing import Any
 
 from koogcli.adapters.paths import ensure_dir, symlink_error
 from koogcli.adapters.sql.dialect import SQLITE
+from koogcli.adapters.sql.migrations import STORE, Schema, sqlite_steps, upgrade
 from koogcli.core.errors import (
     CorruptDocumentError,
     KoogError,
     LockTimeoutError,
     StorageError,
     UnknownFormatError,
-)
-
-FORMAT, VERSION = "koog.store", "3"
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    body TEXT NOT NULL,
-    UNIQUE (session, digest)
-);
-CREATE TABLE transcript (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session TEXT NOT NULL,
-    turn_id TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX transcript_by_session ON transcript (session, id);
-CREATE TABLE checkpoints (
-    session TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    manual INTEGER NOT NULL,
-    created_at TEXT NOT NULL,
-    stored_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    format_version INTEGER NOT NULL,
-    header TEXT NOT NULL,
-    message_count INTEGER NOT NULL,
-    items TEXT NOT NULL,
-    PRIMARY KEY (session, seq),
-    UNIQUE (session, id)
-);
-CREATE TABLE row_epochs (session TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
-CREATE TABLE compensations (
-    position INTEGER PRIMARY KEY AUTOINCREMENT,
-    session TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    rollback_point TEXT NOT NULL,
-    body TEXT NOT NULL,
-    UNIQUE (session, call_id, rollback_point)
-);
-CREATE TABLE pending_ingestion (session TEXT PRIMARY KEY, body TEXT NOT NULL);
-"""
-# Version 2: where a session forked from (`history fork`).
-_V2 = """
-CREATE TABLE session_origins (
-    session TEXT PRIMARY KEY, source TEXT NOT NULL, at INTEGER NOT NULL, created_at TEXT NOT NULL
-);
-"""
-
-# Version 3: full-text search over the transcript (`koog history search`). The index holds
-# each row's text (its JSON's `content`), kept by triggers, so nothing else writes it.
-_V3 = (
-    "CREATE VIRTUAL TABLE transcript_text USING fts5(text, tokenize='unicode61')",
-    "CREATE TRIGGER transcript_text_in AFTER INSERT ON transcript BEGIN "
-    "INSERT INTO transcript_text (rowid, text) VALUES (new.id, "
-    "CASE WHEN json_valid(new.body) THEN coalesce(json_extract(new.body, '$.content'), '') "
-    "ELSE '' END); END",
-    "CREATE TRIGGER transcript_text_out AFTER DELETE ON transcript BEGIN "
-    "DELETE FROM transcript_text WHERE rowid = old.id; END",
-    # Turn numbers of hits, counted from the index alone.
-    "CREATE INDEX transcript_turns ON transcript (session, id, turn_id)",
-    "INSERT INTO transcript_text (rowid, text) SELECT id, CASE WHEN json_valid(body) "
-    "THEN coalesce(json_extract(body, '$.content'), '') ELSE '' END FROM transcript",
 )
 
 KEEP = "koog never rewrites it; move it aside to start a new one"
@@ -118,10 +56,17 @@ class SqliteDatabase:
     schema = "main"
 
     def __init__(
-        self, path: Path, busy_timeout: float = 30.0, identity: Path | None = None
+        self,
+        path: Path,
+        busy_timeout: float = 30.0,
+        identity: Path | None = None,
+        schema: Schema = STORE,
+        synchronous: str = "NORMAL",
     ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
+        self.schema_steps = schema
+        self.synchronous = synchronous
         # A file beside the database naming it (`koog.sqlite3.id`): the data dir's session
         # documents were written with that database, so an empty or another one in its
         # place is refused (exit 3) instead of taken for a fresh start.
@@ -140,7 +85,16 @@ class SqliteDatabase:
     def conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = self._open()
+            # Setting up can meet SQLITE_BUSY without SQLite's own wait (another process
+            # creating the schema or switching the journal mode): retried until the timeout.
+            deadline = time.monotonic() + self.busy_timeout
+            while conn is None:
+                try:
+                    conn = self._local.conn = self._open()
+                except LockTimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.02)
         return conn
 
     def exists(self) -> bool:
@@ -199,9 +153,9 @@ class SqliteDatabase:
         except sqlite3.Error as exc:
             raise self._explain(exc) from exc
         try:
+            self._schema(conn)  # first: a file of another format is never written
             use_wal(conn, self.busy_timeout)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._schema(conn)
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
         except sqlite3.Error as exc:
             conn.close()
             raise self._explain(exc) from exc
@@ -211,35 +165,44 @@ class SqliteDatabase:
         return conn
 
     def _schema(self, conn: sqlite3.Connection) -> None:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not tables:
+        """Create the tables of a new file, run the steps an older one lacks (once, whoever
+        comes first), refuse another format or a newer version."""
+        schema, steps = self.schema_steps, sqlite_steps(self.schema_steps)
+        if not conn.execute("SELECT 1 FROM sqlite_master").fetchone():
             self._refuse_empty()
             with immediate(conn):
                 if not conn.execute("SELECT 1 FROM sqlite_master").fetchone():
-                    for statement in (_SCHEMA + _V2).split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    for statement in _V3:
-                        conn.execute(statement)
+                    upgrade(steps, 0, conn.execute)
                     conn.executemany(
-                        "INSERT INTO meta VALUES (?, ?)", [("format", FORMAT), ("version", VERSION)]
+                        "INSERT INTO meta VALUES (?, ?)",
+                        [("format", schema.format), ("version", str(schema.latest))],
                     )
-            tables = {"meta"}
-        found = (
-            dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
-        )
-        if (found.get("format"), found.get("version")) == (FORMAT, "1"):
-            found = self._from_v1(conn)
-        if (found.get("format"), found.get("version")) == (FORMAT, "2"):
-            found = self._from_v2(conn)
-        if (found.get("format"), found.get("version")) != (FORMAT, VERSION):
+        found = self._meta(conn)
+        older = found.get("version", "")
+        if found.get("format") == schema.format and older.isdigit() and int(older) < schema.latest:
+            with immediate(conn):
+                found = self._meta(conn)
+                if found.get("version") == older:  # not upgraded by another process meanwhile
+                    upgrade(steps, int(older), conn.execute)
+                    conn.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'version'", (str(schema.latest),)
+                    )
+                    found = self._meta(conn)
+        if (found.get("format"), found.get("version")) != (schema.format, str(schema.latest)):
             raise UnknownFormatError(
-                f"{self.path} is not a koog database of version {VERSION} "
+                f"{self.path} is not a {schema.noun} of version {schema.latest} "
                 f"(format {found.get('format')!r}, version {found.get('version')!r})",
                 hint=KEEP,
             )
         if self.identity is not None:
             self._check_identity(conn, found.get(_ID_KEY))
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection) -> dict[str, str]:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" not in tables:
+            return {}
+        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
     def _expected(self) -> str | None:
         assert self.identity is not None
@@ -284,25 +247,8 @@ class SqliteDatabase:
                 f"{self.identity}",
             )
 
-    def _from_v1(self, conn: sqlite3.Connection) -> dict[str, str]:
-        """Version 1 gains the session_origins table, in place, once."""
-        with immediate(conn):
-            if conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("1",):
-                conn.execute(_V2)
-                conn.execute("UPDATE meta SET value = '2' WHERE key = 'version'")
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
-
-    def _from_v2(self, conn: sqlite3.Connection) -> dict[str, str]:
-        """Version 2 gains the transcript's full-text index, in place, once."""
-        with immediate(conn):
-            if conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("2",):
-                for statement in _V3:
-                    conn.execute(statement)
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'version'", (VERSION,))
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
-
     def _explain(self, exc: sqlite3.Error) -> StorageError:
-        return explain(self.path, exc, self.busy_timeout)
+        return explain(self.path, exc, self.busy_timeout, self.schema_steps.writing)
 
 
 @contextmanager

@@ -1,309 +1,157 @@
-"""SqliteMemoryStore: long-term memory records in `<data>/memory.sqlite3` (WAL, 0600).
+"""SqliteMemoryStore: long-term memory in `<data>/memory.sqlite3` (WAL, 0600), ranked by
+SQLite's own indexes; everything else is adapters/sql/memory.py.
 
-Search never scans records in Python (the SQL is in adapters/sql/memory_queries.py):
-- fulltext: FTS5, porter over unicode61 without diacritics, ranked by BM25.
+- fulltext: FTS5, porter over unicode61 without diacritics, so "deploy", "Deploying" and
+  "DEPLOYS" meet, and so do "déploiement" and "deploiement"; ranked by BM25, scored as
+  adapters/sql/memory_scores.py says.
 - keyword: an FTS5 trigram index over the lower-cased content finds substrings of three
-  or more characters; shorter queries use SQLite's own `instr` over that column. Results
-  keep insertion order (`seq`), matching Koog's rule exactly.
-- jaccard: an inverted index (namespace, token) -> record, with each record's token
-  count, so SQLite computes |Q ∩ D| / (|Q| + |D| - |Q ∩ D|) for the records sharing a word.
-- embeddings: float32 vectors beside the records, one per record and model, written in the
-  record's transaction; searched through a derived index (adapters/sql/vector_index.py).
-Version 1 databases (no full-text table, vectors without their own row number) are
-migrated in place, in one transaction, the first time this version opens them.
-A file that is not a koog memory database is reported (exit 3) and never written. Every
-SQLite failure becomes one message saying which of three it is: locked (another process is
-writing), read-only or unopenable (permissions), or corrupt / missing koog's tables. The
-first use creates the schema inside the write lock, so simultaneous first uses all succeed.
+  or more characters; shorter queries use `instr` over that column.
+- embeddings: float32 blobs, searched through a derived index (adapters/sql/vector_index.py).
+The file's schema and its upgrades are adapters/sql/migrations.py `MEMORY`; every SQLite
+failure is told as locked, read-only or unopenable, or damaged (adapters/sql/sqlite.py).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sqlite3
-import threading
-import time
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
-from koogcli.adapters.paths import ensure_dir
-from koogcli.adapters.sql import memory_queries as queries
-from koogcli.adapters.sql.memory_db import explain, open_database, sqlite_errors, transaction
-from koogcli.adapters.sql.memory_search import dispatch
+from koogcli.adapters.sql.memory import Scope, SqlMemoryStore
+from koogcli.adapters.sql.memory_scores import Scored, query_terms, relative_scores, term_forms
+from koogcli.adapters.sql.migrations import MEMORY
+from koogcli.adapters.sql.sqlite import SqliteDatabase
 from koogcli.adapters.sql.vector_index import VectorIndex, bump_epoch
-from koogcli.core.errors import LockTimeoutError, StorageError
-from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
-from koogcli.core.messages import utc_now
-
-_COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
+from koogcli.core.memory import MemoryRecord
 
 
-class SqliteMemoryStore:
+class SqliteMemoryStore(SqlMemoryStore):
+    VECTOR_ORDER = "v.vid"  # insertion order
+    DIMENSION = f"length(vector) / {array('f').itemsize}"
+
     def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
+        # Memory keeps SQLite's FULL sync: once a record is in, the messages it came from
+        # are no longer waiting for it in koog.sqlite3.
+        super().__init__(SqliteDatabase(path, busy_timeout, schema=MEMORY, synchronous="FULL"))
         self.path = path
-        self.busy_timeout = busy_timeout
-        # One connection per thread (`koog serve` answers from a pool of threads; a
-        # connection may only be used by the thread that made it).
-        self._local = threading.local()
 
-    @property
-    def _db(self) -> sqlite3.Connection | None:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        return db
+    def _where(self) -> str:
+        return str(self.path)
 
-    @_db.setter
-    def _db(self, db: sqlite3.Connection | None) -> None:
-        self._local.db = db
+    def _text_column(self, r: MemoryRecord, words: set[str]) -> tuple[str, str, list[object]]:
+        return "ntokens", "%s", [len(words)]
 
-    # -- connection ----------------------------------------------------------------
+    def _index_text(self, cur: Any, seq: int, r: MemoryRecord) -> None:
+        cur.execute(
+            "INSERT INTO records_fts (rowid, content_lower) VALUES (%s, %s)",
+            [seq, r.content.lower()],
+        )
+        cur.execute("INSERT INTO records_text (rowid, content) VALUES (%s, %s)", [seq, r.content])
 
-    def _connect(self, create: bool) -> sqlite3.Connection | None:
-        if self._db is not None:
-            return self._db
-        if not self.path.exists():
-            if not create:
-                return None
-            ensure_dir(self.path.parent)
-            try:
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-            except OSError as exc:
-                raise StorageError(f"cannot create {self.path}: {exc.strerror}") from exc
-        # Setting up can meet SQLITE_BUSY without SQLite's own wait (another process is
-        # creating the schema or switching the journal mode): retry until the timeout.
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            try:
-                db = open_database(self.path, self.busy_timeout)
-                break
-            except LockTimeoutError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.02)
-        self._db = db
-        return db
+    def _unindex_text(self, cur: Any, seq: int, lowered: str, content: str) -> None:
+        cur.execute(
+            "INSERT INTO records_fts (records_fts, rowid, content_lower) VALUES ('delete', %s, %s)",
+            [seq, lowered],
+        )
+        cur.execute(
+            "INSERT INTO records_text (records_text, rowid, content) VALUES ('delete', %s, %s)",
+            [seq, content],
+        )
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        db = self._connect(create=True)
-        assert db is not None
-        try:
-            with transaction(db):
-                yield db
-        except sqlite3.Error as exc:
-            raise explain(self.path, exc, self.busy_timeout) from exc
+    def _vectors_removed(self, cur: Any) -> None:
+        bump_epoch(cur)
 
-    def _read(self) -> sqlite3.Connection | None:
-        return self._connect(create=False)
+    def _pack(self, vector: Sequence[float]) -> object:
+        return array("f", vector).tobytes()
 
-    # -- writes --------------------------------------------------------------------
+    def _unpack(self, stored: Any) -> list[float]:
+        return array("f", stored).tolist()
 
-    @sqlite_errors
-    def add(
-        self,
-        records: Sequence[MemoryRecord],
-        vectors: Sequence[Sequence[float]] | None = None,
-        model: str = "",
-    ) -> list[str]:
-        """Insert records (and their vectors) in one transaction; skips known sources."""
-        added: list[str] = []
-        with self._write() as db:
-            for index, r in enumerate(records):
-                if (
-                    r.source
-                    and db.execute(
-                        "SELECT 1 FROM forgotten WHERE source = ?", (r.source,)
-                    ).fetchone()
-                ):
-                    continue  # forgotten by the user: never added again, in any namespace
-                words = tokenize(r.content)
-                cursor = db.execute(
-                    "INSERT OR IGNORE INTO records (id, namespace, content, content_lower, metadata,"
-                    " created_at, source, ntokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        r.id,
-                        r.namespace,
-                        r.content,
-                        r.content.lower(),
-                        json.dumps(r.metadata),
-                        r.created_at,
-                        r.source,
-                        len(words),
-                    ),
-                )
-                if cursor.rowcount == 0:
-                    continue
-                seq = cursor.lastrowid
-                db.executemany(
-                    "INSERT INTO tokens VALUES (?, ?, ?, ?)",
-                    [(r.namespace, w, seq, len(words)) for w in words],
-                )
-                db.execute(
-                    "INSERT INTO records_fts (rowid, content_lower) VALUES (?, ?)",
-                    (seq, r.content.lower()),
-                )
-                db.execute(
-                    "INSERT INTO records_text (rowid, content) VALUES (?, ?)", (seq, r.content)
-                )
-                if vectors is not None:
-                    db.execute(
-                        "INSERT INTO vectors (record, model, vector) VALUES (?, ?, ?)",
-                        (seq, model, _pack(vectors[index])),
-                    )
-                added.append(r.id)
-        return added
+    def _metadata(self, alias: str, key: str) -> tuple[str, object]:
+        return f"CAST(json_extract({alias}.metadata, %s) AS TEXT)", '$."' + key.replace(
+            '"', '""'
+        ) + '"'
 
-    @sqlite_errors
-    def put_vectors(self, model: str, pairs: Sequence[tuple[str, Sequence[float]]]) -> None:
-        with self._write() as db:
-            for record_id, vector in pairs:
-                db.execute(
-                    "INSERT OR IGNORE INTO vectors (record, model, vector) "
-                    "SELECT seq, ?, ? FROM records WHERE id = ?",
-                    (model, _pack(vector), record_id),
-                )
-
-    @sqlite_errors
-    def delete(self, record_id: str) -> bool:
-        if self._read() is None:
-            return False
-        with self._write() as db:
-            return _delete_in(db, record_id)
-
-    @sqlite_errors
     def forget(self, ids: Sequence[str]) -> list[MemoryRecord]:
-        """Delete records for good: from every index, their sources remembered so ingestion
-        never adds them again, and their text overwritten in the file (secure_delete, the
-        full-text segments merged, the WAL checkpointed into the database and emptied)."""
-        found = [r for r in map(self.get, ids) if r is not None]
-        if not found:
-            return []
-        now = utc_now()
-        connection = self._connect(create=True)
-        assert connection is not None
-        connection.execute("PRAGMA secure_delete = ON")
-        with self._write() as db:
-            for record in found:
-                _delete_in(db, record.id)
-                if record.source:
-                    db.execute(
-                        "INSERT OR IGNORE INTO forgotten VALUES (?, ?, ?)",
-                        (record.namespace, record.source, now),
-                    )
-            for index in ("records_fts", "records_text"):
-                db.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        """As the base, with the text overwritten in the file: secure_delete, the full-text
+        segments merged, the WAL checkpointed into the database and emptied."""
+        if self.db.exists():
+            self.db.conn.execute("PRAGMA secure_delete = ON")
+        found = super().forget(ids)
+        if found:
+            with self._write() as cur:
+                for index in ("records_fts", "records_text"):
+                    cur.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+            self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return found
 
-    # -- reads ---------------------------------------------------------------------
-
-    @sqlite_errors
-    def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]:
-        db = self._read()
-        if db is None or not sources:
-            return set()
-        rows = db.execute(
-            "SELECT source FROM records WHERE namespace = ? AND source IN "
-            "(SELECT value FROM json_each(?)) UNION SELECT source FROM forgotten "
-            "WHERE source IN (SELECT value FROM json_each(?))",  # forgotten in any namespace
-            (namespace, json.dumps(list(sources)), json.dumps(list(sources))),
+    def _keyword(self, needle: str, scope: Scope, limit: int) -> Scored:
+        if len(needle) < 3:
+            return super()._keyword(needle, scope, limit)
+        condition, args = self._scope(scope)
+        found = self._rows(
+            "SELECT r.seq FROM records_fts f JOIN records r ON r.seq = f.rowid "
+            f"WHERE records_fts MATCH %s AND instr(r.content_lower, %s) > 0{condition} "
+            "ORDER BY r.seq LIMIT %s",
+            ['"' + needle.replace('"', '""') + '"', needle, *args, limit],
         )
-        return {r[0] for r in rows}
+        return [(int(seq), 1.0) for (seq,) in found]
 
-    @sqlite_errors
-    def records(
-        self, namespace: Namespaces = None, where: Mapping[str, str] | None = None
-    ) -> list[MemoryRecord]:
-        db = self._read()
-        if db is None:
+    def _fulltext(self, text: str, scope: Scope, limit: int, threshold: float) -> Scored:
+        terms = query_terms(text)
+        if not terms or limit <= 0 or not self.db.exists():
             return []
-        condition, args = queries.scope(_spaces(namespace), where or {})
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM records r WHERE 1 = 1{condition} ORDER BY seq", args
+        # A word in a tenth or more of a large memory says little (its BM25 weight is near
+        # zero) and costs most (its list of records is long): like a search engine's
+        # frequency cutoff, such words rank nothing while rarer words are present.
+        frequency = {t: len(self._matching(t)) for t in terms}
+        size = self._rows("SELECT seq FROM sqlite_sequence WHERE name = 'records'")
+        cutoff = max(2000, (size[0][0] if size else 0) // 10)
+        ranked = [t for t in terms if frequency[t] <= cutoff] or terms
+        present = [t for t in ranked if frequency[t]]
+        if not present:
+            return []
+        match = " OR ".join(_phrase(t) for t in present)
+        width = max(limit * 4, 50)
+        while True:  # namespaces and metadata apply to the ranked records: widen until enough
+            rows = self._rows(
+                "SELECT rowid, -bm25(records_text) FROM records_text WHERE records_text MATCH %s "
+                "ORDER BY bm25(records_text), rowid LIMIT %s",
+                [match, width],
+            )
+            if scope.spaces is None and not scope.where:
+                kept = rows
+            else:
+                passing = self._within([seq for seq, _ in rows], scope)
+                kept = [row for row in rows if row[0] in passing]
+            if len(kept) >= width // 4 or len(rows) < width:
+                break
+            width *= 4
+        wanted = {seq for seq, _ in kept}
+        held = dict.fromkeys(wanted, 1) if len(present) == 1 else {}
+        for term in present if len(present) > 1 else []:
+            for seq in self._matching(term) & wanted:
+                held[seq] = held.get(seq, 0) + 1
+        counted = [(seq, raw, held.get(seq, 0)) for seq, raw in kept]
+        return relative_scores(counted, len(ranked), limit, threshold)
+
+    def _matching(self, term: str) -> set[int]:
+        found = self._rows(
+            "SELECT rowid FROM records_text WHERE records_text MATCH %s", [_phrase(term)]
         )
-        return [self._record(r) for r in rows]
+        return {int(seq) for (seq,) in found}
 
-    @sqlite_errors
-    def size(self, namespace: str) -> int:
-        db = self._read()
-        if db is None:
-            return 0
-        return int(
-            db.execute("SELECT COUNT(*) FROM records WHERE namespace = ?", (namespace,)).fetchone()[
-                0
-            ]
-        )
-
-    def search(self, query: MemoryQuery) -> list[SearchHit]:
-        return dispatch(self, query)
-
-    def _keyword(self, q: MemoryQuery) -> list[SearchHit]:
-        return self._by_words("keyword", q)
-
-    def _jaccard(self, q: MemoryQuery) -> list[SearchHit]:
-        return self._by_words("jaccard", q)
-
-    def _bm25(self, q: MemoryQuery) -> list[SearchHit]:
-        return self._by_words("bm25", q)
-
-    @sqlite_errors
-    def _by_words(
-        self, metric: Literal["keyword", "jaccard", "bm25"], q: MemoryQuery
-    ) -> list[SearchHit]:
-        db = self._read()
-        if db is None:
+    def _nearest(self, vector: Sequence[float], scope: Scope, model: str, limit: int) -> Scored:
+        if not self.db.exists():
             return []
-        spaces, wanted = _spaces(q.namespaces), q.where or {}
-        if metric == "keyword":
-            found = queries.keyword(db, q.text, spaces, wanted, q.limit)
-        elif metric == "jaccard":
-            found = queries.jaccard(db, q.text, spaces, wanted, q.limit, q.threshold)
-        else:
-            found = queries.fulltext(db, q.text, spaces, wanted, q.limit, q.threshold)
-        return self._hits(db, found, metric)
-
-    @sqlite_errors
-    def _cosine(self, q: MemoryQuery) -> list[SearchHit]:
-        db = self._read()
-        if db is None:
-            return []
-        near = self._nearest(db, q.vector, q.namespaces, q.model, q.limit, q.where or {})
-        kept = queries.above(near, q.floor)
-        return self._hits(db, [(seq, s) for seq, s in kept if s >= q.threshold], "cosine")
-
-    @sqlite_errors
-    def _hybrid(self, q: MemoryQuery) -> list[SearchHit]:
-        """Full-text and vector rankings fused by reciprocal rank: exact names and
-        identifiers come through even where the embedding blurs them. A record with no
-        full-text match counts only when its cosine is above `floor` (§5.16)."""
-        db = self._read()
-        if db is None:
-            return []
-        depth, wanted = max(q.limit * 4, 20), q.where or {}
-        words = queries.fulltext(db, q.text, _spaces(q.namespaces), wanted, depth, 0.0)
-        near = self._nearest(db, q.vector, q.namespaces, q.model, depth, wanted)
-        ranked = queries.fuse([words, queries.above(near, q.floor)], q.limit)
-        return self._hits(db, [(seq, s) for seq, s in ranked if s >= q.threshold], "hybrid")
-
-    def _nearest(
-        self,
-        db: sqlite3.Connection,
-        vector: Sequence[float],
-        namespace: Namespaces,
-        model: str,
-        limit: int,
-        where: Mapping[str, str],
-    ) -> list[tuple[int, float]]:
-        """The `limit` nearest records with the metadata asked for, as (seq, cosine)."""
         index = VectorIndex(self.path.parent / "memory-vectors", model)
-        width = limit * (8 if where else 1)
+        width = limit * (8 if scope.where else 1)
         while True:  # metadata filters apply after scoring: widen until enough pass
-            found = index.search(db, vector, _spaces(namespace), width)
-            if where:
-                passing = queries.within(db, [seq for seq, _ in found], None, where)
+            with self.db.errors():
+                found = index.search(self.db.conn, vector, scope.spaces, width)
+            if scope.where:
+                passing = self._within([seq for seq, _ in found], Scope(None, scope.where))
                 kept = [(seq, score) for seq, score in found if seq in passing]
             else:
                 kept = found
@@ -311,134 +159,11 @@ class SqliteMemoryStore:
                 return kept[:limit]
             width *= 4
 
-    def vectors_supported(self) -> bool:
-        return True
-
-    @sqlite_errors
-    def without_vectors(self, namespace: str, model: str) -> list[MemoryRecord]:
-        db = self._read()
-        if db is None:
-            return []
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM records r WHERE namespace = ? AND NOT EXISTS "
-            "(SELECT 1 FROM vectors v WHERE v.record = r.seq AND v.model = ?) ORDER BY seq",
-            (namespace, model),
-        )
-        return [self._record(r) for r in rows]
-
-    @sqlite_errors
-    def vectors(self) -> list[tuple[str, str, list[float]]]:
-        db = self._read()
-        if db is None:
-            return []
-        rows = db.execute(
-            "SELECT r.id, v.model, v.vector FROM vectors v JOIN records r ON r.seq = v.record "
-            "ORDER BY v.vid"
-        )
-        return [(rid, model, array("f", blob).tolist()) for rid, model, blob in rows]
-
-    @sqlite_errors
-    def vector_dimension(self, model: str) -> int | None:
-        """The dimension of the vectors stored for `model`; None when there are none."""
-        db = self._read()
-        if db is None:
-            return None
-        row = db.execute(
-            "SELECT length(vector) FROM vectors WHERE model = ? LIMIT 1", (model,)
-        ).fetchone()
-        return None if row is None else int(row[0]) // array("f").itemsize
-
-    @sqlite_errors
-    def ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
-        db = self._read()
-        if db is None:
-            return []
-        rows = db.execute(
-            "SELECT id FROM records WHERE substr(id, 1, ?) = ? ORDER BY seq LIMIT ?",
-            (len(prefix), prefix, limit),
-        )
-        return [r[0] for r in rows]
-
-    @sqlite_errors
-    def get(self, record_id: str) -> MemoryRecord | None:
-        db = self._read()
-        if db is None:
-            return None
-        row = db.execute(f"SELECT {_COLUMNS} FROM records WHERE id = ?", (record_id,)).fetchone()
-        return None if row is None else self._record(row)
-
-    @sqlite_errors
-    def namespaces(self) -> list[str]:
-        db = self._read()
-        if db is None:
-            return []
-        return [r[0] for r in db.execute("SELECT DISTINCT namespace FROM records ORDER BY 1")]
-
-    @sqlite_errors
-    def vector_count(self, model: str) -> int:
-        db = self._read()
-        if db is None:
-            return 0
-        return int(
-            db.execute("SELECT COUNT(*) FROM vectors WHERE model = ?", (model,)).fetchone()[0]
-        )
-
-    def _hits(
-        self, db: sqlite3.Connection, scored: Sequence[tuple[int, float]], metric: str
-    ) -> list[SearchHit]:
-        if not scored:
-            return []
-        seqs = json.dumps([s for s, _ in scored])
-        rows = {
-            r[0]: self._record(r)
-            for r in db.execute(
-                f"SELECT {_COLUMNS} FROM records WHERE seq IN (SELECT value FROM json_each(?))",
-                (seqs,),
-            )
-        }
-        return [SearchHit(rows[s], score, metric) for s, score in scored if s in rows]  # type: ignore[arg-type]
-
-    def _record(self, row: Sequence[object]) -> MemoryRecord:
-        return queries.record_from_row(row, str(self.path))
-
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        self.db.close()
 
 
-def _pack(vector: Sequence[float]) -> bytes:
-    return array("f", vector).tobytes()
-
-
-def _spaces(namespace: Namespaces) -> list[str] | None:
-    if namespace is None:
-        return None
-    return [namespace] if isinstance(namespace, str) else list(namespace)
-
-
-def _delete_in(db: sqlite3.Connection, record_id: str) -> bool:
-    """One record out of the table, the token index, both full-text indexes and vectors."""
-    row = db.execute(
-        "SELECT seq, namespace, content_lower, content FROM records WHERE id = ?", (record_id,)
-    ).fetchone()
-    if row is None:
-        return False
-    seq, namespace, lowered, content = row
-    db.execute(
-        "DELETE FROM tokens WHERE namespace = ? AND record = ? AND token IN "
-        "(SELECT value FROM json_each(?))",
-        (namespace, seq, json.dumps(sorted(tokenize(lowered)))),
-    )
-    db.execute(
-        "INSERT INTO records_fts (records_fts, rowid, content_lower) VALUES ('delete', ?, ?)",
-        (seq, lowered),
-    )
-    db.execute(
-        "INSERT INTO records_text (records_text, rowid, content) VALUES ('delete', ?, ?)",
-        (seq, content),
-    )
-    if db.execute("DELETE FROM vectors WHERE record = ?", (seq,)).rowcount:
-        bump_epoch(db)
-    db.execute("DELETE FROM records WHERE seq = ?", (seq,))
-    return True
+def _phrase(term: str) -> str:
+    """An FTS5 match of one query word in any of its forms."""
+    forms = ['"' + form.replace('"', '""') + '"' for form in term_forms(term)]
+    return forms[0] if len(forms) == 1 else "(" + " OR ".join(forms) + ")"

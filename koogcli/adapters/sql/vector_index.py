@@ -64,13 +64,9 @@ class VectorIndex:
     def _header(self) -> _Header | None:
         try:
             raw = json.loads(self._file(".json").read_text())
-            return _Header(
-                str(raw["epoch"]),
-                int(raw["max_vid"]),
-                int(raw["rows"]),
-                int(raw["dim"]),
-                [str(n) for n in raw["namespaces"]],
-            )
+            epoch, max_vid, rows, dim = (raw[k] for k in ("epoch", "max_vid", "rows", "dim"))
+            names = [str(n) for n in raw["namespaces"]]
+            return _Header(str(epoch), int(max_vid), int(rows), int(dim), names)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

@@ -1,0 +1,24 @@
+"""The stores both backends keep in SQL over one database (checkpoints, transcript,
+forks, pending ingestion): built here once, so a new one is added in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
+from koogcli.adapters.sql.origins import SqlSessionOrigins
+from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
+from koogcli.core.ports import PendingIngestion
+
+
+class SqlStores:
+    """A backend's shared stores, over its database `db` (the backends inherit them)."""
+
+    def __init__(self, db: Any) -> None:
+        self.transcript = SqlTranscriptStore(db)
+        self.origins = SqlSessionOrigins(db)
+        self.checkpoints = SqlCheckpointStore(db)
+        self._pending = SqlPendingIngestion(db)
+
+    def pending(self) -> PendingIngestion:
+        return self._pending
