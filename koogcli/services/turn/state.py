@@ -58,6 +58,11 @@ class TurnState:
     system_source: str = ""  # where the system prompt came from (`koog why`)
     unlogged: list[Message] = field(default_factory=list)  # a client's, until stored
 
+    @property
+    def client_options(self) -> ClientOptions:
+        """A client's turn's tools and fields (a turn of koog's own has the defaults)."""
+        return self.client or ClientOptions()
+
     def checkpoint(self, step: str, output: str | None) -> None:
         settings = self.ctx.settings.persistence
         if not (self.recording.steps and settings.enabled and settings.automatic):

@@ -130,11 +130,36 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
     return []
 
 
+def _model_request(turn: TurnState, prompt: list[Message], offer_tools: bool) -> ModelRequest:
+    """The one model request of a step: koog's tools and settings, or a client's own."""
+    if turn.recording.for_client:
+        client = turn.client_options
+        temperature = turn.temperature if client.temperature is None else client.temperature
+        return ModelRequest(
+            turn.model,
+            prompt,
+            temperature,
+            turn.stream,
+            client.tools,
+            client.response_format,
+            client.extra,
+        )
+    choice = turn.ctx.settings.llm.tool_choice
+    return ModelRequest(
+        turn.model,
+        prompt,
+        turn.temperature,
+        turn.stream,
+        turn.ctx.toolbox.specs() if offer_tools else (),
+        extra={"tool_choice": choice} if offer_tools and choice else {},
+    )
+
+
 def _model_step(turn: TurnState) -> None:
     ctx = turn.ctx
-    client = turn.client
-    if client is not None:
-        offer_tools = bool(client.tools)
+    for_client = turn.recording.for_client
+    if for_client:
+        offer_tools = bool(turn.client_options.tools)
     else:
         offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
     # Histories stored before ids were koog's may repeat one: never sent twice (§5.15).
@@ -144,27 +169,7 @@ def _model_step(turn: TurnState) -> None:
         prompt = retrieval.messages
         turn.memory_used.extend(hit.record.id for hit in retrieval.hits)
         turn.checkpoint(f"retrieve:{turn.rounds + 1}", f"{len(retrieval.hits)} records")
-    if client is None:
-        choice = ctx.settings.llm.tool_choice
-        request = ModelRequest(
-            turn.model,
-            prompt,
-            turn.temperature,
-            turn.stream,
-            ctx.toolbox.specs() if offer_tools else (),
-            extra={"tool_choice": choice} if offer_tools and choice else {},
-        )
-    else:
-        temperature = turn.temperature if client.temperature is None else client.temperature
-        request = ModelRequest(
-            turn.model,
-            prompt,
-            temperature,
-            turn.stream,
-            client.tools,
-            client.response_format,
-            client.extra,
-        )
+    request = _model_request(turn, prompt, offer_tools)
     produced: list[str] = []
 
     def collect(delta: str) -> None:
@@ -174,7 +179,7 @@ def _model_step(turn: TurnState) -> None:
             turn.events.on_delta(delta)
 
     shaped = why.record(turn, prompt, retrieval, request.temperature, len(request.tools))
-    if client is not None:  # the server's X-Koog-Context-Tokens: the estimate why counted
+    if for_client:  # the server's X-Koog-Context-Tokens: the estimate why counted
         turn.context = _context(turn, prompt, shaped.estimate)
     if turn.events.on_request:
         turn.events.on_request(
@@ -229,17 +234,25 @@ def _model_step(turn: TurnState) -> None:
             # later estimates for this model (core/tokens.py). Counting costs time in
             # proportion to the history, so only where a context size makes it matter.
             meta["estimate_known"], meta["estimate"] = parts(prompt)
-    if client is not None and usable:
-        meta[CLIENT_TOOLS] = True  # the client runs them: never koog's to run or undo
-    if client is not None:
-        meta.update(client.reply_meta)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
-    if client is not None and client.conversation is not None:
-        [safe] = ctx.pipeline.redact([reply])
-        base = client.conversation
-        mark = Mark(base.count + 1, chain([safe], base.digest))
-        reply = replace(reply, meta={**meta, wire_marks.KEY: mark.to_dict()})
+    if for_client:
+        reply = _client_reply(turn, reply)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
+
+
+def _client_reply(turn: TurnState, reply: Message) -> Message:
+    """A reply to a client: its tool calls marked as the client's (never koog's to run or
+    undo), the client's own fields kept, and the mark continuing its conversation."""
+    client = turn.client_options
+    meta = dict(reply.meta)
+    if reply.tool_calls:
+        meta[CLIENT_TOOLS] = True
+    meta.update(client.reply_meta)
+    if client.conversation is not None:
+        [safe] = turn.ctx.pipeline.redact([replace(reply, meta=meta)])
+        base = client.conversation
+        meta[wire_marks.KEY] = Mark(base.count + 1, chain([safe], base.digest)).to_dict()
+    return replace(reply, meta=meta)
 
 
 def _context(turn: TurnState, prompt: list[Message], estimate: int | None) -> str:
