@@ -1,14 +1,22 @@
-"""What `koog serve` adds to a request: the same streamed chat completions sent straight
-to the upstream and through koog (each with its own session, resending its growing
-conversation as clients do), 10 streams at once, paired and alternating in one run.
+"""What `koog serve` costs per request: CPU in the steady state and the latency it adds,
+for chat completions, the Responses API and Anthropic Messages, at 1 and 10 streams.
 
-Goal (issue 26): added latency per request, median at 10 concurrent streams, ≤ 15 ms.
+    python bench/serve.py [--turns 20] [--warmup 3] [--streams 1,10] [--delay 0.05]
+                          [--protocols chat,responses,messages] [--long 5000]
+                          [--peer litellm]
 
-    python bench/serve.py [--turns 20] [--streams 10] [--delay 0.05]
+The upstream is the local test server (its own process, as a real one would be) answering
+after `--delay` seconds with a few words, word by word. Each stream is a client with its
+own session resending its growing conversation, as clients do; every request through koog
+is paired with the same conversation sent straight to the upstream's chat completions,
+alternating which goes first, so noise falls on both alike. Requests are read to the end
+by a plain HTTP client (`http.client`): the load generator shares this machine's cores.
 
-The upstream is the local test server answering after `--delay` seconds with a reply of
-a few words, word by word; a request is timed from its start to `data: [DONE]`, read by a plain
-HTTP client (`http.client`) so the load generator stays light.
+CPU per request is koog serve's user + system CPU over the measured requests only (after
+`--warmup` turns a stream), divided by their number: the steady state, without start-up.
+`--long N` also measures a session that already holds N messages against one of 10 (chat
+completions, one stream, the client resending it all). `--peer litellm` runs the LiteLLM
+proxy (when installed) on the same upstream and prints the ratios.
 """
 
 from __future__ import annotations
@@ -18,27 +26,67 @@ import http.client
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from common import KOOG, PYTHON, ROOT, clean_env
 
+Convo = list[dict[str, str]]
 
-def _timed(url: str, convo: list[dict[str, str]], headers: dict[str, str]) -> float:
-    """One streamed request, read to `data: [DONE]` by a plain HTTP client (the load
-    generator shares this machine's two cores with both servers: it must stay light)."""
-    parts = urlsplit(url)
-    body = json.dumps({"model": "gpt-4o-mini", "messages": convo, "stream": True})
+
+def _chat_body(convo: Convo) -> dict[str, object]:
+    return {"model": "gpt-4o-mini", "messages": convo, "stream": True}
+
+
+def _responses_body(convo: Convo) -> dict[str, object]:
+    return {"model": "gpt-4o-mini", "input": convo, "stream": True, "store": False}
+
+
+def _messages_body(convo: Convo) -> dict[str, object]:
+    return {"model": "gpt-4o-mini", "max_tokens": 256, "messages": convo, "stream": True}
+
+
+def _chat_text(event: dict[str, object]) -> str:
+    return "".join(
+        (c.get("delta") or {}).get("content") or ""
+        for c in event.get("choices", [])  # type: ignore[union-attr]
+    )
+
+
+def _responses_text(event: dict[str, object]) -> str:
+    return str(event.get("delta", "")) if event.get("type") == "response.output_text.delta" else ""
+
+
+def _messages_text(event: dict[str, object]) -> str:
+    if event.get("type") != "content_block_delta":
+        return ""
+    return str((event.get("delta") or {}).get("text", ""))  # type: ignore[union-attr]
+
+
+PROTOCOLS: dict[str, tuple[str, Callable[[Convo], dict[str, object]], Callable[..., str]]] = {
+    "chat": ("/chat/completions", _chat_body, _chat_text),
+    "responses": ("/responses", _responses_body, _responses_text),
+    "messages": ("/messages", _messages_body, _messages_text),
+}
+
+
+def _timed(base: str, protocol: str, convo: Convo, headers: dict[str, str]) -> float:
+    """One streamed request read to its end; the reply joins the conversation."""
+    path, body_of, text_of = PROTOCOLS[protocol]
+    parts = urlsplit(base)
+    body = json.dumps(body_of(convo))
     start = time.perf_counter()
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
     conn.request(
         "POST",
-        parts.path + "/chat/completions",
+        parts.path + path,
         body,
         {"Content-Type": "application/json", "Authorization": "Bearer b", **headers},
     )
@@ -46,87 +94,229 @@ def _timed(url: str, convo: list[dict[str, str]], headers: dict[str, str]) -> fl
     text = []
     for line in answer:
         if line.startswith(b"data: {"):
-            for choice in json.loads(line[6:]).get("choices", []):
-                text.append(choice.get("delta", {}).get("content") or "")
-        elif line.startswith(b"data: [DONE]"):
-            break
+            text.append(text_of(json.loads(line[6:])))
     elapsed = time.perf_counter() - start
     conn.close()
     if answer.status != 200:
-        raise SystemExit(f"{url} answered {answer.status}")
+        raise SystemExit(f"{base}{path} answered {answer.status}")
     convo.append({"role": "assistant", "content": "".join(text)})
     return elapsed
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (Linux)."""
+    """User + system CPU of a process and its reaped children so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of_tree(pid: int) -> float:
+    """A server and its worker processes (`--workers`)."""
+    total = _cpu_seconds(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    for child in children.read_text().split() if children.exists() else []:
+        total += _cpu_of_tree(int(child))
+    return total
+
+
+class Result:
+    def __init__(self) -> None:
+        self.direct: list[float] = []
+        self.through: list[float] = []
+        self.cpu = 0.0
+
+    @property
+    def added_ms(self) -> float:
+        return (
+            statistics.median(b - a for a, b in zip(self.direct, self.through, strict=True)) * 1000
+        )
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.cpu / len(self.through) * 1000
+
+
+def measure(
+    server: tuple[str, int],
+    upstream: str,
+    protocol: str,
+    streams: int,
+    turns: int,
+    warmup: int,
+    label: str,
+    seeded: Callable[[int], Convo] | None = None,
+) -> Result:
+    """`streams` clients at once, each `warmup` + `turns` paired requests; CPU counted
+    from when every client has warmed up."""
+    base, pid = server
+    result = Result()
+    lock = threading.Lock()
+    warmed = threading.Barrier(streams + 1)
+    measured = threading.Barrier(streams + 1)
+
+    def client(index: int) -> None:
+        mine: Convo = seeded(index) if seeded else []
+        theirs: Convo = [dict(m) for m in mine]
+        session = {"X-Koog-Session": f"{label}-{index}"}
+        for n in range(warmup + turns):
+            if n == warmup:
+                warmed.wait()
+            for convo in (mine, theirs):
+                convo.append({"role": "user", "content": f"question {n} from {index}"})
+            order = [(upstream, "chat", mine, {}), (base, protocol, theirs, session)]
+            if (n + index) % 2:
+                order.reverse()
+            times = {url: _timed(url, p, convo, h) for url, p, convo, h in order}
+            if n >= warmup:
+                with lock:
+                    result.direct.append(times[upstream])
+                    result.through.append(times[base])
+        measured.wait()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(streams)]
+    for t in threads:
+        t.start()
+    warmed.wait()
+    before = _cpu_of_tree(pid)
+    measured.wait()
+    result.cpu = _cpu_of_tree(pid) - before
+    for t in threads:
+        t.join()
+    return result
+
+
+def _start(argv: list[str], env: dict[str, str], pattern: str) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert process.stdout is not None
+    found = re.search(pattern, process.stdout.readline())
+    if found is None:
+        process.kill()
+        raise SystemExit(f"{argv[0]} did not start")
+    return process, found.group(1)
+
+
+def _litellm(
+    upstream: str, env: dict[str, str], folder: Path
+) -> tuple[subprocess.Popen[str], str] | None:
+    """The LiteLLM proxy on the same upstream, when installed."""
+    binary = shutil.which("litellm")
+    if binary is None:
+        print("--peer litellm: litellm is not installed (pip install 'litellm[proxy]'); skipped")
+        return None
+    config = folder / "litellm.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: gpt-4o-mini\n    litellm_params:\n"
+        f"      model: openai/gpt-4o-mini\n      api_base: {upstream}\n      api_key: bench\n"
+    )
+    port = 4000 + os.getpid() % 1000
+    process = subprocess.Popen(
+        [binary, "--config", str(config), "--port", str(port), "--host", "127.0.0.1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            http.client.HTTPConnection("127.0.0.1", port, timeout=2).request("GET", "/health")
+            return process, f"http://127.0.0.1:{port}/v1"  # type: ignore[return-value]
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    print("--peer litellm: the proxy did not start in 120 s; skipped")
+    return None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=20)
-    parser.add_argument("--streams", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--streams", default="1,10")
     parser.add_argument("--delay", type=float, default=0.05)
+    parser.add_argument("--protocols", default="chat,responses,messages")
+    parser.add_argument("--long", type=int, default=0, help="also a session of N messages")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--peer", choices=["litellm"], default=None)
     args = parser.parse_args()
-    # The upstream runs in a process of its own, as a real one would.
-    upstream = subprocess.Popen(
+    upstream_process, upstream = _start(
         [PYTHON, "-m", "tests.fakes.openai_server", "--port", "0", "--delay", str(args.delay)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+        os.environ.copy(),
+        r"(http://\S+)",
     )
-    assert upstream.stdout is not None
-    base_url = upstream.stdout.readline().split()[-1]
     with tempfile.TemporaryDirectory() as tmp:
-        env = clean_env(Path(tmp) / "data", OPENAI_BASE_URL=base_url)
+        env = clean_env(Path(tmp) / "data", OPENAI_BASE_URL=upstream)
         env.update(OPENAI_API_KEY="bench", KOOG_MODEL="gpt-4o-mini")
-        server = subprocess.Popen(
-            [KOOG, "serve", "--port", "0"], env=env, stdout=subprocess.PIPE, text=True
+        argv = [KOOG, "serve", "--port", "0"]
+        if args.workers > 1:
+            argv += ["--workers", str(args.workers)]
+        server, base = _start(argv, env, r"(http://\S+/v1)")
+        peer = _litellm(upstream, os.environ.copy(), Path(tmp)) if args.peer else None
+        print(
+            f"upstream delay {args.delay}s, {args.turns} measured turns a stream after "
+            f"{args.warmup} warm-up turns; CPU is koog serve's, per request, steady state"
         )
-        assert server.stdout is not None
-        found = re.search(r"(http://\S+/v1)", server.stdout.readline())
-        if found is None:
-            raise SystemExit("koog serve did not start")
-        direct: list[float] = []
-        through: list[float] = []
-        lock = threading.Lock()
+        print(f"{'protocol':10} {'streams':>7} {'CPU ms':>7} {'added ms':>9}   (peer: CPU, added)")
+        try:
+            for protocol in args.protocols.split(","):
+                for streams in map(int, args.streams.split(",")):
+                    label = f"{protocol}{streams}"
+                    got = measure(
+                        (base, server.pid),
+                        upstream,
+                        protocol,
+                        streams,
+                        args.turns,
+                        args.warmup,
+                        label,
+                    )
+                    line = f"{protocol:10} {streams:7} {got.cpu_ms:7.2f} {got.added_ms:9.1f}"
+                    if peer is not None and protocol == "chat":
+                        other = measure(
+                            (peer[1], peer[0].pid),
+                            upstream,
+                            protocol,
+                            streams,
+                            args.turns,
+                            args.warmup,
+                            "peer" + label,
+                        )
+                        line += (
+                            f"   litellm {other.cpu_ms:7.2f} {other.added_ms:7.1f}"
+                            f"   koog/litellm CPU {got.cpu_ms / other.cpu_ms:.2f}x"
+                        )
+                    print(line, flush=True)
+            if args.long:
+                _long(args, (base, server.pid), upstream)
+        finally:
+            server.terminate()
+            server.wait(30)
+            if peer is not None:
+                peer[0].terminate()
+                peer[0].wait(30)
+    upstream_process.terminate()
 
-        def client(index: int) -> None:
-            straight, koog = base_url, found.group(1)
-            mine: list[dict[str, str]] = []
-            theirs: list[dict[str, str]] = []
-            session = {"X-Koog-Session": f"bench{index}"}
-            for n in range(args.turns + 1):  # the first pair warms up
-                for convo in (mine, theirs):
-                    convo.append({"role": "user", "content": f"question {n} from {index}"})
-                order = [(straight, mine, {}), (koog, theirs, session)]
-                if (n + index) % 2:
-                    order.reverse()
-                times = {url: _timed(url, convo, h) for url, convo, h in order}
-                if n:
-                    with lock:
-                        direct.append(times[straight])
-                        through.append(times[koog])
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(args.streams)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        cpu = _cpu_seconds(server.pid)
-        server.terminate()
-        server.wait(30)
-    upstream.terminate()
-    added = [b - a for a, b in zip(direct, through, strict=True)]
-    print(f"{args.streams} concurrent streams x {args.turns} turns, upstream delay {args.delay}s")
-    print(f"direct to the upstream:   median {statistics.median(direct) * 1000:7.1f} ms")
-    print(f"through koog serve:       median {statistics.median(through) * 1000:7.1f} ms")
-    print(f"added per request:        median {statistics.median(added) * 1000:7.1f} ms (goal ≤ 15)")
-    requests = args.streams * (args.turns + 1)
+def _long(args: argparse.Namespace, server: tuple[str, int], upstream: str) -> None:
+    """CPU per request on a session of `--long` messages against one of 10."""
+
+    def seeded(size: int) -> Callable[[int], Convo]:
+        def convo(index: int) -> Convo:
+            return [
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"message {i} of {index}",
+                }
+                for i in range(size)
+            ]
+
+        return convo
+
+    short = measure(server, upstream, "chat", 1, args.turns, args.warmup, "short", seeded(10))
+    long = measure(server, upstream, "chat", 1, args.turns, args.warmup, "long", seeded(args.long))
     print(
-        f"koog serve CPU:           {cpu / requests * 1000:7.1f} ms per request (start-up included)"
+        f"session of 10 messages: {short.cpu_ms:.2f} ms CPU a request; of {args.long:,}: "
+        f"{long.cpu_ms:.2f} ms ({long.cpu_ms / short.cpu_ms:.2f}x)"
     )
 
 

@@ -25,6 +25,21 @@ def one_shot() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
+def die_with(parent: int) -> None:
+    """This process is killed when `parent` dies, even by kill -9 (Linux's parent-death
+    signal): a serve worker never outlives its supervisor."""
+    import signal
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
+
+
 @contextlib.contextmanager
 def long_lived() -> Iterator[None]:
     """The REPL lives for hours: the collector is on between lines."""

@@ -27,11 +27,16 @@ def serve(
     port: int | None = typer.Option(
         None, "--port", min=0, max=65535, metavar="PORT", help="Port (default 8765; 0: any free)."
     ),
+    workers: int = typer.Option(
+        1, "--workers", min=1, max=64, metavar="N", help="Processes answering on the port."
+    ),
 ) -> None:
     """An OpenAI-compatible endpoint with koog's memory.
 
     Point any OpenAI client's base URL at it; the header X-Koog-Session: NAME keeps the
     conversation in session NAME. Ctrl-C or SIGTERM finish the replies in flight and stop.
+    With --workers N, N processes share the port and the store; a session still takes one
+    request at a time.
     """
     from koogcli.core.urls import masked
 
@@ -59,9 +64,66 @@ def serve(
     render.out(
         f"koog serve: http://{shown}:{bound_port}/v1 · storage: {where.get('backend')} "
         f"({where.get('where', '')}) · upstream: {upstream} ({app_ctx.settings.llm.model})"
+        + (f" · {workers} workers" if workers > 1 else "")
     )
     sys.stdout.flush()  # whoever started it may be waiting for the line
-    _run(app_ctx, listener, bound_host)
+    if workers == 1:
+        _run(app_ctx, listener, bound_host)
+    else:
+        _supervise(app_ctx, listener, bound_host, workers)
+
+
+def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, count: int) -> None:
+    """`count` forked workers accepting on one listening socket; a worker that dies is
+    replaced; SIGTERM or Ctrl-C stop them all gracefully (each finishes its replies in
+    flight). Workers share the store as separate koog processes do: a session's requests
+    are serialized by the cross-process turn lock (flock, or PostgreSQL's advisory lock)."""
+    import contextlib
+    import os
+    import signal
+    from types import FrameType
+
+    app_ctx.storage.close()  # each worker opens its own connections
+    workers: set[int] = set()
+    stopping = False
+    supervisor = os.getpid()
+
+    def start() -> None:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                process.die_with(supervisor)  # a supervisor killed with -9 takes them along
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _run(app_ctx, listener, bound_host)
+                code = 0
+            except BaseException as exc:  # told in one line; the supervisor starts another
+                sys.stderr.write(f"koog: serve worker {os.getpid()}: {exc!r}\n")
+            finally:
+                os._exit(code)
+        workers.add(pid)
+
+    def stop(sig: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in workers:  # SIGTERM: a terminal's Ctrl-C already reached them as SIGINT
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for _ in range(count):
+        start()
+    while workers:
+        try:
+            pid, _status = os.wait()
+        except ChildProcessError:
+            break
+        workers.discard(pid)
+        if not stopping:
+            render.warning(f"a serve worker (pid {pid}) ended; starting another")
+            start()
 
 
 def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:

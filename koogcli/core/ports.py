@@ -384,6 +384,10 @@ class StorageBackend(Protocol):
 
     def describe(self) -> dict[str, object]: ...
 
+    def close(self) -> None:
+        """Close this process's connections (before a fork: each process opens its own)."""
+        ...
+
     def migrate(self) -> list[int]: ...
 
     def rename_session(self, old: SessionName, new: SessionName) -> None:

@@ -198,3 +198,52 @@ def test_kill_minus_nine_mid_stream_loses_no_completed_turn(
             assert client.last_session == client.session
     finally:
         assert restarted.stop() == 0
+
+
+def _workers(supervisor: int, count: int) -> list[int]:
+    """The supervisor's worker processes, once it has started `count` of them."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children")
+    deadline = time.monotonic() + 10
+    while len(found := children.read_text().split()) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [int(pid) for pid in found]
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_two_workers_under_load_lose_nothing_and_store_nothing_twice(
+    backend: str, koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path
+) -> None:
+    """`koog serve --workers 2`: two processes accept on one port and share the store; the
+    load of the first test (ten clients on their own sessions, four on one) lands as it
+    does with one process, both workers answer, and kill -9 of the supervisor takes the
+    workers with it."""
+    server.default_delay = 0.01
+    served = KoogServe(koog_env, "--workers", "2", log=isolated / "serve.log").start()
+    assert served.proc is not None
+    workers = _workers(served.proc.pid, 2)
+    assert len(workers) == 2 and "2 workers" in served.start_line
+    before = {pid: _cpu_ticks(pid) for pid in workers}
+    own = [Client(served.url, f"s{i}", f"c{i}") for i in range(10)]
+    shared = [Client(served.url, "shared", f"x{i}") for i in range(4)]
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(_drive, own, 20)
+        second = pool.submit(_drive, shared, 5)
+        first.result()
+        second.result()
+    for client in own:
+        assert client.last_session == client.session
+        assert _history(served, client.session) == client.said()
+    for client in shared:
+        assert client.last_session.startswith("shared")
+        assert _history(served, client.last_session) == client.said()
+    _no_duplicates(served)
+    assert all(_cpu_ticks(pid) > before[pid] + 10 for pid in workers)  # both answered
+    served.kill()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]

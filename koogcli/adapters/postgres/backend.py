@@ -49,6 +49,9 @@ class PostgresBackend(SqlStores):
     def owner_alive(self, owner: Mapping[str, object] | None) -> bool:
         return self._locks.alive(owner)
 
+    def close(self) -> None:
+        self.db.close()
+
     def describe(self) -> dict[str, object]:
         return status.describe(self.db)
 
