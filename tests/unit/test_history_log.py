@@ -243,3 +243,31 @@ def test_rename_and_delete_take_the_log_along(data: DataDir) -> None:
     assert [m.text for m in process(data).read(SessionName("moved")).messages] == ["a", "b"]
     store.delete(SessionName("moved"))
     assert process(data).sessions() == []
+
+
+def test_a_process_reads_its_own_writes_and_others_as_a_new_process_would(
+    data: DataDir,
+) -> None:
+    """A long-lived process (serve, the REPL) keeps the history it last read or wrote and
+    returns it while the document and log are as it left them: what it returns is always
+    what a new process reads, after its own appends and folds and after another's writes
+    or a hand edit."""
+    mine, other = process(data), process(data)
+    history = [user("first"), Message(role="assistant", content="one", meta={"usage": {"n": 1}})]
+    mine.write(S, history, None)
+    for n in range(40):  # appends, and folds once the log is full
+        stored = mine.read(S)
+        assert stored.messages == process(data).read(S).messages
+        reply = Message(role="assistant", content=f"a{n}", meta={"n": (n, n)})  # a tuple: a list
+        added = [user(f"q{n} " + "x" * 20_000), reply]
+        mine.write(S, [*stored.messages, *added], stored.revision)
+        if n % 7 == 3:  # another process writes in between
+            theirs = other.read(S)
+            other.write(S, [*theirs.messages, user(f"theirs {n}")], theirs.revision)
+        fresh = process(data).read(S)
+        assert (mine.read(S).messages, mine.read(S).revision) == (fresh.messages, fresh.revision)
+    log = data.session_file(S).with_suffix(".log")
+    if log.exists():  # a hand edit of the last line's text
+        text = log.read_text()
+        log.write_text(text.replace('"a39"', '"b39"'))
+        assert mine.read(S).messages[-1].content == "b39"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from koogcli.adapters import atomic
@@ -25,6 +26,7 @@ from koogcli.adapters.codec.documents import (
     PREVIEW_CHARS,
     SUMMARY_BYTES,
     dump_history,
+    parse_messages,
     parse_history,
     read_summary,
     read_tail,
@@ -54,8 +56,10 @@ class FileHistoryStore:
         self._warn = warn
         self._warned: set[str] = set()
         # The history this process last read or wrote per session, with its revision: a
-        # write at that revision is compared with it to find what was appended.
-        self._known: dict[str, tuple[int, list[Message]]] = {}
+        # write at that revision is compared with it to find what was appended, and a read
+        # that finds the document and log as they were then (inode, size, mtime: what
+        # every write changes) returns it without reading them (`koog serve`, the REPL).
+        self._known: dict[str, _Known] = {}
 
     def _beside(self, session: SessionName, suffix: str) -> Path:
         """A file beside the session document: `sessions/NAME` + suffix."""
@@ -76,6 +80,10 @@ class FileHistoryStore:
 
     def read(self, session: SessionName) -> StoredHistory:
         path = self.data.session_file(session)
+        known = self._known.get(session.value)
+        seen = self._files_as_they_are(session)
+        if known is not None and seen is not None and known.files == seen:
+            return StoredHistory(list(known.messages), known.revision, known.updated_at)
         for attempt in range(3):
             if not _exists(path):
                 return StoredHistory([], 0)
@@ -101,8 +109,11 @@ class FileHistoryStore:
                 if attempt == 2:
                     raise
                 continue  # folded by another process between the two reads: read again
-            self._known[session.value] = (revision, messages)
-            return StoredHistory(messages, revision, at or header.updated_at)
+            updated = at or header.updated_at
+            unchanged = seen is not None and self._files_as_they_are(session) == seen
+            files = seen if unchanged else None  # written meanwhile: checked next time
+            self._known[session.value] = _Known(revision, list(messages), updated, files)
+            return StoredHistory(messages, revision, updated)
         raise AssertionError("unreachable")
 
     def tail(self, session: SessionName, count: int) -> list[Message]:
@@ -138,22 +149,29 @@ class FileHistoryStore:
             now = utc_now()
             known = self._known.get(session.value)
             change = (
-                history_log.delta(known[1], messages)
-                if known is not None and known[0] == current
+                history_log.delta(known.messages, messages)
+                if known is not None and known.revision == current
                 else None
             )
             log = self._log(session)
+            cached: _Known | None = None
             if change is not None and not self._log_full(path, log) and _logged(path):
                 drop, added = change
                 first = next((m.text for m in messages if m.role == "user"), "")
                 entry = history_log.Entry(revision, current, drop, added, len(messages), first, now)
                 history_log.append(log, entry)
+                if known is not None and known.files is not None:  # known as a read gives it
+                    # Under the session's write lock: the files as this append left them,
+                    # holding what a read would return (the new messages as parsed back).
+                    as_read = [*known.messages[drop:], *_as_read(added, log)]
+                    files = self._files_as_they_are(session)
+                    cached = _Known(revision, as_read, now, files)
             else:  # fold: the whole history as a new document, then no log
                 document = dump_history(session.value, revision, now, messages)
                 atomic.write_text(path, document)
                 atomic.remove(log)
                 message_digests.write_cache(self._digests(session), document, messages)
-            self._known[session.value] = (revision, list(messages))
+            self._known[session.value] = cached or _Known(revision, list(messages), now, None)
             return revision
 
     def splice(self, source: SessionName, target: SessionName, count: int, check: CutCheck) -> bool:
@@ -184,7 +202,22 @@ class FileHistoryStore:
             atomic.write_text(path, document)
             atomic.remove(self._log(session))
             message_digests.write_cache(self._digests(session), document, messages)
-            self._known[session.value] = (revision, list(messages))
+            self._known[session.value] = _Known(revision, list(messages), updated_at, None)
+
+    def _files_as_they_are(self, session: SessionName) -> _Files | None:
+        """What every write of the document or log changes; None without a document."""
+        try:
+            doc = os.stat(self.data.session_file(session), follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise atomic.read_failure(self.data.session_file(session), exc) from exc
+        try:
+            log = os.stat(self._log(session), follow_symlinks=False)
+            logged = (log.st_ino, log.st_size, log.st_mtime_ns)
+        except FileNotFoundError:
+            logged = None
+        return (doc.st_ino, doc.st_size, doc.st_mtime_ns, logged)
 
     def _log_full(self, path: Path, log: Path) -> bool:
         try:
@@ -306,6 +339,7 @@ class FileHistoryStore:
             atomic.remove(self.data.session_file(old))
             atomic.remove(self._log(old))
         self._known.pop(old.value, None)
+        self._known.pop(new.value, None)
 
     def delete(self, session: SessionName) -> bool:
         with atomic.file_lock(self.data.lock_file(session), self.lock_timeout):
@@ -314,6 +348,25 @@ class FileHistoryStore:
             atomic.remove(self._log(session))
         self._known.pop(session.value, None)
         return removed
+
+
+_Files = tuple[int, int, int, tuple[int, int, int] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    revision: int
+    messages: list[Message]
+    updated_at: str | None
+    files: _Files | None  # None: not known to be the files' contents
+
+
+def _as_read(messages: Sequence[Message], where: Path) -> list[Message]:
+    """Messages as a read parses them back from what was written."""
+    import json
+
+    written = json.dumps([m.to_dict() for m in messages], ensure_ascii=False)
+    return parse_messages(json.loads(written), str(where))
 
 
 def _logged(path: Path) -> bool:
