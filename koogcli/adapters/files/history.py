@@ -26,8 +26,8 @@ from koogcli.adapters.codec.documents import (
     PREVIEW_CHARS,
     SUMMARY_BYTES,
     dump_history,
-    parse_messages,
     parse_history,
+    parse_messages,
     read_summary,
     read_tail,
 )
