@@ -83,6 +83,7 @@ def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, co
     import signal
     from types import FrameType
 
+    app_ctx.storage.prepare()  # created or upgraded once, not raced by the workers
     app_ctx.storage.close()  # each worker opens its own connections
     workers: set[int] = set()
     stopping = False

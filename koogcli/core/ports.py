@@ -388,6 +388,11 @@ class StorageBackend(Protocol):
         """Close this process's connections (before a fork: each process opens its own)."""
         ...
 
+    def prepare(self) -> None:
+        """Create or upgrade the store now: a server's workers then share one that is
+        ready instead of racing to create it."""
+        ...
+
     def migrate(self) -> list[int]: ...
 
     def rename_session(self, old: SessionName, new: SessionName) -> None:

@@ -2,7 +2,7 @@
 worker thread, answered as JSON or as a stream of the protocol's events.
 
 The turn runs on a worker thread; its text deltas cross to the event loop through a
-queue. The reply ends once the turn is stored, so a client that reads the session right
+mailbox (server/mailbox.py: one wake-up per batch, one keep-alive timer per stream). The reply ends once the turn is stored, so a client that reads the session right
 after (`koog history show`, /koog/v1) finds it there. A streamed answer waits for the
 first delta (or the end) up to `keepalive_seconds` before it starts, so an upstream
 refusal keeps its own status (a 429 stays a 429); after that, the protocol's keep-alive
@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from koogcli.core.names import SessionName
 from koogcli.server.auth import Grant
 from koogcli.server.guard import LogEntry, log_entry
+from koogcli.server.mailbox import Item, Mailbox
 from koogcli.server.state import ServerState
 from koogcli.services.context import AppContext
 from koogcli.services.turn.placement import Exchange, Exchanged, Placement, exchange, family_of
@@ -75,13 +76,13 @@ class Turn:
         self.asked = asked
         self.entry = entry
         self.loop = asyncio.get_running_loop()
-        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.mailbox = Mailbox(self.loop)
         self.info: RequestInfo | None = None
         self.placed: Placement | None = None
         self.gone = threading.Event()
 
     def _put(self, kind: str, value: Any) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, value))
+        self.mailbox.put((kind, value))
 
     def _delta(self, text: str) -> None:
         if self.gone.is_set():
@@ -184,14 +185,15 @@ async def answered(
     """The whole reply as one JSON body, once the turn is stored."""
     while True:
         try:
-            kind, value = await or_gone(request, turn.queue.get())
+            batch = await or_gone(request, turn.mailbox.take())
         except ClientGoneError as exc:
             turn.gone.set()  # the turn fails before it is stored
             return failed(exc)
-        if kind == "error":
-            return failed(value)
-        if kind == "done":
-            return JSONResponse(render(value), headers=turn.headers())
+        for kind, value in batch:
+            if kind == "error":
+                return failed(value)
+            if kind == "done":
+                return JSONResponse(render(value), headers=turn.headers())
 
 
 class Events(Protocol):
@@ -219,47 +221,48 @@ async def streamed(
     headers: Mapping[str, str] | None = None,
 ) -> Response:
     wait = turn.state.settings.keepalive_seconds
-    first: tuple[str, Any] | None
+    first: list[Item] | None
     try:
-        first = await or_gone(request, asyncio.wait_for(turn.queue.get(), wait))
+        first = await or_gone(request, asyncio.wait_for(turn.mailbox.take(), wait))
     except TimeoutError:
         first = None
     except ClientGoneError as exc:
         turn.gone.set()
         return failed(exc)
-    if first is not None and first[0] == "error":
-        return failed(first[1])
+    if first is not None and first[0][0] == "error":
+        return failed(first[0][1])
     events = make()
 
     async def out() -> AsyncIterator[str]:
-        item = first
+        """Each batch of items written as one piece: the deltas that crossed together
+        leave together."""
+        batch = first
+        parts = list(events.opening())
+        turn.mailbox.keep_alive(wait)
+        if batch is None:  # nothing yet: the opening goes now, keep-alives follow
+            yield "".join(parts)
+            parts = []
         try:
-            for text in events.opening():
-                yield text
             while True:
-                if item is None:
-                    try:
-                        item = await asyncio.wait_for(turn.queue.get(), wait)
-                    except TimeoutError:
-                        yield events.keepalive()
-                        continue
-                kind, value = item
-                item = None
-                if kind == "delta":
-                    for text in events.delta(value):
-                        yield text
-                elif kind == "reasoning":
-                    for text in events.reasoning(value):
-                        yield text
-                elif kind == "error":
-                    for text in events.failure(value):
-                        yield text
-                    return
-                else:
-                    for text in events.closing(value):
-                        yield text
-                    return
+                if batch is None:
+                    batch = await turn.mailbox.take()
+                for kind, value in batch:
+                    if kind == "delta":
+                        parts.extend(events.delta(value))
+                    elif kind == "reasoning":
+                        parts.extend(events.reasoning(value))
+                    elif kind == "keepalive":
+                        parts.append(events.keepalive())
+                    else:
+                        ended = events.failure(value) if kind == "error" else events.closing(value)
+                        parts.extend(ended)
+                        yield "".join(parts)
+                        return
+                batch = None
+                yield "".join(parts)
+                parts = []
         finally:
+            turn.mailbox.close()
             turn.gone.set()  # a no-op once the answer is complete
 
     return StreamingResponse(

@@ -77,6 +77,9 @@ class FileBackend(SqlStores):
     def close(self) -> None:
         self.db.close()
 
+    def prepare(self) -> None:
+        _ = self.db.conn
+
     def describe(self) -> dict[str, object]:
         counts = {"sessions": len(self.history.names())}
         if self.db.exists():

@@ -52,6 +52,9 @@ class PostgresBackend(SqlStores):
     def close(self) -> None:
         self.db.close()
 
+    def prepare(self) -> None:
+        _ = self.db.conn
+
     def describe(self) -> dict[str, object]:
         return status.describe(self.db)
 
