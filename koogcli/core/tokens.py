@@ -20,6 +20,7 @@ tokenizer, so the count is calibrated, in two parts:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -37,7 +38,17 @@ _PIECES = re.compile(r"[A-Za-z]+|\d+|[^\x00-\x7f]+|\n+|[^\sA-Za-z\d]")
 
 
 def text_tokens(text: str) -> int:
-    """Raw token count of one text."""
+    """Raw token count of one text; a text of up to 8 KiB is counted once per process (a
+    server counts the whole resent conversation for every request)."""
+    return _counted(text) if len(text) <= 8192 else _count(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _counted(text: str) -> int:
+    return _count(text)
+
+
+def _count(text: str) -> int:
     count = 0
     for piece in _PIECES.findall(text):
         first = piece[0]
