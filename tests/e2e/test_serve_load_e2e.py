@@ -92,6 +92,13 @@ def test_ten_clients_streaming_on_ten_sessions_and_four_on_one(
     serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
 ) -> None:
     server.default_delay = 0.01
+    own = _ten_and_four(serve)
+    assert _cli_history(run_koog, "s0") == own[0].said()
+
+
+def _ten_and_four(serve: KoogServe) -> list[Client]:
+    """Ten clients streaming 20 turns on their own sessions while four share one: each
+    own session holds exactly its client's conversation, nothing is stored twice."""
     own = [Client(serve.url, f"s{i}", f"c{i}") for i in range(10)]
     shared = [Client(serve.url, "shared", f"x{i}") for i in range(4)]
     with ThreadPoolExecutor(2) as pool:
@@ -102,13 +109,13 @@ def test_ten_clients_streaming_on_ten_sessions_and_four_on_one(
     for client in own:
         assert client.last_session == client.session
         assert _history(serve, client.session) == client.said()
-    assert _cli_history(run_koog, "s0") == own[0].said()
     # On one session, a client whose conversation another client's turn changed under it
     # goes on in a fork: the session its last reply named holds exactly its conversation.
     for client in shared:
         assert client.last_session.startswith("shared")
         assert _history(serve, client.last_session) == client.said()
     _no_duplicates(serve)
+    return own
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
@@ -147,7 +154,9 @@ def test_two_servers_on_one_postgresql_database_serve_the_same_sessions(
     assert _cli_history(run_koog, "both0") == clients[0][0].said()
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_kill_minus_nine_mid_stream_loses_no_completed_turn(
+    workers: int,
     backend: str,
     koog_env: dict[str, str],
     server: FakeOpenAIServer,
@@ -155,7 +164,7 @@ def test_kill_minus_nine_mid_stream_loses_no_completed_turn(
     data_dir: Path,
     run_koog: Run,
 ) -> None:
-    served = KoogServe(koog_env, log=isolated / "serve.log").start()
+    served = KoogServe(koog_env, "--workers", str(workers), log=isolated / "serve.log").start()
     clients = [Client(served.url, f"k{i}", f"k{i}") for i in range(4)]
     for client in clients:
         client.turn(0)
@@ -227,20 +236,7 @@ def test_two_workers_under_load_lose_nothing_and_store_nothing_twice(
     workers = _workers(served.proc.pid, 2)
     assert len(workers) == 2 and "2 workers" in served.start_line
     before = {pid: _cpu_ticks(pid) for pid in workers}
-    own = [Client(served.url, f"s{i}", f"c{i}") for i in range(10)]
-    shared = [Client(served.url, "shared", f"x{i}") for i in range(4)]
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(_drive, own, 20)
-        second = pool.submit(_drive, shared, 5)
-        first.result()
-        second.result()
-    for client in own:
-        assert client.last_session == client.session
-        assert _history(served, client.session) == client.said()
-    for client in shared:
-        assert client.last_session.startswith("shared")
-        assert _history(served, client.last_session) == client.said()
-    _no_duplicates(served)
+    _ten_and_four(served)
     assert all(_cpu_ticks(pid) > before[pid] + 10 for pid in workers)  # both answered
     served.kill()
     deadline = time.monotonic() + 10
