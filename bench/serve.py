@@ -210,6 +210,8 @@ def _litellm(
         f"      model: openai/gpt-4o-mini\n      api_base: {upstream}\n      api_key: bench\n"
     )
     port = 4000 + os.getpid() % 1000
+    # A local benchmark: no master key (newer versions refuse to start without one).
+    env = {**env, "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"}
     process = subprocess.Popen(
         [binary, "--config", str(config), "--port", str(port), "--host", "127.0.0.1"],
         env=env,
