@@ -10,7 +10,7 @@ import typer
 
 from koogcli.cli import process
 from koogcli.cli.options import globals_of
-from koogcli.core.errors import UsageError
+from koogcli.core.errors import KoogError, UsageError
 from koogcli.ui import render
 
 if TYPE_CHECKING:  # socket and signal too: every command imports this module at start-up
@@ -81,29 +81,39 @@ def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, co
     import contextlib
     import os
     import signal
+    import time
     from types import FrameType
 
+    failed = False
     app_ctx.storage.prepare()  # created or upgraded once, not raced by the workers
     app_ctx.storage.close()  # each worker opens its own connections
-    workers: set[int] = set()
+    workers: dict[int, float] = {}  # pid -> when it started
     stopping = False
     supervisor = os.getpid()
+    signals = {signal.SIGINT, signal.SIGTERM}
 
     def start() -> None:
+        if stopping:
+            return
+        # Blocked across the fork: a stop arriving now reaches the supervisor once the
+        # worker is in `workers`, and never runs the supervisor's handler in the worker.
+        signal.pthread_sigmask(signal.SIG_BLOCK, signals)
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
+                for sig in signals:
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
                 process.die_with(supervisor)  # a supervisor killed with -9 takes them along
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _run(app_ctx, listener, bound_host)
                 code = 0
             except BaseException as exc:  # told in one line; the supervisor starts another
                 sys.stderr.write(f"koog: serve worker {os.getpid()}: {exc!r}\n")
             finally:
                 os._exit(code)
-        workers.add(pid)
+        workers[pid] = time.monotonic()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
     def stop(sig: int, frame: FrameType | None) -> None:
         nonlocal stopping
@@ -112,19 +122,31 @@ def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, co
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    for sig in signals:
+        signal.signal(sig, stop)
     for _ in range(count):
         start()
+    quick = 0  # workers in a row that died within seconds of starting
     while workers:
         try:
             pid, _status = os.wait()
         except ChildProcessError:
             break
-        workers.discard(pid)
-        if not stopping:
-            render.warning(f"a serve worker (pid {pid}) ended; starting another")
-            start()
+        started = workers.pop(pid, time.monotonic())
+        if stopping:
+            continue
+        quick = quick + 1 if time.monotonic() - started < 5 else 0
+        if quick >= 5:
+            said = f"serve workers keep ending as they start ({quick} in a row); stopping"
+            render.error(KoogError(said, hint="the lines above say why"))
+            stop(signal.SIGTERM, None)
+            failed = True
+            continue
+        render.warning(f"a serve worker (pid {pid}) ended; starting another")
+        time.sleep(min(5.0, 0.1 * 2**quick) if quick else 0)
+        start()
+    if failed:
+        raise typer.Exit(1)
 
 
 def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:

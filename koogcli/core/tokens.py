@@ -38,12 +38,13 @@ _PIECES = re.compile(r"[A-Za-z]+|\d+|[^\x00-\x7f]+|\n+|[^\sA-Za-z\d]")
 
 
 def text_tokens(text: str) -> int:
-    """Raw token count of one text; a text of up to 8 KiB is counted once per process (a
-    server counts the whole resent conversation for every request)."""
-    return _counted(text) if len(text) <= 8192 else _count(text)
+    """Raw token count of one text; a text of up to 4,096 characters is counted once per
+    process (a server counts the whole resent conversation for every request; the memo
+    holds at most 4,096 of them, 16 MiB of ASCII)."""
+    return _counted(text) if len(text) <= 4096 else _count(text)
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=4096)
 def _counted(text: str) -> int:
     return _count(text)
 

@@ -238,11 +238,11 @@ async def streamed(
         leave together."""
         batch = first
         parts = list(events.opening())
-        turn.mailbox.keep_alive(wait)
-        if batch is None:  # nothing yet: the opening goes now, keep-alives follow
-            yield "".join(parts)
-            parts = []
         try:
+            turn.mailbox.keep_alive(wait)
+            if batch is None:  # nothing yet: the opening goes now, keep-alives follow
+                yield "".join(parts)
+                parts = []
             while True:
                 if batch is None:
                     batch = await turn.mailbox.take()

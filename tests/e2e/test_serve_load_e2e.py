@@ -4,6 +4,7 @@ stored twice, nothing interrupted stored as complete."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -243,3 +244,40 @@ def test_two_workers_under_load_lose_nothing_and_store_nothing_twice(
     while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+
+
+def test_workers_stop_on_ctrl_c_the_moment_they_start(koog_env: dict[str, str]) -> None:
+    """Ctrl-C (SIGINT to the whole process group) right after the start line, while the
+    supervisor may still be forking: every time, all of it ends within seconds (0, or 130
+    when the Ctrl-C came before serving began) and no worker is left."""
+    import os
+    import signal
+
+    from tests.conftest import KOOG_BIN
+
+    for delay in (0.3, 0.0, 0.0, 0.005, 0.01, 0.02, 0.05):  # the first creates the store
+        served = subprocess.Popen(
+            [KOOG_BIN, "serve", "--port", "0", "--workers", "2"],
+            env=koog_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+        )
+        assert served.stdout is not None and "koog serve:" in served.stdout.readline()
+        time.sleep(delay)
+        os.killpg(served.pid, signal.SIGINT)
+        try:
+            assert served.wait(10) in (0, 130)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(served.pid, 0)  # anyone left in its group?
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("a serve worker outlived its supervisor")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(served.pid, signal.SIGKILL)

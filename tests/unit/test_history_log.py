@@ -271,3 +271,20 @@ def test_a_process_reads_its_own_writes_and_others_as_a_new_process_would(
         text = log.read_text()
         log.write_text(text.replace('"a39"', '"b39"'))
         assert mine.read(S).messages[-1].content == "b39"
+
+
+def test_a_hand_repair_during_a_turn_is_not_hidden_by_what_the_process_knew(
+    data: DataDir,
+) -> None:
+    """A log line repaired by hand (STORAGE.md's remedy) between a long-lived process's
+    read and its append: the process's later reads, and a fold it writes, keep the repair."""
+    mine = process(data)
+    mine.write(S, [user("first"), assistant("second")], None)
+    stored = mine.read(S)
+    mine.write(S, [*stored.messages, user("third")], stored.revision)
+    stored = mine.read(S)
+    log = data.session_file(S).with_suffix(".log")
+    log.write_text(log.read_text().replace('"third"', '"THIRD"'))  # the repair
+    mine.write(S, [*stored.messages, assistant("fourth")], stored.revision)
+    assert mine.read(S).messages == process(data).read(S).messages
+    assert [m.content for m in mine.read(S).messages][2] == "THIRD"

@@ -57,8 +57,8 @@ class FileHistoryStore:
         self._warned: set[str] = set()
         # The history this process last read or wrote per session, with its revision: a
         # write at that revision is compared with it to find what was appended, and a read
-        # that finds the document and log as they were then (inode, size, mtime: what
-        # every write changes) returns it without reading them (`koog serve`, the REPL).
+        # that finds the document and log as they were then (inode, size, times, the
+        # document's header line) returns it without reading them (`koog serve`, the REPL).
         self._known: dict[str, _Known] = {}
 
     def _beside(self, session: SessionName, suffix: str) -> Path:
@@ -157,10 +157,13 @@ class FileHistoryStore:
             cached: _Known | None = None
             if change is not None and not self._log_full(path, log) and _logged(path):
                 drop, added = change
+                # The files as the cached history left them (a hand repair or `storage
+                # copy` may change them without a new revision): else nothing is cached.
+                unchanged = known is not None and known.files == self._files_as_they_are(session)
                 first = next((m.text for m in messages if m.role == "user"), "")
                 entry = history_log.Entry(revision, current, drop, added, len(messages), first, now)
                 history_log.append(log, entry)
-                if known is not None and known.files is not None:  # known as a read gives it
+                if known is not None and known.files is not None and unchanged:
                     # Under the session's write lock: the files as this append left them,
                     # holding what a read would return (the new messages as parsed back).
                     as_read = [*known.messages[drop:], *_as_read(added, log)]
@@ -214,10 +217,16 @@ class FileHistoryStore:
             raise atomic.read_failure(self.data.session_file(session), exc) from exc
         try:
             log = os.stat(self._log(session), follow_symlinks=False)
-            logged = (log.st_ino, log.st_size, log.st_mtime_ns)
+            logged = (log.st_ino, log.st_size, log.st_mtime_ns, log.st_ctime_ns)
         except FileNotFoundError:
             logged = None
-        return (doc.st_ino, doc.st_size, doc.st_mtime_ns, logged)
+        # The header's revision too: a rewrite of the same size within one tick of a
+        # coarse clock, on a reused inode, still changes it.
+        try:
+            header = atomic.read_bytes(self.data.session_file(session), 512)
+        except FileNotFoundError:
+            return None
+        return (doc.st_ino, doc.st_size, doc.st_mtime_ns, doc.st_ctime_ns, header, logged)
 
     def _log_full(self, path: Path, log: Path) -> bool:
         try:
@@ -350,7 +359,7 @@ class FileHistoryStore:
         return removed
 
 
-_Files = tuple[int, int, int, tuple[int, int, int] | None]
+_Files = tuple[int, int, int, int, bytes, tuple[int, int, int, int] | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,9 @@ class SqlMemoryStore:
     def _vectors_removed(self, cur: Any) -> None:
         """Vectors were deleted in this transaction."""
 
+    def _scrub(self, cur: Any) -> None:
+        """In the transaction that forgot records: leave their text in no index page."""
+
     def _pack(self, vector: Sequence[float]) -> object:
         raise NotImplementedError
 
@@ -220,6 +223,7 @@ class SqlMemoryStore:
                 f"INSERT INTO {self.FORGOTTEN} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                 [(r.namespace, r.source, now) for r in found if r.source],
             )
+            self._scrub(cur)
         return found
 
     def _delete_in(self, cur: Any, record_id: str) -> bool:

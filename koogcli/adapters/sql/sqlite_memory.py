@@ -75,16 +75,19 @@ class SqliteMemoryStore(SqlMemoryStore):
 
     def forget(self, ids: Sequence[str]) -> list[MemoryRecord]:
         """As the base, with the text overwritten in the file: secure_delete, the full-text
-        segments merged, the WAL checkpointed into the database and emptied."""
+        segments merged in the same transaction, then the WAL checkpointed into the
+        database and emptied."""
         if self.db.exists():
             self.db.conn.execute("PRAGMA secure_delete = ON")
         found = super().forget(ids)
         if found:
-            with self._write() as cur:
-                for index in ("records_fts", "records_text"):
-                    cur.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
-            self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            with self.db.errors():
+                self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return found
+
+    def _scrub(self, cur: Any) -> None:
+        for index in ("records_fts", "records_text"):
+            cur.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
 
     def _keyword(self, needle: str, scope: Scope, limit: int) -> Scored:
         if len(needle) < 3:
