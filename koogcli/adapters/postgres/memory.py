@@ -84,7 +84,7 @@ class PgMemoryStore(SqlMemoryStore):
         # A term the language drops (its own stop words) matches nothing: left out.
         frequency: dict[str, int] = {}
         for term in terms:
-            sql, term_args = self._forms(term)
+            sql, term_args = forms(term, self.language, self._stemmer)
             row = self._rows(
                 "SELECT CASE WHEN numnode(q) = 0 THEN -1 ELSE "
                 "(SELECT count(*) FROM memory_records WHERE search @@ q) END "
@@ -102,7 +102,7 @@ class PgMemoryStore(SqlMemoryStore):
         present = [t for t in ranked if frequency[t]]
         if not present:
             return []
-        built = [self._forms(t) for t in present]
+        built = [forms(t, self.language, self._stemmer) for t in present]
         queries = " || ".join(sql for sql, _ in built)
         held = " + ".join(f"(r.search @@ ({sql}))::int" for sql, _ in built)
         pairs = [x for _, term_args in built for x in term_args]
@@ -115,9 +115,6 @@ class PgMemoryStore(SqlMemoryStore):
         )
         counted = [(int(seq), float(raw), int(held)) for seq, raw, held in found]
         return relative_scores(counted, len(ranked), limit, threshold)
-
-    def _forms(self, term: str) -> tuple[str, list[str]]:
-        return forms(term, self.language, self._stemmer)
 
     def _nearest(self, vector: Sequence[float], scope: Scope, model: str, limit: int) -> Scored:
         """Through the HNSW index, and exactly when filters left its answer short."""

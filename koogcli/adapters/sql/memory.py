@@ -54,8 +54,6 @@ class SqlMemoryStore:
         self.db = db
         self.dialect: Dialect = db.dialect
 
-    # -- what each database does its own way ------------------------------------------
-
     def _ready(self) -> None:
         """Set up what the connection needs before its first use."""
 
@@ -94,8 +92,6 @@ class SqlMemoryStore:
 
     def vectors_supported(self) -> bool:
         return True
-
-    # -- plumbing -------------------------------------------------------------------
 
     def _rows(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
         self._ready()
@@ -137,8 +133,6 @@ class SqlMemoryStore:
             [self.dialect.listed(list(seqs)), *args],
         )
         return {int(seq) for (seq,) in found}
-
-    # -- writes ---------------------------------------------------------------------
 
     def add(
         self,
@@ -246,8 +240,6 @@ class SqlMemoryStore:
         cur.execute(f"DELETE FROM {self.RECORDS} WHERE seq = %s", [seq])
         return True
 
-    # -- reads ----------------------------------------------------------------------
-
     def known_sources(self, namespace: str, sources: Sequence[str]) -> set[str]:
         if not sources:
             return set()
@@ -314,8 +306,6 @@ class SqlMemoryStore:
             f"SELECT {self.DIMENSION} FROM {self.VECTORS} WHERE model = %s LIMIT 1", [model]
         )
         return int(found[0][0]) if found else None
-
-    # -- search ---------------------------------------------------------------------
 
     def search(self, q: MemoryQuery) -> list[SearchHit]:
         scope = Scope.of(q.namespaces, q.where)
