@@ -74,12 +74,6 @@ class FileBackend(SqlStores):
     def owner_alive(self, owner: Mapping[str, object] | None) -> bool:
         return processes.owner_alive(owner)
 
-    def close(self) -> None:
-        self.db.close()
-
-    def prepare(self) -> None:
-        _ = self.db.conn
-
     def describe(self) -> dict[str, object]:
         counts = {"sessions": len(self.history.names())}
         if self.db.exists():

@@ -159,11 +159,15 @@ class FileHistoryStore:
                 drop, added = change
                 # The files as the cached history left them (a hand repair or `storage
                 # copy` may change them without a new revision): else nothing is cached.
-                unchanged = known is not None and known.files == self._files_as_they_are(session)
+                cacheable = (
+                    known is not None
+                    and known.files is not None
+                    and known.files == self._files_as_they_are(session)
+                )
                 first = next((m.text for m in messages if m.role == "user"), "")
                 entry = history_log.Entry(revision, current, drop, added, len(messages), first, now)
                 history_log.append(log, entry)
-                if known is not None and known.files is not None and unchanged:
+                if known is not None and cacheable:
                     # Under the session's write lock: the files as this append left them,
                     # holding what a read would return (the new messages as parsed back).
                     as_read = [*known.messages[drop:], *_as_read(added, log)]

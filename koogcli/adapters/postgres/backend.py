@@ -49,12 +49,6 @@ class PostgresBackend(SqlStores):
     def owner_alive(self, owner: Mapping[str, object] | None) -> bool:
         return self._locks.alive(owner)
 
-    def close(self) -> None:
-        self.db.close()
-
-    def prepare(self) -> None:
-        _ = self.db.conn
-
     def describe(self) -> dict[str, object]:
         return status.describe(self.db)
 

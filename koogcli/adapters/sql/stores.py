@@ -15,6 +15,7 @@ class SqlStores:
     """A backend's shared stores, over its database `db` (the backends inherit them)."""
 
     def __init__(self, db: Any) -> None:
+        self._db = db
         self.transcript = SqlTranscriptStore(db)
         self.origins = SqlSessionOrigins(db)
         self.checkpoints = SqlCheckpointStore(db)
@@ -22,3 +23,11 @@ class SqlStores:
 
     def pending(self) -> PendingIngestion:
         return self._pending
+
+    def prepare(self) -> None:
+        """Create or upgrade the database now (a server, before its workers share it)."""
+        _ = self._db.conn
+
+    def close(self) -> None:
+        """This process's connections (before a fork: each process opens its own)."""
+        self._db.close()
