@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import forked_run_koog
 from tests.fakes.openai_server import FakeOpenAIServer, text_of
 
 pytestmark = pytest.mark.e2e
+# Sessions of dozens of turns: koog processes forked from the zygote (tests/conftest.py).
+run_koog = pytest.fixture(name="run_koog")(forked_run_koog)
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 WORDS = [
