@@ -66,17 +66,23 @@ def ensure_dir(path: Path) -> Path:
 class DataDir:
     def __init__(self, root: Path) -> None:
         self.root = root.absolute()
+        self._root_text = os.path.normpath(self.root)
+        self._prefix = os.path.join(self._root_text, "")
 
     def _inside(self, *parts: str) -> Path:
-        path = self.root.joinpath(*parts)
-        if os.path.commonpath([self.root, path.absolute()]) != str(self.root):
-            raise StorageError(f"refusing a path outside the data dir: {path}")
-        probe = self.root
-        for part in path.relative_to(self.root).parts:
-            probe = probe / part
-            if probe.is_symlink():
-                raise symlink_error(probe)
-        return path
+        # Strings and os.path, not pathlib: every read and write of a session asks here,
+        # several times a request in `koog serve`.
+        text = os.path.normpath(os.path.join(self._root_text, *parts))
+        if text == self._root_text:
+            return self.root
+        if not text.startswith(self._prefix):
+            raise StorageError(f"refusing a path outside the data dir: {text}")
+        probe = self._root_text
+        for part in text[len(self._prefix) :].split(os.sep):
+            probe = os.path.join(probe, part)
+            if os.path.islink(probe):
+                raise symlink_error(Path(probe))
+        return Path(text)
 
     def folder(self, name: str) -> Path:
         return ensure_dir(self._inside(name))

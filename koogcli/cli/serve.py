@@ -38,9 +38,14 @@ def serve(
     With --workers N, N processes share the port and the store; a session still takes one
     request at a time.
     """
+    from dataclasses import replace
+
     from koogcli.core.urls import masked
+    from koogcli.services import compose
 
     app_ctx = globals_of(ctx).build()
+    if app_ctx.model_factory is compose.openai_model_factory:
+        app_ctx = replace(app_ctx, model_factory=compose.forwarding_model_factory)
     settings = app_ctx.settings.serve
     host = host or settings.host
     port = settings.port if port is None else port

@@ -42,6 +42,8 @@ class ModelError(KoogError):
     # (`koog serve` passes both on to its client).
     status: int | None = None
     upstream: dict[str, object] | None = None
+    # Its `Retry-After`, passed on as it came.
+    retry_after: str | None = None
 
 
 class ContextOverflowError(ModelError):

@@ -66,7 +66,13 @@ def described(exc: BaseException) -> tuple[int, dict[str, object]]:
 
 def response(exc: BaseException) -> JSONResponse:
     status, body = described(exc)
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers_of(exc))
+
+
+def headers_of(exc: BaseException) -> dict[str, str]:
+    """The upstream's `Retry-After`, so a client backs off as long as the upstream asked."""
+    wait = exc.retry_after if isinstance(exc, ModelError) else None
+    return {"Retry-After": wait} if wait else {}
 
 
 def _koog_status(exc: KoogError) -> tuple[int, str, str | None]:

@@ -31,7 +31,7 @@ def _said(exc: BaseException) -> tuple[int, dict[str, Any]]:
 
 def failed(exc: BaseException) -> Response:
     status, body = _said(exc)
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=errors.headers_of(exc))
 
 
 async def create(request: Request) -> Response:

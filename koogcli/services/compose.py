@@ -36,7 +36,12 @@ def openai_model_factory(ctx: AppContext) -> ChatModel:
     return _openai_chat(ctx)
 
 
-def _openai_chat(ctx: AppContext) -> OpenAIChatModel:
+def forwarding_model_factory(ctx: AppContext) -> ChatModel:
+    """`koog serve`'s model: streamed requests forwarded as bytes (model/forwarding.py)."""
+    return _openai_chat(ctx, forward=True)
+
+
+def _openai_chat(ctx: AppContext, forward: bool = False) -> OpenAIChatModel:
     from koogcli.adapters.model.openai_model import (
         OpenAIChatModel,
         RequestOptions,
@@ -48,7 +53,9 @@ def _openai_chat(ctx: AppContext) -> OpenAIChatModel:
         llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries
     )
     return OpenAIChatModel(
-        endpoint, RequestOptions(llm.max_tokens, llm.reasoning_effort, dict(llm.extra_body))
+        endpoint,
+        RequestOptions(llm.max_tokens, llm.reasoning_effort, dict(llm.extra_body)),
+        forward=forward,
     )
 
 

@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from koogcli.adapters.model import forwarding
 from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoint
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
 from koogcli.core.messages import system, user
@@ -14,6 +15,14 @@ from koogcli.core.ports import ModelRequest
 from tests.fakes.openai_server import PROFILES, FakeOpenAIServer
 
 KEY = "sk-adapter-test"
+# Every test runs through the SDK (the CLI's path) and forwarded as bytes (koog serve's).
+FORWARD = {"forward": False}
+
+
+@pytest.fixture(autouse=True, params=["sdk", "forwarded"])
+def path(request: pytest.FixtureRequest) -> str:
+    FORWARD["forward"] = request.param == "forwarded"
+    return str(request.param)
 
 
 def model_for(
@@ -22,7 +31,7 @@ def model_for(
     endpoint = resolve_endpoint(
         base or server.base_url, "TEST_KEY", {"TEST_KEY": KEY}, timeout, retries
     )
-    return OpenAIChatModel(endpoint)
+    return OpenAIChatModel(endpoint, forward=FORWARD["forward"])
 
 
 def request(stream: bool = True, text: str = "hi") -> ModelRequest:
@@ -98,6 +107,42 @@ def test_retries_are_honoured(server: FakeOpenAIServer) -> None:
     assert len(server.chat_requests) == 3
 
 
+def test_an_upstream_refusal_keeps_its_status_words_and_retry_after(
+    server: FakeOpenAIServer,
+) -> None:
+    server.enqueue({"status": 429, "message": "slow down", "retry_after": 7})
+    with pytest.raises(ModelError) as info:
+        model_for(server).complete(request())
+    assert info.value.status == 429 and info.value.retry_after == "7"
+    assert info.value.upstream is not None and info.value.upstream["message"] == "slow down"
+
+
+def test_a_server_refusing_stream_options_is_asked_again_without_them(
+    server: FakeOpenAIServer,
+) -> None:
+    server.reject_stream_options = True
+    model = model_for(server)
+    assert model.complete(request(text="one")).text == "echo: one"
+    assert model.complete(request(text="two")).text == "echo: two"
+    sent = ["stream_options" in r for r in server.chat_requests]
+    assert sent == [True, False, False]  # refused once, never sent again
+
+
+def test_a_json_answer_to_a_streamed_request_is_read_whole(server: FakeOpenAIServer) -> None:
+    server.enqueue({"json": True, "content": "all at once"})
+    seen: list[str] = []
+    assert model_for(server).complete(request(), seen.append).text == "all at once"
+    assert seen == ["all at once"]
+
+
+def test_an_empty_stream_gets_a_second_opinion_without_streaming(
+    server: FakeOpenAIServer,
+) -> None:
+    server.enqueue({"empty_stream": True}, {"content": "the real answer"})
+    assert model_for(server).complete(request()).text == "the real answer"
+    assert [r.get("stream") for r in server.chat_requests] == [True, None]
+
+
 def test_timeout(server: FakeOpenAIServer) -> None:
     server.enqueue({"delay": 2, "content": "late"})
     with pytest.raises(ModelError, match=r"did not answer within 0.3s"):
@@ -112,7 +157,7 @@ def test_connection_refused_names_the_url() -> None:
     url = f"http://127.0.0.1:{port}/v1"
     endpoint = resolve_endpoint(url, "K", {}, 2, 0)
     with pytest.raises(ModelError, match=f"cannot connect to {url}"):
-        OpenAIChatModel(endpoint).complete(request())
+        OpenAIChatModel(endpoint, forward=FORWARD["forward"]).complete(request())
 
 
 def test_connection_dropped_mid_stream(server: FakeOpenAIServer) -> None:
@@ -173,3 +218,11 @@ def test_fields_repeated_in_every_fragment_are_set_once(
     assert [(c.id, c.name, c.arguments) for c in done.tool_calls] == [
         ("a", "get_weather", '{"c": 1}')
     ]
+
+
+def test_server_sent_events_are_read_as_the_spec_reads_them() -> None:
+    lines = [": keep-alive", "", "event: x", 'data: {"a":', "data: 1}", "", "data:[DONE]"]
+    assert list(forwarding._events(iter(lines))) == ['{"a":\n1}', "[DONE]"]
+    chunk = forwarding.Fields({"choices": [{"delta": {"content": "hi"}}], "usage": None})
+    assert chunk.choices[0].delta.content == "hi" and chunk.usage is None
+    assert chunk.choices[0].finish_reason is None

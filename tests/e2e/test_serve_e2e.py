@@ -265,11 +265,14 @@ def test_errors_keep_the_upstream_status_in_openais_shape(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
         )
     assert caught.value.status_code == 429 and "slow down" in caught.value.message
-    server.enqueue({"status": 429, "message": "slow down"})
-    with pytest.raises(openai.RateLimitError):
+    server.enqueue({"status": 429, "message": "slow down", "retry_after": 7})
+    with pytest.raises(openai.RateLimitError) as streamed:
         client.chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
         )
+    # The upstream's Retry-After reaches the client, so it backs off as long as asked.
+    assert streamed.value.response.headers.get("retry-after") == "7"
+    assert "Retry-After" not in caught.value.response.headers  # none was sent: none made up
     with pytest.raises(openai.BadRequestError) as bad:
         client.chat.completions.create(model="gpt-4o-mini", messages=[])
     assert bad.value.status_code == 400 and bad.value.body["param"] == "messages"  # type: ignore[index]

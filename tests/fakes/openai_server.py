@@ -10,7 +10,8 @@ Scripted responses are dicts:
   {"content": "text"}                      a reply (streamed word by word when asked)
   {"chunks": ["a", "b"]}                   a reply in exactly these stream chunks
   {"tool_calls": [{"id", "name", "arguments"}], "content": ""}
-  {"status": 500, "message": "boom"}       an error answer ("code" and "type" optional)
+  {"status": 500, "message": "boom"}       an error answer ("code" and "type" optional;
+                                           "retry_after": 7 adds a Retry-After header)
   {"delay": 2.0}                           wait before answering (combine with the above)
   {"chunk_delay": 0.2}                     wait between stream chunks
   {"drop_after": 2}                        close the connection after 2 chunks
@@ -243,7 +244,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "type": script.get("type", "scripted"),
                 "code": script.get("code", status),
             }
-            self._json(status, {"error": error}, {"retry-after-ms": "10"})
+            wait = {"retry-after": str(script["retry_after"])} if "retry_after" in script else {}
+            self._json(status, {"error": error}, {"retry-after-ms": "10", **wait})
             return
         if body.get("stream") and not script.get("json"):
             self._stream(body, script)

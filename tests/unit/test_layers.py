@@ -13,7 +13,7 @@ THIRD_PARTY_HOMES = {
     "typer": ("cli",),
     "rich": ("ui",),
     "prompt_toolkit": ("repl",),
-    "openai": ("adapters/model/openai_model.py",),
+    "openai": ("adapters/model/openai_model.py", "adapters/model/forwarding.py"),
     "platformdirs": ("adapters/paths.py",),
     "pydantic": ("config", "adapters"),
     "tomli_w": ("services/config_info.py",),

@@ -9,14 +9,13 @@ never logged or shown.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from koogcli.adapters.model.refusals import FORMAT_WORDS, error_detail, refusal
 from koogcli.core import content_parts
 from koogcli.core.errors import (
-    ContextOverflowError,
     EndpointNotConfiguredError,
     ModelError,
     ResponseFormatError,
@@ -84,11 +83,16 @@ def message_to_wire(m: Message) -> dict[str, Any]:
 
 
 class OpenAIChatModel:
-    def __init__(self, endpoint: Endpoint, options: RequestOptions | None = None) -> None:
+    def __init__(
+        self, endpoint: Endpoint, options: RequestOptions | None = None, forward: bool = False
+    ) -> None:
         import openai
 
         self.endpoint = endpoint
         self.options = options or RequestOptions()
+        # `koog serve`: streamed requests go out as bytes over the SDK's connection pool and
+        # come back as plain JSON chunks (forwarding.py), not through the SDK's models.
+        self.forward = forward
         # Set once the server rejected `stream_options`; one model serves a whole process.
         self.stream_options = True
         self._client = openai.OpenAI(
@@ -156,18 +160,27 @@ class OpenAIChatModel:
         import openai
 
         if not self.stream_options:
-            return self._client.chat.completions.create(**kwargs, stream=True)
+            return self._post_stream(kwargs, False)
         try:
-            return self._client.chat.completions.create(
-                **kwargs, stream=True, stream_options={"include_usage": True}
-            )
+            return self._post_stream(kwargs, True)
         except openai.APIStatusError as exc:
-            said = f"{exc.message} {_detail(exc)}"
+            said = f"{exc.message} {error_detail(exc)}"
             if exc.status_code not in (400, 422) or "stream_options" not in said:
                 raise
-            stream = self._client.chat.completions.create(**kwargs, stream=True)
+            stream = self._post_stream(kwargs, False)
             self.stream_options = False
             return stream
+
+    def _post_stream(self, kwargs: dict[str, Any], usage: bool) -> Any:
+        asked: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
+        if not self.forward:
+            return self._client.chat.completions.create(**kwargs, stream=True, **asked)
+        from koogcli.adapters.model import forwarding
+
+        # The body the SDK would send: the typed fields, `extra_body` merged over them.
+        body = {k: v for k, v in kwargs.items() if k != "extra_body"}
+        body.update(kwargs["extra_body"], stream=True, **asked)
+        return forwarding.open_stream(self._client, body, self.endpoint.max_retries)
 
     def _stream(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
         stream = self._open_stream(kwargs)
@@ -257,6 +270,10 @@ class OpenAIChatModel:
             found = body.get("error", body) if isinstance(body, dict) else None
             if isinstance(found, dict) and isinstance(found.get("message"), str):
                 error.upstream = {k: found.get(k) for k in ("message", "type", "param", "code")}
+            response = getattr(exc, "response", None)
+            headers = getattr(response, "headers", None)
+            wait = headers.get("retry-after") if headers is not None else None
+            error.retry_after = wait if isinstance(wait, str) and wait.strip() else None
         return error
 
     def _explained(self, exc: Exception, model: str) -> ModelError:
@@ -281,20 +298,20 @@ class OpenAIChatModel:
                 hint="wait and retry, or raise llm.max_retries",
             )
         if isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 413, 422):
-            refused = _refusal(exc, model, url)
+            refused = refusal(exc, model, url)
             if refused is not None:
                 return refused
         if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
             # llama.cpp's validation errors are 500s: one naming response_format is a
             # refusal of it all the same, so the fallback (json_object, plain) runs.
-            said = f"{exc.message} {_detail(exc)}"
-            if _FORMAT_WORDS.search(said):
+            said = f"{exc.message} {error_detail(exc)}"
+            if FORMAT_WORDS.search(said):
                 return ResponseFormatError(
                     f"{url} does not take this response_format (HTTP {exc.status_code}"
-                    f"{_detail(exc)})"
+                    f"{error_detail(exc)})"
                 )
         if isinstance(exc, openai.APIStatusError):
-            detail = _detail(exc)
+            detail = error_detail(exc)
             # The client retries only these statuses; others are not called retried.
             retried = retries if exc.status_code in (408, 409) or exc.status_code >= 500 else ""
             return ModelError(f"{url} answered HTTP {exc.status_code}{detail}{retried}")
@@ -381,65 +398,6 @@ def _arguments(value: object, empty: str = "{}") -> str:
     if value is None:
         return empty
     return json.dumps(value, ensure_ascii=False, default=str)
-
-
-_OVERFLOW = re.compile(
-    r"context.length|context.window|maximum context|too many tokens|prompt is too long|"
-    r"reduce the length|exceeds? the (?:model'?s? )?(?:context|max)",
-    re.IGNORECASE,
-)
-
-
-def _refusal(exc: Any, model: str, url: str) -> ModelError | None:
-    """A 4xx that means "too long for this model" or "no such response_format"."""
-    body = getattr(exc, "body", None)
-    err = body.get("error", body) if isinstance(body, dict) else None
-    code = str(err.get("code") or "") if isinstance(err, dict) else ""
-    detail = _detail(exc)
-    said = f"{exc.message} {detail}"
-    if code in ("context_length_exceeded", "context_window_exceeded") or _OVERFLOW.search(said):
-        error = ContextOverflowError(
-            f"{url} refused the request as longer than {model}'s context"
-            f"{detail or f' (HTTP {exc.status_code})'}"
-        )
-        error.limit = named_limit(said, err)
-        return error
-    if _FORMAT_WORDS.search(said):
-        return ResponseFormatError(f"{url} does not take this response_format{detail}")
-    return None
-
-
-_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object")
-_LIMIT = re.compile(
-    r"(?:maximum context length|context length|context window|context size|context limit|"
-    r"n_ctx)\D{0,24}?(\d[\d,]{2,9})",
-    re.IGNORECASE,
-)
-
-
-def named_limit(said: str, err: object) -> int | None:
-    """The context size an overflow refusal names: "maximum context length is 2048
-    tokens" (OpenAI, vLLM, llama-cpp-python), an `n_ctx` field (llama.cpp's server)."""
-    if isinstance(err, dict):
-        for key in ("n_ctx", "context_length", "max_context_length"):
-            value = err.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-    found = _LIMIT.search(said)
-    if found is None:
-        return None
-    value = int(found.group(1).replace(",", ""))
-    return value if 64 <= value <= 100_000_000 else None
-
-
-def _detail(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        message = err.get("message") if isinstance(err, dict) else None
-        if message:
-            return f": {str(message)[:200]}"
-    return ""
 
 
 @dataclass(frozen=True, slots=True)

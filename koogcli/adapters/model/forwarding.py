@@ -1,0 +1,149 @@
+"""A streamed chat completion sent straight through the SDK's pooled HTTP client.
+
+`koog serve` pays for every request: the SDK's request building and its typed chunk models
+cost about as much CPU as the rest of the turn. Here the request koog built is sent as JSON
+bytes over the client's own connection pool (the same timeouts), and the upstream's SSE
+events are read as plain JSON. What the model adapter reads of a chunk it reads by attribute,
+so a chunk is a thin view of its dict. Failures are the SDK's own exceptions (status errors
+built by the SDK from the response, connection errors, timeouts), so the one mapping to
+ModelError in openai_model.py holds for both paths; retries follow the SDK's rules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+# The SDK honours a server's Retry-After up to this long, and backs off 0.5 s doubling to 8.
+_LONGEST_RETRY_AFTER = 60.0
+
+
+class Fields:
+    """A JSON object read by attribute, as the SDK's models are: a missing key is None."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        value = self._data.get(name)
+        if isinstance(value, dict):
+            return Fields(value)
+        if isinstance(value, list):
+            return [Fields(v) if isinstance(v, dict) else v for v in value]
+        return value
+
+
+class ForwardedStream:
+    """The upstream's streamed answer: `response` (its status and headers), iterated as
+    chunks, closed on leaving `with`."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+
+    def __enter__(self) -> ForwardedStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.response.close()
+
+    def __iter__(self) -> Iterator[Fields]:
+        import openai
+
+        for data in _events(self.response.iter_lines()):
+            if data.startswith("[DONE]"):
+                return
+            chunk = json.loads(data)
+            if isinstance(chunk, dict) and chunk.get("error"):
+                error = chunk["error"]
+                message = error.get("message") if isinstance(error, dict) else None
+                raise openai.APIError(
+                    message
+                    if isinstance(message, str) and message
+                    else "An error occurred during streaming",
+                    request=self.response.request,
+                    body=error,
+                )
+            yield Fields(chunk if isinstance(chunk, dict) else {})
+
+
+def open_stream(client: Any, body: dict[str, Any], max_retries: int) -> ForwardedStream:
+    """POST `body` to the client's `chat/completions`, retried as the SDK would retry it."""
+    import importlib
+
+    import openai
+
+    http = client._client
+    # The SDK's HTTP package: `httpx2` in current releases, `httpx` before.
+    package = next(k.__module__ for k in type(http).__mro__ if k.__module__.startswith("httpx"))
+    httpx: Any = importlib.import_module(package.split(".")[0])
+    url = client.base_url.copy_with(raw_path=client.base_url.raw_path + b"chat/completions")
+    content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    headers = _headers(client)
+    for attempt in range(max_retries + 1):
+        request = http.build_request("POST", url, content=content, headers=headers)
+        last = attempt == max_retries
+        try:
+            response = http.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            if last:
+                raise openai.APITimeoutError(request=request) from exc
+            time.sleep(_backoff(attempt))
+            continue
+        except httpx.HTTPError as exc:
+            if last:
+                raise openai.APIConnectionError(request=request) from exc
+            time.sleep(_backoff(attempt))
+            continue
+        if response.status_code < 400:
+            return ForwardedStream(response)
+        if not last and client._should_retry(response):
+            response.close()
+            time.sleep(_retry_delay(client, response, attempt))
+            continue
+        response.read()
+        raise client._make_status_error_from_response(response)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _headers(client: Any) -> dict[str, str]:
+    """The SDK's headers (key, user agent, custom headers), worked out once per client."""
+    known: dict[str, str] | None = getattr(client, "_koog_forward_headers", None)
+    if known is None:
+        given = {**client.default_headers, **client.auth_headers}
+        known = {k: v for k, v in given.items() if isinstance(v, str)}
+        client._koog_forward_headers = known
+    return known
+
+
+def _retry_delay(client: Any, response: Any, attempt: int) -> float:
+    asked = client._parse_retry_after_header(response.headers)
+    if asked is not None and math.isfinite(asked) and 0 < asked <= _LONGEST_RETRY_AFTER:
+        return float(asked)
+    return _backoff(attempt)
+
+
+def _backoff(attempt: int) -> float:
+    return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def _events(lines: Iterator[str]) -> Iterator[str]:
+    """The data of each server-sent event (its `data:` lines joined), as the SSE spec reads
+    a stream: an event ends at a blank line; comments and other fields are skipped."""
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith("data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(" ") else value)
+    if data:
+        yield "\n".join(data)
