@@ -184,6 +184,7 @@ def _register() -> None:
         compress,
         config_cmd,
         history,
+        mcp,
         memory,
         serve,
         storage,
@@ -201,6 +202,7 @@ def _register() -> None:
     app.add_typer(config_cmd.app, name="config")
     app.add_typer(storage.app, name="storage")
     app.command("serve")(serve.serve)
+    app.add_typer(mcp.app, name="mcp")
     app.command("why")(why.why)
 
 

@@ -53,6 +53,9 @@ def chat(
     ask_tools: bool = typer.Option(
         False, "--ask-tools", help="Ask before every tool call (refused without a terminal)."
     ),
+    yes: bool = typer.Option(
+        False, "--yes", "-y", help="Run tool calls that would ask (approval), without asking."
+    ),
     resume: bool | None = typer.Option(
         None,
         "--resume/--no-resume",
@@ -76,6 +79,7 @@ def chat(
     )
     chosen = plan(request, render.is_tty(sys.stdin))
     app_ctx, name, generated = _open(globals_of(ctx), flags, request)
+    app_ctx.approve_all = yes
     if isinstance(chosen, Resume):
         finish_interrupted(app_ctx, name, as_json)
     elif isinstance(chosen, Repl):
@@ -164,7 +168,9 @@ def _repl(
     from koogcli.repl.loop import run
 
     def rebuild(role: dict[str, object]) -> AppContext:  # /role: the later choice wins
-        return options.build({**flags, **role})
+        built = options.build({**flags, **role})
+        built.approve_all = app_ctx.approve_all
+        return built
 
     with process.long_lived():
         run(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from koogcli.cli.confirm import confirm_destructive
@@ -126,8 +128,9 @@ def rollback(
     plan = service.prepare(app_ctx, name, checkpoint_id, latest, options, approve)
     for line in views.finished_lines(name.value, plan.finished):
         render.note(line)
+    asked = not yes and render.is_tty(sys.stdin)  # the question names any call koog cannot undo
     confirm_destructive(plan.question(), yes)
-    result = service.execute(app_ctx, plan, approve)
+    result = service.execute(app_ctx, plan, approve, confirmed=asked)
     if as_json:
         render.json_out(views.rollback_dict(result))
     else:

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from koogcli.config.mcp_schema import McpSettings
 from koogcli.core.names import SessionName
 
 RoleName = Literal["system", "user", "assistant", "tool"]
@@ -352,3 +353,4 @@ class Settings(_Strict):
     tools: list[ToolSpec] = []
     storage: StorageSettings = StorageSettings()
     serve: ServeSettings = ServeSettings()
+    mcp: McpSettings = McpSettings()

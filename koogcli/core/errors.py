@@ -64,6 +64,10 @@ class TurnCancelledError(KoogError):
     exit_code = 130
 
 
+class McpServerError(KoogError):
+    """An MCP server could not be started or listed (`koog mcp tools SERVER`)."""
+
+
 class StorageError(KoogError):
     exit_code = 3
 

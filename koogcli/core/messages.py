@@ -157,6 +157,13 @@ def assistant(text: str | None, tool_calls: Sequence[ToolCall] = ()) -> Message:
     return Message(role="assistant", content=text, tool_calls=tuple(tool_calls))
 
 
+# A tool message's meta key for what a rollback must know of the call's effects: an MCP
+# tool's hints as they were when it ran ({"read_only": bool, "destructive": bool | None}).
+TOOL_EFFECTS = "tool_effects"
+# A tool message's meta key for a call refused before it ran (not approved).
+NOT_RUN = "not_run"
+
+
 def tool_result(call_id: str | None, name: str, text: str) -> Message:
     return Message(role="tool", content=text, tool_call_id=call_id, name=name)
 

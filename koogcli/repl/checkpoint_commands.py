@@ -56,6 +56,6 @@ def _rollback(state: ReplState, args: str) -> None:
     if not state.ask(plan.question() + "?"):
         state.ui.info("nothing changed")
         return
-    result = rollback.execute(state.ctx, plan, state.approve_undo)
+    result = rollback.execute(state.ctx, plan, state.approve_undo, confirmed=True)
     for line in views.rollback_lines(result, repl=True):
         state.ui.info(line)

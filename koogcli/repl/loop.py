@@ -19,6 +19,7 @@ from koogcli.repl import (  # noqa: F401  (register slash commands)
     checkpoint_commands,
     commands,
     compress_commands,
+    mcp_commands,
     memory_commands,
     turn_commands,
     turns,

@@ -18,11 +18,15 @@ def decide(
     session: SessionName,
     call: ToolCall,
     approve: Callable[[ToolCall], str] | None,
+    undo: bool = False,
 ) -> Verdict:
-    """Ask when the tool asks and the user has not said "always" for it in this session;
-    without a way to ask (no terminal) the call is not run."""
+    """Ask when the tool asks (`undo`: for its compensation) and the user has not said
+    "always" for it in this session; without a way to ask (no terminal) the call is not
+    run, unless the user said yes to every call beforehand (`koog chat --yes`)."""
     key = (session.value, call.name)
-    if not ctx.toolbox.asks(call.name) or key in ctx.approved_tools:
+    if not ctx.toolbox.asks(call.name, undo) or key in ctx.approved_tools:
+        return "run"
+    if ctx.approve_all:
         return "run"
     if approve is None:
         return "no terminal"

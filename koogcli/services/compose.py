@@ -21,7 +21,14 @@ from koogcli.adapters import paths
 from koogcli.core import callables
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ChatModel, Embedder, LearnedFacts, StorageBackend, ToolBox
+from koogcli.core.ports import (
+    ChatModel,
+    Embedder,
+    LearnedFacts,
+    McpCatalog,
+    StorageBackend,
+    ToolBox,
+)
 from koogcli.services.context import AppContext, EmbedderFactory, ModelFactory, Parts
 
 if TYPE_CHECKING:
@@ -113,7 +120,46 @@ def build_toolbox(ctx: AppContext) -> ToolBox:
         ask = spec.ask or common.ask
         limit = spec.timeout_seconds or common.timeout_seconds
         tools.append(build_tool(spec.callable, function, undo, ask=ask, timeout=limit))
-    return PythonToolBox(tools, ctx.settings.tool_settings.max_result_bytes)
+    python = PythonToolBox(tools, ctx.settings.tool_settings.max_result_bytes)
+    if not any(server.enabled for server in ctx.settings.mcp.servers):
+        return python  # the MCP SDK is never imported
+    return _with_mcp(ctx, python, folders)
+
+
+def mcp_catalog(ctx: AppContext) -> McpCatalog | None:
+    """The MCP servers' catalog; None when no server is configured."""
+    box = ctx.toolbox
+    from koogcli.adapters.tools.toolboxes import ToolBoxes
+
+    return box.mcp if isinstance(box, ToolBoxes) else None
+
+
+def _with_mcp(ctx: AppContext, python: ToolBox, folders: list[Path]) -> ToolBox:
+    """koog's tools beside the MCP servers' (`SERVER__TOOL`), with their compensations."""
+    from koogcli.adapters.tools.mcp_tools import McpToolBox
+    from koogcli.adapters.tools.python_tools import PythonToolBox
+    from koogcli.adapters.tools.toolboxes import ToolBoxes
+    from koogcli.core.errors import ConfigError
+
+    settings = ctx.settings.mcp
+    servers = {s.name for s in settings.servers if s.enabled}
+    for name in python.names():
+        if name.split("__", 1)[0] in servers and "__" in name:
+            raise ConfigError(f"tool {name!r} has the name of an MCP server's tool")
+    undo = {
+        c.callable: callables.resolve(c.callable, folders, key=f"mcp.compensations.{i}.callable")
+        for i, c in enumerate(settings.compensations)
+        if c.callable
+    }
+    mcp = McpToolBox(
+        settings,
+        ctx.env,
+        undo,
+        ctx.settings.tool_settings.max_result_bytes,
+        warn=ctx.warn,
+    )
+    assert isinstance(python, PythonToolBox)
+    return ToolBoxes(python, mcp)
 
 
 def open_storage(ctx: AppContext) -> StorageBackend:

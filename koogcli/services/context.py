@@ -68,6 +68,8 @@ class AppContext:
     _embedder: Embedder | None = field(default=None, repr=False)
     # (session, tool) pairs the user answered "always" for (tool approval).
     approved_tools: set[tuple[str, str]] = field(default_factory=set)
+    # `koog chat --yes`: every call that would ask runs, as if approved.
+    approve_all: bool = False
     # Where a service says something went other than asked, without failing.
     warn: Callable[[str], None] = field(default=lambda text: None)
     # Renames and deletes a stopped koog left halfway, finished when storage was opened.

@@ -17,14 +17,22 @@ and /retry alike.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, LockTimeoutError, StorageError, UsageError
-from koogcli.core.messages import Message, ToolCall, clients_calls, local_time, utc_now
+from koogcli.core.messages import (
+    NOT_RUN,
+    TOOL_EFFECTS,
+    Message,
+    ToolCall,
+    clients_calls,
+    local_time,
+    utc_now,
+)
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory, ToolOutcome
 from koogcli.core.results import Compensation, RollbackResult, Status, call_text
@@ -37,6 +45,9 @@ Approve = Callable[[ToolCall], str]
 
 # The one rule for a compensation stopped while it ran (SPEC §5.18), as for tool calls.
 IN_DOUBT = "in doubt: it was stopped while it ran, so it ran again"
+# An MCP call that may have changed something and has no compensation (SPEC §5.20): the
+# rollback says so before it runs, and goes on only when confirmed or forced.
+CANNOT_UNDO = "no compensation"
 
 
 @dataclass(frozen=True)
@@ -55,10 +66,16 @@ class RollbackPlan:
     removed: tuple[Compensation, ...]  # every call taken out, newest first, as planned
     contradicted: tuple[ToolCall, ...]  # in the target, undone by a rollback (--force)
     finished: tuple[Compensation, ...] = ()  # what a killed rollback left, run first
+    forced: bool = False  # --force: calls koog cannot undo are left in place
 
     @property
     def to_undo(self) -> list[ToolCall]:
         return [c.call for c in self.removed if c.status == "undone"]
+
+    @property
+    def cannot_undo(self) -> list[ToolCall]:
+        """Removed MCP calls that may have changed something, with no compensation."""
+        return [c.call for c in self.removed if c.reason == CANNOT_UNDO]
 
     def question(self) -> str:
         what = (
@@ -69,6 +86,11 @@ class RollbackPlan:
             what += f"; {len(undo)} tool call(s) will be undone"
         if leave:
             what += f"; {len(leave)} left in place"
+        if self.cannot_undo:
+            what += (
+                f"; koog cannot undo {len(self.cannot_undo)} of them, whose effects stay: "
+                + ", ".join(call_text(c) for c in self.cannot_undo)
+            )
         return what
 
 
@@ -135,8 +157,9 @@ def plan(
         )
     already = {c.id for c in core.undone_calls(current.messages, journal)}
     earlier = core.is_prefix(full.messages, current.messages)
+    results = {m.tool_call_id: m.meta for m in current.messages if m.role == "tool"}
     removed = tuple(
-        _fate(ctx, call, message, opts, earlier, already)
+        _fate(ctx, call, message, opts, earlier, already, results.get(call.id, {}))
         for call, message in core.removed_calls(full.messages, current.messages)
     )
     return RollbackPlan(
@@ -147,6 +170,7 @@ def plan(
         removed,
         tuple(contradicted),
         tuple(finished),
+        opts.force,
     )
 
 
@@ -157,8 +181,10 @@ def _fate(
     opts: Options,
     earlier: bool,
     already: set[str | None],
+    result: Mapping[str, object],
 ) -> Compensation:
-    """What the rollback will do with one call it takes out of the history."""
+    """What the rollback will do with one call it takes out of the history; `result`: the
+    meta of its tool message (whether it ran; an MCP call's hints)."""
 
     def left(reason: str) -> Compensation:
         return Compensation(call, None, "left in place", reason)
@@ -167,7 +193,12 @@ def _fate(
         return left("a client's tool")
     if call.id in already:
         return Compensation(call, None, "already undone", "by an earlier rollback")
+    if result.get(NOT_RUN):
+        return left("it was never run (not approved)")
+    effects = result.get(TOOL_EFFECTS)
     if not ctx.toolbox.has_rollback(call.name):
+        if isinstance(effects, dict):  # an MCP call: read-only, or its effects stay
+            return left("read-only" if effects.get("read_only") else CANNOT_UNDO)
         return left("no compensating tool")
     if not opts.compensate:
         return left("--no-compensate")
@@ -178,13 +209,23 @@ def _fate(
     return Compensation(call, None, "undone")
 
 
-def execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None = None) -> RollbackResult:
+def execute(
+    ctx: AppContext, plan: RollbackPlan, approve: Approve | None = None, confirmed: bool = False
+) -> RollbackResult:
     """Restore the history and run the planned compensations, newest first.
 
     A restore point of the current state is taken first, so the rollback can be undone; the
     compensations are journalled before the history changes, so a rollback killed at any
     point is finished, each compensation exactly once, by the next command on the session.
+    Calls koog cannot undo need `confirmed` (the user was asked, naming them) or --force.
     """
+    if plan.cannot_undo and not (confirmed or plan.forced):
+        raise UsageError(
+            f"koog cannot undo {len(plan.cannot_undo)} tool call(s) this rollback takes out, "
+            "whose effects would stay: " + ", ".join(call_text(c) for c in plan.cannot_undo),
+            hint="--force rolls back the history and leaves them in place (each reported); "
+            "or map a compensation in [[mcp.compensations]]",
+        )
     with ctx.undo_lock(plan.session):
         return _execute(ctx, plan, approve)
 
@@ -380,7 +421,7 @@ def _run(
     finishes even if koog dies (a later rollback records it: `_settle`)."""
     from koogcli.services import approval
 
-    verdict = approval.decide(ctx, session, call, approve)
+    verdict = approval.decide(ctx, session, call, approve, undo=True)
     if verdict != "run":
         _journal(ctx, session, [call], "refused", point)
         why = "declined" if verdict == "declined" else "could not be asked (no terminal)"
@@ -390,11 +431,25 @@ def _run(
         _journal(ctx, session, [call], "running", point)
 
     receipt = _receipt(ctx, session, call, point)
-    outcome = ctx.toolbox.rollback(call.name, call.arguments, before=started, receipt=receipt)
+    outcome = ctx.toolbox.rollback(
+        call.name, call.arguments, started, receipt, _result(ctx, session, call, point)
+    )
     _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
     if receipt is not None:
         ctx.toolbox.forget(receipt)
     return Compensation(call, outcome, "failed" if outcome.error else "undone")
+
+
+def _result(ctx: AppContext, session: SessionName, call: ToolCall, point: str | None) -> str | None:
+    """The call's result as the history held it before the rollback (its restore point),
+    for a compensation whose arguments name it."""
+    if point is None or not call.id:
+        return None
+    try:
+        before = ctx.checkpoints.get(session, point).messages
+    except KoogError:
+        return None
+    return next((m.text for m in before if m.role == "tool" and m.tool_call_id == call.id), None)
 
 
 def _receipt(

@@ -120,9 +120,12 @@ class PythonToolBox:
     def names(self) -> list[str]:
         return list(self.tools)
 
-    def asks(self, name: str) -> bool:
+    def asks(self, name: str, undo: bool = False) -> bool:
         tool = self.tools.get(name)
         return tool is not None and tool.ask
+
+    def effects(self, name: str) -> dict[str, object] | None:
+        return None
 
     def has_rollback(self, name: str) -> bool:
         tool = self.tools.get(name)
@@ -142,6 +145,7 @@ class PythonToolBox:
         arguments: str,
         before: Callable[[], None] | None = None,
         receipt: Path | None = None,
+        result: str | None = None,
     ) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None or tool.rollback is None:

@@ -80,7 +80,8 @@ class TurnState:
             rounds=self.rounds,
             restore_point=self.restore_id,
             owner=self.ctx.turn_owner(),
-            tools=tuple(self.ctx.toolbox.names()),
+            # koog's tools, when it offers them (a client's turn in serve never does).
+            tools=() if self.recording.for_client else tuple(self.ctx.toolbox.names()),
         )
         self.ctx.checkpoints.save(
             Checkpoint(

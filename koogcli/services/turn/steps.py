@@ -21,7 +21,9 @@ from koogcli.core.messages import (
     CLIENT_TOOLS,
     CUT_REASONS,
     FINISH_KEY,
+    NOT_RUN,
     REASONING_KEY,
+    TOOL_EFFECTS,
     Message,
     ToolCall,
     assistant,
@@ -299,10 +301,13 @@ def _approved(turn: TurnState, call: ToolCall) -> ToolOutcome | None:
     if verdict == "no terminal":
         return ToolOutcome(
             f"Error: calls of {call.name} need the user's approval and there is no terminal "
-            "to ask on; the call was not made.",
+            "to ask on (`koog chat --yes` approves them); the call was not made.",
             True,
+            ran=False,
         )
-    return ToolOutcome(f"Error: the user declined this call of {call.name}; it was not made.", True)
+    return ToolOutcome(
+        f"Error: the user declined this call of {call.name}; it was not made.", True, ran=False
+    )
 
 
 def _tool_step(turn: TurnState, call: ToolCall) -> None:
@@ -322,14 +327,14 @@ def _tool_step(turn: TurnState, call: ToolCall) -> None:
     if turn.events.on_tool_result:
         turn.events.on_tool_result(call, outcome)
     message = tool_result(call.id, call.name, outcome.text)
-    if outcome.error:
-        message = Message(
-            role="tool",
-            content=outcome.text,
-            tool_call_id=call.id,
-            name=call.name,
-            meta={"error": True},
-        )
+    effects = turn.ctx.toolbox.effects(call.name)
+    if outcome.error or effects is not None:
+        meta: dict[str, object] = {"error": True} if outcome.error else {}
+        if not outcome.ran:  # refused before it ran: a rollback has nothing to undo
+            meta[NOT_RUN] = True
+        if effects is not None:  # what a rollback must know of it (an MCP tool's hints)
+            meta[TOOL_EFFECTS] = effects
+        message = replace(message, meta={**message.meta, **meta})
     index = len(turn.new) - max(i for i, m in enumerate(turn.new) if m.role == "assistant")
     turn.record(message, f"tool:{turn.rounds}.{index}", outcome.text)
     if receipt is not None:

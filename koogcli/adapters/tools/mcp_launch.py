@@ -1,0 +1,50 @@
+"""How koog starts a stdio MCP server so that no server outlives it.
+
+A server is often a launcher of its own (`npx` starts `node`, which may start more), so
+killing the process koog started is not enough, and a koog killed by SIGKILL cannot kill
+anything. Each server is therefore started through a tiny keeper (`python -c KEEPER`):
+the keeper asks Linux for SIGTERM when koog dies (the parent-death signal), starts the
+server in a process group of its own, and on SIGTERM (koog gone, or koog closing the
+server) kills that whole group. The server's stdin and stdout are the keeper's, so the
+MCP SDK talks to the server directly; the keeper only waits.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+KEEPER = """
+import ctypes, os, signal, sys
+parent, argv = int(sys.argv[1]), sys.argv[2:]
+child = 0
+def stop(*_):
+    if child:
+        try: os.killpg(child, signal.SIGKILL)
+        except OSError: pass
+    os._exit(143)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+try: ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+except (OSError, AttributeError): pass
+if os.getppid() != parent: os._exit(1)
+child = os.fork()
+if child == 0:
+    os.setpgid(0, 0)
+    try: os.execvp(argv[0], argv)
+    except OSError as exc:
+        sys.stderr.write(f"cannot start {argv[0]}: {exc.strerror}\\n"); os._exit(127)
+try: os.setpgid(child, child)
+except OSError: pass
+_, status = os.waitpid(child, 0)
+try: os.killpg(child, signal.SIGKILL)
+except OSError: pass
+os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
+def kept(command: str, args: list[str]) -> tuple[str, list[str]]:
+    """The command and arguments that start `command args` under the keeper."""
+    if not sys.platform.startswith("linux"):
+        return command, list(args)
+    return sys.executable, ["-I", "-S", "-c", KEEPER, str(os.getpid()), command, *args]
