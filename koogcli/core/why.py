@@ -44,6 +44,7 @@ class Why:
     limit: int | None = None
     compressed_before: bool = False  # automatic compression ran before this turn
     recovered: bool = False  # the server refused the first request as too long
+    mcp_tools: tuple[str, ...] = ()  # the MCP servers' tools among those offered
     version: int = field(default=VERSION)
 
     def to_dict(self) -> dict[str, object]:
@@ -79,6 +80,7 @@ class Why:
                 limit=raw.get("limit"),
                 compressed_before=bool(raw.get("compressed_before")),
                 recovered=bool(raw.get("recovered")),
+                mcp_tools=tuple(map(str, raw.get("mcp_tools", ()))),
             )
         except (KeyError, TypeError, ValueError):
             return None

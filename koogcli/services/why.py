@@ -29,10 +29,13 @@ def record(
     prompt: Sequence[Message],
     retrieval: Retrieval | None,
     temperature: float | None,
-    tools: int,
+    tools: Sequence[str],
 ) -> Why:
-    """What shapes the request about to go out: ids and counts only."""
+    """What shapes the request about to go out: ids and counts only (and the names of the
+    MCP servers' tools offered)."""
     ctx = turn.ctx
+    servers = {s.name for s in ctx.settings.mcp.servers if s.enabled} if tools else set()
+    mcp = tuple(n for n in tools if "__" in n and n.split("__", 1)[0] in servers)
     # As configured or given, before retrieval added anything to it.
     system = "\n".join(m.text for m in turn.live if m.role == "system")
     memory = None
@@ -52,7 +55,8 @@ def record(
         model=turn.model,
         temperature=temperature,
         stream=turn.stream,
-        tools=tools,
+        tools=len(tools),
+        mcp_tools=mcp,
         system_source=turn.system_source,
         system_chars=len(system),
         preprocessors=turn.loaded.trace,

@@ -263,6 +263,8 @@ def why_lines(found: Explained) -> list[str]:
         f"{'streamed' if w.stream else 'not streamed'}, {w.tools} tools offered)",
         f"system prompt: {w.system_chars:,} characters, from {w.system_source}",
     ]
+    if w.mcp_tools:
+        lines.append(f"MCP tools offered ({len(w.mcp_tools)}): " + ", ".join(w.mcp_tools))
     if found.rolled_back is not None:
         lines.insert(
             1,

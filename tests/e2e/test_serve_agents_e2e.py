@@ -11,14 +11,9 @@ tool exchange; the record must reach the upstream and be named in X-Koog-Memory-
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
-import pwd
-import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer, text_of
+from tests.support import npm
 from tests.support.relay import relaying
 from tests.support.serving import KoogServe
 
@@ -34,8 +30,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 PINS = ("@openai/codex@0.171.0", "@anthropic-ai/claude-code@2.1.197", "opencode-ai@1.18.33")
-HOME = pwd.getpwuid(os.getuid()).pw_dir
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path(HOME) / ".cache") / "koog-test-agents"
+HOME = npm.HOME
 AGENT_TIMEOUT = 120
 SECRET = "the deploy key is swordfish-42"
 TOOL_OUTPUT = "koog-tool-ran"
@@ -43,45 +38,8 @@ TOOL_OUTPUT = "koog-tool-ran"
 
 @pytest.fixture(scope="session")
 def agents() -> Path:
-    """The folder whose `node_modules/.bin` holds codex, claude and opencode: installed
-    once per set of pins (under a lock, as both test workers want it). An install that
-    fails (npm out of reach) skips these tests outside CI; under CI it is a failure."""
-    key = hashlib.sha256(json.dumps(PINS).encode()).hexdigest()[:16]
-    folder = CACHE / key
-    marker = folder / "complete"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return folder / "node_modules" / ".bin"
-        for old in CACHE.iterdir():
-            if old.is_dir():
-                shutil.rmtree(old, ignore_errors=True)
-        folder.mkdir()
-        started = time.monotonic()
-        npm = shutil.which("npm")
-        done = (
-            subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *PINS],
-                cwd=folder,
-                capture_output=True,
-                text=True,
-                timeout=900,
-                env={**os.environ, "HOME": HOME},
-            )
-            if npm
-            else None
-        )
-        if done is None or done.returncode != 0:
-            shutil.rmtree(folder, ignore_errors=True)
-            why = f"npm install {' '.join(PINS)} failed: " + (
-                done.stderr[-3000:] if done else "npm is not installed"
-            )
-            if os.environ.get("CI"):
-                pytest.fail(why)
-            pytest.skip(why)
-        marker.write_text(json.dumps({"pins": PINS, "seconds": round(time.monotonic() - started)}))
-        return folder / "node_modules" / ".bin"
+    """The folder whose `node_modules/.bin` holds codex, claude and opencode."""
+    return npm.installed(PINS, "koog-test-agents")
 
 
 @dataclass

@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
@@ -57,6 +58,7 @@ class _Server:
     task: asyncio.Task[None] | None = None
     stderr: IO[str] | None = None
     error: str | None = None  # why its last start or connection failed
+    refused: int | None = None  # the last HTTP error status it answered (the SDK drops it)
 
 
 class McpHub:
@@ -87,9 +89,10 @@ class McpHub:
     def call(self, name: str, tool: str, arguments: dict[str, Any], label: str) -> ToolOutcome:
         """One tool call; every failure is a failed call whose text says what happened."""
         server = self.servers[name]
-        limit = server.spec.tool_timeout_seconds
+        spec = server.spec
+        limit = spec.startup_timeout_seconds + spec.tool_timeout_seconds + 15
         try:
-            return self._wait(self._call(server, tool, arguments, label), limit + 5)
+            return self._wait(self._call(server, tool, arguments, label), limit)
         except McpFailure as exc:
             return ToolOutcome(f"Error: {label}: {exc}", True)
 
@@ -120,6 +123,13 @@ class McpHub:
     def _running(self) -> asyncio.AbstractEventLoop:
         with self._guard:
             if self._loop is None:
+                import logging
+
+                # The SDK logs what koog reports itself (a server gone, a session not
+                # closed); nothing of it reaches the terminal.
+                quiet = logging.getLogger("mcp")
+                quiet.addHandler(logging.NullHandler())
+                quiet.propagate = False
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="koog-mcp", daemon=True)
                 thread.start()
@@ -146,7 +156,7 @@ class McpHub:
             raise McpFailure(self._failed(server)) from None
         except Exception as exc:
             await self._stop(server)
-            server.error = f"failed to start: {describe(exc)}"
+            server.error = f"failed to start: {self._refusal(server) or describe(exc)}"
             raise McpFailure(self._failed(server)) from None
         return server.tools
 
@@ -194,9 +204,28 @@ class McpHub:
         timeout = httpx2.Timeout(
             spec.startup_timeout_seconds, read=max(spec.tool_timeout_seconds, 30.0)
         )
-        http = httpx2.AsyncClient(headers=headers, timeout=timeout)
+
+        async def seen(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                server.refused = response.status_code
+
+        hooks = {"response": [seen]}
+        http = httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks)
         assert spec.url is not None
         return streamable_http_client(spec.url, http_client=http)
+
+    def _refusal(self, server: _Server) -> str | None:
+        """An HTTP server's refusal in words, naming where its credentials come from."""
+        status, server.refused = server.refused, None
+        if status is None:
+            return None
+        if status in (401, 403):
+            spec = server.spec
+            where = [f"bearer_token_env {spec.bearer_token_env}"] if spec.bearer_token_env else []
+            where += [f"headers_env {v}" for v in spec.headers_env.values()]
+            check = f"; check {', '.join(where)}" if where else "; it needs credentials"
+            return f"it refused the credentials (HTTP {status}{check})"
+        return f"it answered HTTP {status}"
 
     def _secret(self, env: str, key: str) -> str:
         value = self.env.get(env, "")
@@ -221,8 +250,7 @@ class McpHub:
                 True,
             )
         except Exception as exc:
-            await asyncio.sleep(0.05)  # a dead server's connection closes a moment later
-            if task is None or task.done() or server.client is None:
+            if await self._gone(server, task):
                 server.error = server.error or f"stopped: {describe(exc)}"
                 await self._stop(server)
                 return ToolOutcome(
@@ -233,13 +261,27 @@ class McpHub:
             return ToolOutcome(f"Error: {label}: {describe(exc)}", True)
         return rendered(result, label)
 
+    async def _gone(self, server: _Server, task: asyncio.Task[None] | None) -> bool:
+        """After a failed call: whether the server is gone (its connection closed, or it
+        no longer answers a ping)."""
+        await asyncio.sleep(0.05)  # a dead server's connection closes a moment later
+        if task is None or task.done() or server.client is None:
+            return True
+        try:
+            with warnings.catch_warnings():  # ping is legacy-only; koog connects as legacy
+                warnings.simplefilter("ignore")
+                await asyncio.wait_for(server.client.send_ping(), 3)
+        except Exception:
+            return True
+        return False
+
     async def _stop(self, server: _Server) -> None:
         if server.stop is not None:
             server.stop.set()
         task, server.task = server.task, None
-        if task is not None and not task.done():
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(task, 5)
+        if task is not None and not task.done() and server.client is not None:
+            with contextlib.suppress(BaseException):  # connected: it closes in its own time
+                await asyncio.wait_for(asyncio.shield(task), 5)
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):

@@ -142,7 +142,13 @@ class McpToolBox:
 
     def call(self, name: str, arguments: str, receipt: Path | None = None) -> ToolOutcome:
         server = self._server_of(name)
-        tool = self.tool(name) if server is not None else None
+        if server is not None:
+            try:  # (re)started when it is not running: its failure is this call's
+                for listed in self.hub.tools(server):
+                    self._tools[offered_name(server, listed.name)] = listed
+            except McpFailure as exc:
+                return ToolOutcome(f"Error: {name}: {exc}", True)
+        tool = self._tools.get(name) if server is not None else None
         if server is None or tool is None:
             known = ", ".join(self._tools) or "none"
             return ToolOutcome(f"Error: no tool named {name!r}; available: {known}", True)

@@ -11,6 +11,7 @@ preprocessors first; the request of the turn in progress is sent as typed.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -180,7 +181,8 @@ def _model_step(turn: TurnState) -> None:
         if turn.events.on_delta:
             turn.events.on_delta(delta)
 
-    shaped = why.record(turn, prompt, retrieval, request.temperature, len(request.tools))
+    offered = [_tool_name(t) for t in request.tools]
+    shaped = why.record(turn, prompt, retrieval, request.temperature, offered)
     if for_client:  # the server's X-Koog-Context-Tokens: the estimate why counted
         turn.context = _context(turn, prompt, shaped.estimate)
     if turn.events.on_request:
@@ -240,6 +242,11 @@ def _model_step(turn: TurnState) -> None:
     if for_client:
         reply = _client_reply(turn, reply)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
+
+
+def _tool_name(spec: Mapping[str, object]) -> str:
+    function = spec.get("function")
+    return str(function.get("name", "")) if isinstance(function, dict) else ""
 
 
 def _client_reply(turn: TurnState, reply: Message) -> Message:
