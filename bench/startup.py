@@ -3,7 +3,10 @@
 Goal (issue 2): both within 2.5x of `<venv>/bin/python -c "import typer"`, medians of >= 10
 runs, with no openai, prompt_toolkit or rich.markdown imported on those paths.
 
-    python bench/startup.py [--runs 15]
+    python bench/startup.py [--runs 15] [--against OTHER_KOOG]
+
+`--against` times another build's `koog` beside this one, paired: the two alternate run by
+run, and the ratio of their medians is printed (this machine is shared and noisy).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from common import KOOG, PYTHON, clean_env, median_seconds, seed_session
 
-HEAVY = ("openai", "prompt_toolkit", "rich.markdown")
+HEAVY = ("openai", "prompt_toolkit", "rich.markdown", "mcp")
 
 
 def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
@@ -33,7 +36,9 @@ def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
-    runs = parser.parse_args().runs
+    parser.add_argument("--against", help="another build's koog, timed alternately")
+    args = parser.parse_args()
+    runs = args.runs
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         seed_session(data, "S", 200)
@@ -51,6 +56,27 @@ def main() -> None:
                 f"{label:40s} median {t * 1000:7.1f} ms  {t / floor:4.2f}x floor  "
                 f"heavy imports: {', '.join(heavy) or 'none'}"
             )
+        if args.against:
+            _paired(cases, args.against, runs, env)
+
+
+def _paired(cases: dict[str, list[str]], other: str, runs: int, env: dict[str, str]) -> None:
+    import statistics
+    import time
+
+    for label, argv in cases.items():
+        times: dict[str, list[float]] = {"this": [], "other": []}
+        for n in range(runs * 2):
+            which = "this" if n % 2 == 0 else "other"
+            command = argv if which == "this" else [other, *argv[1:]]
+            start = time.perf_counter()
+            subprocess.run(command, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+            times[which].append(time.perf_counter() - start)
+        mine, theirs = statistics.median(times["this"]), statistics.median(times["other"])
+        print(
+            f"{label:40s} this {mine * 1000:7.1f} ms · other {theirs * 1000:7.1f} ms · "
+            f"{mine / theirs:4.2f}x (paired, {runs} each)"
+        )
 
 
 if __name__ == "__main__":

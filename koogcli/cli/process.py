@@ -73,6 +73,9 @@ def leave(code: object) -> NoReturn:
         sys.stderr.write(code + "\n")
         code = 1
     status = code if isinstance(code, int) else 0
+    from koogcli.core import exit_hooks
+
+    exit_hooks.run()  # what must still happen: MCP servers closed
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a reader that went away is done
             stream.flush()

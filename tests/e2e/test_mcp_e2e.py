@@ -393,6 +393,53 @@ def test_a_streamable_http_server_behind_a_bearer_token(
     assert proc.wait(10) == 9
 
 
+def test_a_call_in_flight_when_koog_dies_is_in_doubt_and_runs_again_on_resume(
+    run_koog: Run,
+    server: FakeOpenAIServer,
+    http_server: tuple[str, Path, subprocess.Popen[str]],
+    tmp_path: Path,
+    koog_env: dict[str, str],
+) -> None:
+    """The tool calls' one rule (SPEC §5.18), for MCP calls: a call that returned is never
+    run again (its receipt); one killed while it ran is in doubt and runs again."""
+    url, log, _ = http_server
+    env = configured(
+        tmp_path,
+        f'[[mcp.servers]]\nname = "web"\nurl = "{url}"\nbearer_token_env = "WEB_TOKEN"\n',
+    )
+    env["WEB_TOKEN"] = "s3cret"
+    server.enqueue(
+        {"tool_calls": [{"id": "n1", "name": "web__note", "arguments": {"text": "A"}}]},
+        {
+            "tool_calls": [
+                {"id": "n2", "name": "web__slow_note", "arguments": {"text": "B", "seconds": 1.5}}
+            ]
+        },
+        {"content": "both kept"},
+    )
+    koog = subprocess.Popen(
+        [KOOG_BIN, "chat", "-s", "inflight", "keep two", "--yes"],
+        env={**koog_env, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while len(server.chat_requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.7)  # B is in flight: the server is inside its sleep
+    koog.send_signal(signal.SIGKILL)
+    koog.wait(10)
+    time.sleep(1.5)  # the server finishes B all the same: it did have its effect
+    assert log.read_text() == "A\nB\n"
+    resumed = run_koog("chat", "-s", "inflight", "--resume", "--yes", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "both kept" in resumed.stdout
+    assert log.read_text() == "A\nB\nB\n"  # A returned: never again; B was in doubt
+    history = json.loads(run_koog("history", "show", "-s", "inflight", "--json", env=env).stdout)
+    roles = [m["role"] for m in history if m["role"] != "system"]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+
+
 def test_a_server_that_cannot_start_is_a_failed_call_naming_it(
     run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
 ) -> None:

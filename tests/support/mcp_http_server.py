@@ -3,7 +3,7 @@
     python -m tests.support.mcp_http_server --token T [--log FILE]
 
 Prints `serving http://127.0.0.1:PORT/mcp` once it listens. Tools: `echo` (read-only),
-`note` (appends its text to --log), `hang` (never answers), `die` (ends the server's
+`note` (appends its text to --log), `slow_note` (the same, after a while), `hang` (never answers), `die` (ends the server's
 process in the middle of the call). A request without `Authorization: Bearer T` is 401.
 """
 
@@ -35,6 +35,12 @@ def build(log: Path | None) -> MCPServer:
             with log.open("a") as out:
                 out.write(text + "\n")
         return f"noted: {text}"
+
+    @server.tool()
+    def slow_note(text: str, seconds: float) -> str:
+        """Keep a note after a while."""
+        time.sleep(seconds)
+        return note(text)
 
     @server.tool()
     def hang(seconds: float = 600) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
 from koogcli.adapters.tools import mcp_launch
+from koogcli.core import exit_hooks
 from koogcli.core.mcp_config import McpServerConfig
 from koogcli.core.ports import ToolOutcome
 
@@ -134,6 +135,7 @@ class McpHub:
                 thread = threading.Thread(target=loop.run_forever, name="koog-mcp", daemon=True)
                 thread.start()
                 self._loop, self._thread = loop, thread
+                exit_hooks.on_exit(self.close)  # koog's exit skips atexit (cli/process.py)
                 atexit.register(self.close)
             return self._loop
 
