@@ -34,7 +34,9 @@ def record(
     """What shapes the request about to go out: ids and counts only (and the names of the
     MCP servers' tools offered)."""
     ctx = turn.ctx
-    servers = {s.name for s in ctx.settings.mcp.servers if s.enabled} if tools else set()
+    # koog's MCP tools only; a client's tools in serve are never koog's, whatever their names.
+    mine = tools and not turn.recording.for_client
+    servers = {s.name for s in ctx.settings.mcp.servers if s.enabled} if mine else set()
     mcp = tuple(n for n in tools if "__" in n and n.split("__", 1)[0] in servers)
     # As configured or given, before retrieval added anything to it.
     system = "\n".join(m.text for m in turn.live if m.role == "system")

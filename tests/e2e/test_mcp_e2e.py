@@ -275,6 +275,9 @@ def test_approval_from_annotations_read_only_runs_a_write_is_refused_off_a_termi
     done = run_koog("chat", "-s", "ask", "look, then add Ada", env=env)
     assert done.returncode == 0, done.stderr
     assert memory.asked("read_graph") == [{}]  # read-only, trusted: ran without asking
+    tools = json.loads(run_koog("mcp", "tools", "memory", "--json", env=env).stdout)
+    asks = {t["name"]: t["asks"] for t in tools}
+    assert asks["memory__read_graph"] is False and asks[CREATE] is True
     assert memory.asked("create_entities") == []  # a write, no terminal, no --yes: refused
     results = [m for m in server.chat_requests[2]["messages"] if m["role"] == "tool"]
     assert "need the user's approval" in results[1]["content"]
@@ -287,6 +290,38 @@ def test_approval_from_annotations_read_only_runs_a_write_is_refused_off_a_termi
     )
     assert run_koog("chat", "-s", "ask2", "look", env=env).returncode == 0
     assert memory.asked("read_graph") == [{}]
+
+
+def test_a_pypi_server_read_only_and_trusted_answers_without_asking(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """`mcp-server-time` from PyPI: its tools say they are read-only; trusted, they run
+    with no terminal and no --yes, and `koog mcp tools` shows why."""
+    binary = Path(sys.executable).parent / "mcp-server-time"
+    env = configured(
+        tmp_path,
+        f'[[mcp.servers]]\nname = "time"\ncommand = "{binary}"\ntrusted = true\n'
+        'enabled_tools = ["get_current_time"]\n',
+    )
+    listed = run_koog("mcp", "tools", "time", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    [tool] = json.loads(listed.stdout)
+    assert tool["name"] == "time__get_current_time"
+    assert tool["read_only"] is True and tool["asks"] is False and tool["compensation"] is None
+    server.enqueue(
+        {
+            "tool_calls": [
+                {"id": "t1", "name": "time__get_current_time", "arguments": {"timezone": "UTC"}}
+            ]
+        },
+        {"content": "it is now"},
+    )
+    done = run_koog("chat", "-s", "clock", "what time is it in UTC?", env=env)
+    assert done.returncode == 0, done.stderr
+    result = next(m for m in server.chat_requests[1]["messages"] if m["role"] == "tool")
+    assert json.loads(result["content"])["timezone"] == "UTC"
+    unknown = run_koog("mcp", "tools", "nosuch", env=env)
+    assert unknown.returncode == 2 and "no MCP server named 'nosuch'" in unknown.stderr
 
 
 def test_a_writing_tool_asks_in_the_repl(
