@@ -19,5 +19,5 @@ def run() -> None:
     """Each hook once, newest first; one that fails does not stop the others."""
     while _HOOKS:
         hook = _HOOKS.pop()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception, KeyboardInterrupt):  # Ctrl-C while closing
             hook()

@@ -130,7 +130,7 @@ def _undo(state: ReplState, last: retry.LastTurn, then: str) -> None:
     """Undo the last turn (its tool calls too) and say what became of each call."""
     from koogcli.services import retry
 
-    result = retry.undo(state.ctx, state.session, last, state.approve_undo)
+    result = retry.undo(state.ctx, state.session, last, state.approve_undo, state.ask)
     state.ui.info(f"undid {last.undoes}; {then}")
     for line in views.compensation_lines(result.compensations):
         state.ui.info(line)

@@ -34,6 +34,7 @@ from koogcli.services.context import AppContext, EmbedderFactory, ModelFactory, 
 if TYPE_CHECKING:
     from koogcli.adapters.model.openai_model import OpenAIChatModel
     from koogcli.adapters.tools.bounded_regex import BoundedPattern
+    from koogcli.adapters.tools.mcp_hub import McpHub
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import PreprocessorSpec
     from koogcli.core.preprocessors import Pipeline
@@ -126,6 +127,9 @@ def build_toolbox(ctx: AppContext) -> ToolBox:
     return _with_mcp(ctx, python, folders)
 
 
+_MCP_HUBS: dict[str, McpHub] = {}
+
+
 def mcp_catalog(ctx: AppContext) -> McpCatalog | None:
     """The MCP servers' catalog; None when no server is configured."""
     box = ctx.toolbox
@@ -151,12 +155,22 @@ def _with_mcp(ctx: AppContext, python: ToolBox, folders: list[Path]) -> ToolBox:
         for i, c in enumerate(settings.compensations)
         if c.callable
     }
+    from koogcli.adapters.tools.mcp_hub import McpHub
+
+    # One set of servers per process and configuration: a context built again (the REPL's
+    # /role) keeps using the servers already running instead of starting more.
+    key = settings.model_dump_json()
+    hub = _MCP_HUBS.get(key)
+    if hub is None:
+        hub = _MCP_HUBS[key] = McpHub(settings.servers, ctx.env)
     mcp = McpToolBox(
         settings,
         ctx.env,
         undo,
         ctx.settings.tool_settings.max_result_bytes,
+        hub=hub,
         warn=ctx.warn,
+        ask_all=ctx.settings.tool_settings.ask,
     )
     assert isinstance(python, PythonToolBox)
     return ToolBoxes(python, mcp)

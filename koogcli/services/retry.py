@@ -8,6 +8,7 @@ do their work twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from koogcli.core.checkpoints import Checkpoint
@@ -45,9 +46,21 @@ def last_turn(ctx: AppContext, session: SessionName) -> LastTurn:
 
 
 def undo(
-    ctx: AppContext, session: SessionName, turn: LastTurn, approve: rollback.Approve | None = None
+    ctx: AppContext,
+    session: SessionName,
+    turn: LastTurn,
+    approve: rollback.Approve | None = None,
+    confirm: Callable[[str], bool] | None = None,
 ) -> RollbackResult:
-    return rollback.execute(ctx, rollback.plan(ctx, session, turn.target), approve)
+    """Undo the last turn; a call koog cannot undo (an MCP write with no compensation) is
+    named in a question first (`confirm`), and a "no" changes nothing."""
+    plan = rollback.plan(ctx, session, turn.target)
+    confirmed = False
+    if plan.cannot_undo and confirm is not None:
+        if not confirm(plan.question() + "?"):
+            raise UsageError("cancelled; nothing changed")
+        confirmed = True
+    return rollback.execute(ctx, plan, approve, confirmed=confirmed)
 
 
 def _target(ctx: AppContext, session: SessionName) -> Checkpoint:

@@ -96,7 +96,7 @@ UNDO = (
     "[[mcp.compensations]]\n"
     f'tool = "{CREATE}"\n'
     'compensation = "memory__delete_entities"\n'
-    'arguments = { entityNames = "{{ args.entities[*].name }}" }\n'
+    'arguments = { entityNames = "{{ result[*].name }}" }\n'
 )
 
 
@@ -158,7 +158,8 @@ def test_rollback_undoes_an_mcp_call_on_the_servers_own_store(
     assert first.stdout == "two made\n"
     mark = run_koog("checkpoint", "create", "-s", "graph", "--label", "two", env=env)
     assert mark.returncode == 0, mark.stderr
-    server.enqueue({"tool_calls": [create("c2", "Grace")]}, {"content": "one more"})
+    # Ada again: the server keeps the Ada it has and creates Grace only (its result says so).
+    server.enqueue({"tool_calls": [create("c2", "Ada", "Grace")]}, {"content": "one more"})
     second = run_koog("chat", "-s", "graph", "and Grace", "--yes", env=env)
     assert second.returncode == 0, second.stderr
     assert memory.entities() == {"Ada", "Alan", "Grace"}
@@ -170,12 +171,12 @@ def test_rollback_undoes_an_mcp_call_on_the_servers_own_store(
 
     back = run_koog("rollback", "-s", "graph", "two", "--yes", env=env)
     assert back.returncode == 0, back.stderr
-    assert 'undone: memory__create_entities([{"name": "Grace"' in back.stderr, back.stderr
-    assert memory.entities() == {"Ada", "Alan"}
+    assert 'undone: memory__create_entities([{"name": "Ada"' in back.stderr, back.stderr
+    assert memory.entities() == {"Ada", "Alan"}  # the Ada made before the checkpoint stays
     assert memory.deleted() == ["Grace"]
     assert memory.asked("create_entities") == [
         create("c1", "Ada", "Alan")["arguments"],
-        create("c2", "Grace")["arguments"],
+        create("c2", "Ada", "Grace")["arguments"],
     ]
     assert gone(memory.marker) == []  # every server stopped with its koog
 
@@ -337,6 +338,15 @@ def test_a_writing_tool_asks_in_the_repl(
         assert memory.asked("create_entities") == []  # nothing runs before the answer
         terminal.send("y\r")
         terminal.wait_for("Ada added")
+        # /retry would take out a write koog cannot undo (no compensation): it asks first.
+        terminal.send("/retry\r")
+        terminal.wait_for("? [y/N]")
+        question = terminal.text.replace("\n", "")
+        assert (
+            "koog cannot undo 1 of them, whose effects stay: memory__create_entities(" in question
+        )
+        terminal.send("n\r")
+        terminal.wait_for("cancelled; nothing changed")
         terminal.send("/mcp\r")
         terminal.wait_for("memory__read_graph")
         assert "running" in terminal.text

@@ -102,7 +102,7 @@ class McpHub:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception, KeyboardInterrupt):  # Ctrl-C while closing
             asyncio.run_coroutine_threadsafe(self._close_all(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
@@ -176,6 +176,7 @@ class McpHub:
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else McpFailure("stopped"))
+                ready.exception()  # retrieved: a start that timed out has nobody waiting
             elif server.error is None and not isinstance(exc, asyncio.CancelledError):
                 server.error = f"stopped: {describe(exc)}"
             if isinstance(exc, asyncio.CancelledError):
@@ -246,6 +247,8 @@ class McpHub:
                 server.client.call_tool(tool, arguments, read_timeout_seconds=limit), limit
             )
         except TimeoutError:
+            if await self._gone(server, task):  # hung whole: the next call starts it again
+                await self._stop(server)
             return ToolOutcome(
                 f"Error: {label} did not finish within {limit:g}s (tool_timeout_seconds) and "
                 "was cancelled; whether it had its effect is unknown",
@@ -281,10 +284,11 @@ class McpHub:
         if server.stop is not None:
             server.stop.set()
         task, server.task = server.task, None
-        if task is not None and not task.done() and server.client is not None:
-            with contextlib.suppress(BaseException):  # connected: it closes in its own time
-                await asyncio.wait_for(asyncio.shield(task), 5)
-            if not task.done():
+        if task is not None and not task.done():
+            if server.client is not None:  # connected: it closes in its own time
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.shield(task), 5)
+            if not task.done():  # still starting (a start that timed out), or stuck
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task

@@ -57,7 +57,8 @@ def select(path: str, args: object, result: object) -> object:
         found = _STEP.match(rest, at)
         if found is None:
             raise TemplateError(f"{{{{ {path} }}}}: cannot read {rest[at:]!r}")
-        steps.append(found.group(1) or found.group(3) or found.group(2))
+        key, index, quoted = found.group(1), found.group(2), found.group(3)
+        steps.append(key if key is not None else quoted if quoted is not None else index)
         at = found.end()
     return _walk(roots[root], steps, path)
 

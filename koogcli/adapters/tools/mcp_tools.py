@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ from koogcli.core.mcp_config import McpCompensationConfig, McpConfig
 from koogcli.core.ports import McpServerInfo, McpToolInfo, ToolOutcome
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
+# A server that could not start is tried again after this long (a later turn), not at
+# each of the several looks one turn takes at the tools.
+RETRY_SECONDS = 10.0
 
 
 def offered_name(server: str, tool: str) -> str:
@@ -54,6 +58,7 @@ class McpToolBox:
         max_result_bytes: int = 1024 * 1024,
         hub: McpHub | None = None,
         warn: Callable[[str], None] | None = None,
+        ask_all: bool = False,
     ) -> None:
         self.settings = settings
         self.env = env
@@ -61,9 +66,11 @@ class McpToolBox:
         self.callables = dict(callables or {})
         self.max_result_bytes = max_result_bytes
         self.warn = warn
+        self.ask_all = ask_all  # `[tool_settings] ask` / `chat --ask-tools`: every call asks
         self.undo = {c.tool: c for c in settings.compensations}
         self._tools: dict[str, McpTool] = {}
         self._listed: set[str] = set()
+        self._failed: dict[str, float] = {}  # server -> when its last start failed
 
     # -- the model's tools --------------------------------------------------------------
 
@@ -84,22 +91,34 @@ class McpToolBox:
         return list(self.offered())
 
     def offered(self) -> dict[str, McpTool]:
-        """Every server's tools, each server started when first needed; a server that
-        cannot start is told once and its tools left out."""
+        """Every server's tools, each server started when first needed. A server that
+        cannot start is told and its tools left out; it is tried again on a later turn
+        (not within RETRY_SECONDS, so one turn does not wait on it twice)."""
         for server in self.hub.servers:
-            if server in self._listed:
+            failed = self._failed.get(server)
+            if server in self._listed or (
+                failed is not None and time.monotonic() - failed < RETRY_SECONDS
+            ):
                 continue
-            try:
-                tools = self.hub.tools(server)
-            except McpFailure as exc:
-                if self.warn is not None:
-                    self.warn(f"{exc}; its tools are not offered")
-                self._listed.add(server)
-                continue
-            self._listed.add(server)
-            for tool in tools:
-                self._tools[offered_name(server, tool.name)] = tool
+            problem = self._list(server)
+            if problem is not None and self.warn is not None:
+                self.warn(f"{problem}; its tools are not offered")
         return dict(self._tools)
+
+    def _list(self, server: str) -> McpFailure | None:
+        """The server's tools into the offer (starting it when it is not running)."""
+        try:
+            tools = self.hub.tools(server)
+        except McpFailure as exc:
+            self._failed[server] = time.monotonic()
+            return exc
+        self._failed.pop(server, None)
+        self._listed.add(server)
+        for name in [n for n, t in self._tools.items() if t.server == server]:
+            del self._tools[name]
+        for tool in tools:
+            self._tools[offered_name(server, tool.name)] = tool
+        return None
 
     def tool(self, name: str) -> McpTool | None:
         if name not in self._tools and self._server_of(name) is not None:
@@ -124,7 +143,7 @@ class McpToolBox:
 
     def asks(self, name: str, undo: bool = False) -> bool:
         mode = self.settings.approval
-        if mode == "always":
+        if mode == "always" or self.ask_all:
             return True
         if mode == "auto" or undo:
             return False
@@ -142,16 +161,15 @@ class McpToolBox:
 
     def call(self, name: str, arguments: str, receipt: Path | None = None) -> ToolOutcome:
         server = self._server_of(name)
-        if server is not None:
-            try:  # (re)started when it is not running: its failure is this call's
-                for listed in self.hub.tools(server):
-                    self._tools[offered_name(server, listed.name)] = listed
-            except McpFailure as exc:
-                return ToolOutcome(f"Error: {name}: {exc}", True)
+        if server is not None:  # (re)started when not running: its failure is this call's
+            problem = self._list(server)
+            if problem is not None:
+                return ToolOutcome(f"Error: {name}: {problem}", True, ran=False)
         tool = self._tools.get(name) if server is not None else None
         if server is None or tool is None:
             known = ", ".join(self._tools) or "none"
-            return ToolOutcome(f"Error: no tool named {name!r}; available: {known}", True)
+            text = f"Error: no tool named {name!r}; available: {known}"
+            return ToolOutcome(text, True, ran=False)
         parsed = _arguments(arguments)
         if isinstance(parsed, ToolOutcome):
             return parsed
@@ -190,9 +208,13 @@ class McpToolBox:
         args = _arguments(arguments)
         if isinstance(args, ToolOutcome):
             return args
-        try:
-            given = mcp_templates.render(
-                spec.arguments or args, args, mcp_templates.parsed_result(result)
+        try:  # the configured templates; none: the call's own arguments, as they were
+            given = (
+                mcp_templates.render(
+                    dict(spec.arguments), args, mcp_templates.parsed_result(result)
+                )
+                if spec.arguments
+                else args
             )
         except mcp_templates.TemplateError as exc:
             return ToolOutcome(f"Error: the compensation of {name}: {exc}", True)
@@ -255,14 +277,13 @@ class McpToolBox:
             if not spec.enabled:
                 found.append(McpServerInfo(spec.name, where, False, spec.trusted, "disabled", None))
                 continue
-            try:
-                count: int | None = len(self.hub.tools(spec.name))
+            problem = self._list(spec.name)
+            count: int | None = None
+            if problem is None:
+                count = len([t for t in self._tools.values() if t.server == spec.name])
                 state = "running"
-            except McpFailure as exc:
-                count, state = (
-                    None,
-                    f"failed: {str(exc).removeprefix(f'MCP server {spec.name!r} ')}",
-                )
+            else:
+                state = "failed: " + str(problem).removeprefix(f"MCP server {spec.name!r} ")
             found.append(McpServerInfo(spec.name, where, True, spec.trusted, state, count))
         return found
 
@@ -273,10 +294,9 @@ class McpToolBox:
         if server is not None and server not in self.hub.servers:
             raise UsageError(f"MCP server {server!r} is disabled (enabled = false)")
         if server is not None:
-            try:
-                self.hub.tools(server)
-            except McpFailure as exc:  # a failure to start is the command's error
-                raise McpServerError(str(exc)) from None
+            problem = self._list(server)
+            if problem is not None:  # a failure to start is the command's error
+                raise McpServerError(str(problem))
         found = []
         for name, tool in self.offered().items():
             if server is not None and tool.server != server:
@@ -312,9 +332,9 @@ def _arguments(arguments: str) -> dict[str, Any] | ToolOutcome:
     try:
         parsed = json.loads(arguments or "{}")
     except ValueError as exc:
-        return ToolOutcome(f"Error: the arguments are not JSON: {exc}", True)
+        return ToolOutcome(f"Error: the arguments are not JSON: {exc}", True, ran=False)
     if not isinstance(parsed, dict):
-        return ToolOutcome("Error: the arguments must be a JSON object", True)
+        return ToolOutcome("Error: the arguments must be a JSON object", True, ran=False)
     return parsed
 
 

@@ -135,7 +135,9 @@ class PythonToolBox:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutcome(
-                f"Error: no tool named {name!r}; available: {', '.join(self.tools)}", True
+                f"Error: no tool named {name!r}; available: {', '.join(self.tools)}",
+                True,
+                ran=False,
             )
         return self._invoke(tool, tool.function, arguments, receipt=receipt)
 
@@ -174,7 +176,9 @@ class PythonToolBox:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
             )
-            return ToolOutcome(f"Error: invalid arguments for {tool.name}: {problems}", True)
+            return ToolOutcome(
+                f"Error: invalid arguments for {tool.name}: {problems}", True, ran=False
+            )
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         if before is not None:
             before()  # as close to the call as possible (the compensation journal)
