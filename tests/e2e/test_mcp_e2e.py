@@ -427,6 +427,23 @@ def test_a_streamable_http_server_behind_a_bearer_token(
         "bearer_token_env WEB_TOKEN); its tools are not offered" in wrong.stderr
     ), wrong.stderr
     assert "tools" not in server.chat_requests[-1] and "Traceback" not in wrong.stderr
+    # With another server's tools offered, a call of the refused server's tool is a
+    # failed call saying why, for the model and the user.
+    time_server = Path(sys.executable).parent / "mcp-server-time"
+    both = configured(
+        tmp_path,
+        Path(env["KOOG_CONFIG"]).read_text()
+        + f'[[mcp.servers]]\nname = "time"\ncommand = "{time_server}"\ntrusted = true\n',
+    )
+    server.enqueue(
+        {"tool_calls": [{"id": "h3", "name": "web__echo", "arguments": {"text": "x"}}]},
+        {"content": "told"},
+    )
+    refused = run_koog("chat", "-s", "web5", "go", "--yes", env={**both, "WEB_TOKEN": "wrong"})
+    assert refused.returncode == 0 and "Traceback" not in refused.stderr, refused.stderr
+    [told] = [m["content"] for m in server.chat_requests[-1]["messages"] if m["role"] == "tool"]
+    assert told.startswith("Error: web__echo: MCP server 'web' failed to start: it refused")
+    assert "✗ Error: web__echo" in refused.stderr
 
     started = time.monotonic()
     [slow] = turn("web3", {"id": "h4", "name": "web__hang", "arguments": {}})
