@@ -221,7 +221,11 @@ def test_a_rollback_killed_at_random_points_deletes_each_entity_exactly_once(
 
 
 def test_a_write_without_a_compensation_is_never_rolled_back_silently(
-    run_koog: Run, server: FakeOpenAIServer, mcp_bin: Path, tmp_path: Path
+    run_koog: Run,
+    server: FakeOpenAIServer,
+    mcp_bin: Path,
+    tmp_path: Path,
+    koog_env: dict[str, str],
 ) -> None:
     files = tmp_path / "files"
     files.mkdir()
@@ -252,6 +256,19 @@ def test_a_write_without_a_compensation_is_never_rolled_back_silently(
     assert "koog cannot undo 1 tool call(s)" in refused.stderr
     assert "filesystem__write_file(" in refused.stderr and "--force" in refused.stderr
     assert "read_text_file" not in refused.stderr  # a read-only call has nothing to undo
+    assert run_koog("history", "show", "-s", "fs", "--json", env=env).stdout == before
+    # On a terminal the rollback asks, naming the call it cannot undo; "no" changes nothing.
+    terminal = Terminal([KOOG_BIN, "rollback", "-s", "fs", base], {**koog_env, **env})
+    try:
+        terminal.wait_for("[y/N]")
+        question = terminal.text.replace("\n", "")
+        assert "koog cannot undo 1 of them, whose effects stay: filesystem__write_file(" in question
+        terminal.send("n\r")
+        assert terminal.close() == 2
+    finally:
+        if terminal.child.poll() is None:
+            terminal.child.kill()
+    assert "cancelled; nothing changed" in terminal.text
     assert run_koog("history", "show", "-s", "fs", "--json", env=env).stdout == before
 
     forced = run_koog("rollback", "-s", "fs", base, "--yes", "--force", env=env)
