@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,16 @@ def test_documented_shapes_match_real_output(
 ) -> None:
     config = tmp_path / "shapes.toml"
     config.write_text('[roles.helper]\nsystem = "Help."\n')
-    env = {"KOOG_CONFIG": str(config)}
 
-    def out(*args: str) -> Any:
-        result = run_koog(*args, env=env)
+    def out(*args: str, config: Path = config) -> Any:
+        result = run_koog(*args, env={"KOOG_CONFIG": str(config)})
         assert result.returncode == 0, (args, result.stderr)
         return json.loads(result.stdout)
+
+    mcp = tmp_path / "mcp.toml"  # an MCP server from PyPI, for `koog mcp`
+    mcp.write_text(
+        f'[[mcp.servers]]\nname = "time"\ncommand = "{Path(sys.executable).parent}/mcp-server-time"\n'
+    )
 
     made = out("chat", "-s", "j", "hello", "--json")
     point = out("checkpoint", "create", "-s", "j", "--json")
@@ -80,6 +85,8 @@ def test_documented_shapes_match_real_output(
             "storage", "copy", "--from", str(data_dir), "--to", str(tmp_path / "to"), "--json"
         ),
         "storage prune --json": out("storage", "prune", "--older-than", "30", "--json"),
+        "mcp list --json": out("mcp", "list", "--json", config=mcp),
+        "mcp tools --json": out("mcp", "tools", "--json", config=mcp),
     }
     shapes = documented()
     assert set(shapes) == set(real)
