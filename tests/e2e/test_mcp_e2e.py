@@ -186,7 +186,7 @@ def test_a_rollback_killed_at_random_points_deletes_each_entity_exactly_once(
     run_koog: Run, server: FakeOpenAIServer, mcp_bin: Path, tmp_path: Path
 ) -> None:
     rng = random.Random(36)
-    for trial in range(3):
+    for trial in range(2):
         folder = tmp_path / f"t{trial}"
         folder.mkdir()
         memory = Memory(folder, mcp_bin)
@@ -209,8 +209,8 @@ def test_a_rollback_killed_at_random_points_deletes_each_entity_exactly_once(
             stderr=subprocess.DEVNULL,
         )
         # A rollback of three compensations takes ~4 s here (each starts its own server):
-        # each trial kills it in another third of that.
-        time.sleep(rng.uniform(0.4, 1.4) + trial * 1.1)
+        # the first trial kills it during the first, the second during a later one.
+        time.sleep(rng.uniform(0.4, 1.4) + trial * 1.6)
         killed.send_signal(signal.SIGKILL)
         killed.wait(10)
         again = run_koog("rollback", "-s", session, base, "--yes", env=env, timeout=90)

@@ -197,7 +197,12 @@ def _config(tmp_path: Path) -> Path:
     return config
 
 
-@pytest.mark.parametrize("which", list(AGENTS))
+# Each agent on one backend, the backends alternating: what is stored is the serve tests'
+# on both backends; here each agent's wire and placement, once (an agent run is ~15 s).
+ON_BACKENDS = [(name, ("postgresql", "files")[i % 2]) for i, name in enumerate(AGENTS)]
+
+
+@pytest.mark.parametrize(("which", "backend"), ON_BACKENDS, indirect=["backend"])
 def test_a_coding_agents_conversation_is_one_koog_session_with_memory(
     which: str,
     backend: str,

@@ -1,7 +1,8 @@
 """`koog serve` driven by real third-party clients, installed from PyPI in the test run
 (issue 30; SPEC §6 "Placement"): llm (the CLI), langchain-openai, openai-agents, litellm and
 pydantic-ai, each in one process of its own (tests/clients/) from one virtual environment
-of theirs, against a real `koog serve` on both backends, its upstream the local test server.
+of theirs, against a real `koog serve` (each client on one backend, alternating), its upstream
+the local test server.
 
 Every client is configured as its docs say, with one fixed `X-Koog-Session` header that it
 never changes (none reads the reply's `X-Koog-Session` back). For each:
@@ -345,7 +346,12 @@ def _sent_arguments(seen: list[dict[str, Any]]) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("name", list(CLIENTS))
+# Each client on one backend, the backends alternating (what is stored is the serve
+# tests' on both backends; here each client's wire and placement, once).
+ON_BACKENDS = [(name, ("files", "postgresql")[i % 2]) for i, name in enumerate(CLIENTS)]
+
+
+@pytest.mark.parametrize(("name", "backend"), ON_BACKENDS, indirect=["backend"])
 def test_a_real_client_keeps_one_session_per_conversation(
     name: str,
     client_python: Path,
