@@ -22,4 +22,4 @@ def _mcp(state: ReplState, args: str) -> None:
     state.ui.show(mcp_views.server_rows(catalog.servers_info()))
     tools = catalog.tools_info()
     if tools:
-        state.ui.show(mcp_views.tool_rows(tools))
+        state.ui.show(mcp_views.tool_rows(tools, described=False))

@@ -38,18 +38,21 @@ def hints(tool: McpToolInfo) -> str:
     return ", ".join(said) or "-"
 
 
-def tool_rows(tools: Sequence[McpToolInfo]) -> str:
+def tool_rows(tools: Sequence[McpToolInfo], described: bool = True) -> str:
+    """One row a tool; UNDONE BY is `none` for a call rollback would leave in place.
+    Without `described` (the REPL's narrower view), no description column."""
     rows = [
         (
             t.name,
             hints(t),
             "asks" if t.asks else "runs",
-            t.compensation or ("-" if t.read_only else "none (rollback leaves it)"),
-            one_line(t.description, 50),
+            t.compensation or ("-" if t.read_only else "none"),
+            *((one_line(t.description, 50),) if described else ()),
         )
         for t in tools
     ]
-    return table(rows, ("TOOL", "HINTS", "APPROVAL", "UNDONE BY", "DESCRIPTION"))
+    headers = ("TOOL", "HINTS", "APPROVAL", "UNDONE BY")
+    return table(rows, (*headers, "DESCRIPTION") if described else headers)
 
 
 def server_dicts(servers: Sequence[McpServerInfo]) -> list[dict[str, object]]:
