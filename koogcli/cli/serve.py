@@ -187,7 +187,7 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:
                 self.force_exit = True
             self.should_exit = True
 
-    with process.long_lived():
+    with process.serving():
         Server(config).run(sockets=[listener])
     state.pool.shutdown(wait=True, cancel_futures=False)
 

@@ -46,40 +46,75 @@ def load(raw: bytes) -> Any:
         raise BadRequest(f"the body is nested deeper than {MAX_DEPTH} levels") from None
     except (ValueError, TypeError) as exc:
         raise BadRequest(f"the body is not JSON: {exc}") from None
-    _check(body)
+    _check(body, _may_hold_surrogates(raw))
     return body
 
 
-def _check(body: Any) -> None:
-    """Depth and text, without recursion: a stack of (value, path, depth)."""
-    stack: list[tuple[Any, str, int]] = [(body, "", 0)]
+def _may_hold_surrogates(raw: bytes) -> bool:
+    """Whether any text in the body could be a lone surrogate: only a `\\udXXX` escape, or
+    bytes that are not strict UTF-8 (json.loads lets encoded surrogates through), make
+    one. Most bodies have neither, and their strings need no look (a resent conversation
+    holds thousands)."""
+    if b"\\u" in raw and (b"\\ud" in raw or b"\\uD" in raw):
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _check(body: Any, texts: bool) -> None:
+    """Depth, and (with `texts`) lone surrogates, without recursion: a stack of (value,
+    depth). The path of a value at fault is worked out only when one is found."""
+    stack: list[tuple[Any, int]] = [(body, 0)]
     while stack:
-        value, path, depth = stack.pop()
+        value, depth = stack.pop()
         if isinstance(value, str):
-            _text(value, path)
+            if not _is_text(value):
+                raise BadRequest(_SURROGATE, _path_to(body, value) or None)
             continue
         if not isinstance(value, (dict, list)):
             continue
         if depth >= MAX_DEPTH:
-            raise BadRequest(f"the body is nested deeper than {MAX_DEPTH} levels", path or None)
-        if isinstance(value, dict):
-            for key, item in value.items():
-                _text(key, path)
-                stack.append((item, f"{path}.{key}" if path else key, depth + 1))
-        else:
-            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+            raise BadRequest(
+                f"the body is nested deeper than {MAX_DEPTH} levels", _path_to(body, value) or None
+            )
+        items = value.values() if isinstance(value, dict) else value
+        if texts and isinstance(value, dict) and not all(map(_is_text, value)):
+            raise BadRequest(_SURROGATE, _path_to(body, value) or None)
+        stack.extend(
+            (item, depth + 1)
+            for item in items
+            if isinstance(item, (dict, list)) or (texts and isinstance(item, str))
+        )
 
 
-def _text(value: str, path: str) -> None:
+_SURROGATE = "the body holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text"
+
+
+def _is_text(value: str) -> bool:
     if value.isascii():
-        return
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadRequest(
-            "the body holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text",
-            path or None,
-        ) from None
+        return False
+    return True
+
+
+def _path_to(body: Any, target: Any) -> str:
+    """Where `target` (that very object) sits in the body, as `messages[0].content`."""
+    stack: list[tuple[Any, str]] = [(body, "")]
+    while stack:
+        value, path = stack.pop()
+        if value is target:
+            return path
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else k) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+    return ""
 
 
 def obj(raw: bytes) -> dict[str, Any]:
