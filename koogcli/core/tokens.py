@@ -39,9 +39,18 @@ _PIECES = re.compile(r"[A-Za-z]+|\d+|[^\x00-\x7f]+|\n+|[^\sA-Za-z\d]")
 
 def text_tokens(text: str) -> int:
     """Raw token count of one text; a text of up to 4,096 characters is counted once per
-    process (a server counts the whole resent conversation for every request; the memo
-    holds at most 4,096 of them, 16 MiB of ASCII)."""
+    process (a server counts the whole resent conversation for every request). Two memos:
+    65,536 texts of up to 512 characters (32 MiB of ASCII at most) and 4,096 longer ones
+    (16 MiB): a conversation longer than its memo would be counted afresh every request,
+    an LRU evicting each text just before it is asked for again."""
+    if len(text) <= 512:
+        return _counted_short(text)
     return _counted(text) if len(text) <= 4096 else _count(text)
+
+
+@functools.lru_cache(maxsize=65536)
+def _counted_short(text: str) -> int:
+    return _count(text)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -287,9 +287,10 @@ def _fit(
     if any(stored[i].meta.get("kind") in ("summary", "facts") for i in view):
         return _fit_compressed(known, member, view, said, sent)
     common = 0
-    while common < min(len(view), len(sent)) and wire_marks.same(
-        stored[view[common]], sent[common]
-    ):
+    same = wire_marks.same
+    for index, resent in zip(view, sent, strict=False):  # the shorter ends it
+        if not same(stored[index], resent):
+            break
         common += 1
     cut = _reply_before(said, common)
     keep = stored[: view[cut - 1] + 1] if cut else [m for m in stored if m.role == "system"]
