@@ -5,8 +5,10 @@ runs afresh (the README's rule), and the history holds every call and result onc
 50 kills a backend, each a random 0-15 ms after the turn's first, second or third tool call
 started (chosen at random). Each turn makes three rounds of one tool call; each call works 10 ms,
 then has its effect (logged with the time) and returns. A call whose effect came more than
-2 ms before the kill had returned (its receipt was written in between); only a call whose
-effect came in the last instants before the kill may be in doubt."""
+20 ms before the kill had returned (its receipt was written and synced in between); only a
+call whose effect came in the last instants before the kill may be in doubt. (The window
+was 2 ms: under CI's full load the receipt's fsync took 4.6 ms once, and that call, still
+inside its process when koog died, ran again as the rule says.)"""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def step(x: str) -> str:
     return f"step {x} done"
 '''
 TRIALS = 50
-IN_DOUBT_WINDOW = 0.002
+IN_DOUBT_WINDOW = 0.02
 
 
 @pytest.fixture
