@@ -250,8 +250,9 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
             f"session {session.value} changed during the rollback; nothing restored",
             hint="run the rollback again",
         ) from exc
+    results = _Results(ctx, session, {point: current.messages})
     done = [
-        _run(ctx, session, c.call, point, approve) if c.status == "undone" else c
+        _run(ctx, session, c.call, point, approve, results) if c.status == "undone" else c
         for c in plan.removed
     ]
     return RollbackResult(
@@ -334,6 +335,7 @@ def _finish(
     if not open_points:
         return []
     present = {c.id for m in ctx.history.read(session).messages for c in m.tool_calls}
+    results = _Results(ctx, session)
     done: list[Compensation] = []
     for entry in journal:
         if entry.rollback_point not in open_points:
@@ -342,9 +344,9 @@ def _finish(
         if entry.status == "pending" and call.id in present:
             _journal(ctx, session, [call], "cancelled", point)
         elif entry.status == "pending":
-            done.append(_run(ctx, session, call, point, approve))
+            done.append(_run(ctx, session, call, point, approve, results))
         elif entry.status == "running":
-            done.append(_settle(ctx, session, call, point, approve))
+            done.append(_settle(ctx, session, call, point, approve, results))
         elif entry.status == "done":
             done.append(
                 Compensation(call, None, "already undone", "before the rollback was stopped")
@@ -380,12 +382,13 @@ def _settle(
     call: ToolCall,
     point: str | None,
     approve: Approve | None,
+    results: _Results,
 ) -> Compensation:
     """A compensation a killed koog started: its own result, or (in doubt) run again."""
     receipt = _receipt(ctx, session, call, point)
     outcome = ctx.toolbox.settle(call.name, receipt) if receipt is not None else None
     if outcome is None:
-        again = _run(ctx, session, call, point, approve)
+        again = _run(ctx, session, call, point, approve, results)
         if again.status != "undone":
             return again
         return Compensation(call, again.outcome, "undone", IN_DOUBT)
@@ -415,6 +418,7 @@ def _run(
     call: ToolCall,
     point: str | None,
     approve: Approve | None,
+    results: _Results,
 ) -> Compensation:
     """One compensation: asked for when its tool asks, journalled `running` before its
     process starts and `done` or `failed` after; the process writes its receipt first, and
@@ -432,7 +436,7 @@ def _run(
 
     receipt = _receipt(ctx, session, call, point)
     outcome = ctx.toolbox.rollback(
-        call.name, call.arguments, started, receipt, _result(ctx, session, call, point)
+        call.name, call.arguments, started, receipt, results.of(call, point)
     )
     _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
     if receipt is not None:
@@ -440,16 +444,34 @@ def _run(
     return Compensation(call, outcome, "failed" if outcome.error else "undone")
 
 
-def _result(ctx: AppContext, session: SessionName, call: ToolCall, point: str | None) -> str | None:
-    """The call's result as the history held it before the rollback (its restore point),
-    for a compensation whose arguments name it."""
-    if point is None or not call.id:
-        return None
-    try:
-        before = ctx.checkpoints.get(session, point).messages
-    except KoogError:
-        return None
-    return next((m.text for m in before if m.role == "tool" and m.tool_call_id == call.id), None)
+class _Results:
+    """The removed calls' results as the history held them before the rollback (its
+    restore point), for compensations whose arguments name them: read once a rollback,
+    when a compensation first asks (a live rollback has them already)."""
+
+    def __init__(
+        self,
+        ctx: AppContext,
+        session: SessionName,
+        known: Mapping[str | None, Sequence[Message]] | None = None,
+    ) -> None:
+        self.ctx, self.session = ctx, session
+        self.by_point = {p: _tool_texts(m) for p, m in (known or {}).items() if p is not None}
+
+    def of(self, call: ToolCall, point: str | None) -> str | None:
+        if point is None or not call.id:
+            return None
+        if point not in self.by_point:
+            try:
+                before = self.ctx.checkpoints.get(self.session, point).messages
+            except KoogError:
+                before = ()
+            self.by_point[point] = _tool_texts(before)
+        return self.by_point[point].get(call.id)
+
+
+def _tool_texts(messages: Sequence[Message]) -> dict[str | None, str]:
+    return {m.tool_call_id: m.text for m in messages if m.role == "tool"}
 
 
 def _receipt(
