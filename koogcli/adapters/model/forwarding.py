@@ -72,53 +72,57 @@ class ForwardedStream:
             yield Fields(chunk if isinstance(chunk, dict) else {})
 
 
-def open_stream(client: Any, body: dict[str, Any], max_retries: int) -> ForwardedStream:
-    """POST `body` to the client's `chat/completions`, retried as the SDK would retry it."""
-    import importlib
+class Forwarder:
+    """One SDK client's streamed chat completions as bytes: its URL, headers and HTTP
+    package worked out once, not per request."""
 
-    import openai
+    def __init__(self, client: Any) -> None:
+        import importlib
 
-    http = client._client
-    # The SDK's HTTP package: `httpx2` in current releases, `httpx` before.
-    package = next(k.__module__ for k in type(http).__mro__ if k.__module__.startswith("httpx"))
-    httpx: Any = importlib.import_module(package.split(".")[0])
-    url = client.base_url.copy_with(raw_path=client.base_url.raw_path + b"chat/completions")
-    content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str).encode()
-    headers = _headers(client)
-    for attempt in range(max_retries + 1):
-        request = http.build_request("POST", url, content=content, headers=headers)
-        last = attempt == max_retries
-        try:
-            response = http.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            if last:
-                raise openai.APITimeoutError(request=request) from exc
-            time.sleep(_backoff(attempt))
-            continue
-        except httpx.HTTPError as exc:
-            if last:
-                raise openai.APIConnectionError(request=request) from exc
-            time.sleep(_backoff(attempt))
-            continue
-        if response.status_code < 400:
-            return ForwardedStream(response)
-        if not last and client._should_retry(response):
-            response.close()
-            time.sleep(_retry_delay(client, response, attempt))
-            continue
-        response.read()
-        raise client._make_status_error_from_response(response)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _headers(client: Any) -> dict[str, str]:
-    """The SDK's headers (key, user agent, custom headers), worked out once per client."""
-    known: dict[str, str] | None = getattr(client, "_koog_forward_headers", None)
-    if known is None:
+        self.client = client
+        self.http = client._client
+        # The SDK's HTTP package: `httpx2` in current releases, `httpx` before.
+        package = next(
+            k.__module__ for k in type(self.http).__mro__ if k.__module__.startswith("httpx")
+        )
+        self.httpx: Any = importlib.import_module(package.split(".")[0])
+        base = client.base_url
+        self.url = base.copy_with(raw_path=base.raw_path + b"chat/completions")
+        # The SDK's headers: the key, its user agent, custom headers.
         given = {**client.default_headers, **client.auth_headers}
-        known = {k: v for k, v in given.items() if isinstance(v, str)}
-        client._koog_forward_headers = known
-    return known
+        self.headers = {k: v for k, v in given.items() if isinstance(v, str)}
+
+    def open(self, body: dict[str, Any], max_retries: int) -> ForwardedStream:
+        """POST `body`, retried as the SDK would retry it."""
+        import openai
+
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+        content = text.encode()
+        http, httpx, client = self.http, self.httpx, self.client
+        for attempt in range(max_retries + 1):
+            request = http.build_request("POST", self.url, content=content, headers=self.headers)
+            last = attempt == max_retries
+            try:
+                response = http.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                if last:
+                    raise openai.APITimeoutError(request=request) from exc
+                time.sleep(_backoff(attempt))
+                continue
+            except httpx.HTTPError as exc:
+                if last:
+                    raise openai.APIConnectionError(request=request) from exc
+                time.sleep(_backoff(attempt))
+                continue
+            if response.status_code < 400:
+                return ForwardedStream(response)
+            if not last and client._should_retry(response):
+                response.close()
+                time.sleep(_retry_delay(client, response, attempt))
+                continue
+            response.read()
+            raise client._make_status_error_from_response(response)
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _retry_delay(client: Any, response: Any, attempt: int) -> float:

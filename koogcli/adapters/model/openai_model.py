@@ -93,6 +93,7 @@ class OpenAIChatModel:
         # `koog serve`: streamed requests go out as bytes over the SDK's connection pool and
         # come back as plain JSON chunks (forwarding.py), not through the SDK's models.
         self.forward = forward
+        self._forwarder: Any = None
         # Set once the server rejected `stream_options`; one model serves a whole process.
         self.stream_options = True
         self._client = openai.OpenAI(
@@ -175,12 +176,14 @@ class OpenAIChatModel:
         asked: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
         if not self.forward:
             return self._client.chat.completions.create(**kwargs, stream=True, **asked)
-        from koogcli.adapters.model import forwarding
+        if self._forwarder is None:
+            from koogcli.adapters.model.forwarding import Forwarder
 
+            self._forwarder = Forwarder(self._client)
         # The body the SDK would send: the typed fields, `extra_body` merged over them.
         body = {k: v for k, v in kwargs.items() if k != "extra_body"}
         body.update(kwargs["extra_body"], stream=True, **asked)
-        return forwarding.open_stream(self._client, body, self.endpoint.max_retries)
+        return self._forwarder.open(body, self.endpoint.max_retries)
 
     def _stream(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
         stream = self._open_stream(kwargs)
