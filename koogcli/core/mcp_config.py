@@ -3,7 +3,7 @@ defaults): the shapes alone, so adapters depend on core, not on the config packa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Protocol
 
 
@@ -56,3 +56,9 @@ class McpConfig(Protocol):
     def servers(self) -> Sequence[McpServerConfig]: ...
     @property
     def compensations(self) -> Sequence[McpCompensationConfig]: ...
+
+
+def server_of(name: str, servers: Container[str]) -> str | None:
+    """The server of a tool offered as `SERVER__TOOL`, when it is one of `servers`."""
+    server, separator, _ = name.partition("__")
+    return server if separator and server in servers else None

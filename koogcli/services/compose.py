@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from koogcli.adapters.model.openai_model import OpenAIChatModel
     from koogcli.adapters.tools.bounded_regex import BoundedPattern
     from koogcli.adapters.tools.mcp_hub import McpHub
+    from koogcli.adapters.tools.python_tools import PythonToolBox
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import PreprocessorSpec
     from koogcli.core.preprocessors import Pipeline
@@ -138,17 +139,17 @@ def mcp_catalog(ctx: AppContext) -> McpCatalog | None:
     return box.mcp if isinstance(box, ToolBoxes) else None
 
 
-def _with_mcp(ctx: AppContext, python: ToolBox, folders: list[Path]) -> ToolBox:
+def _with_mcp(ctx: AppContext, python: PythonToolBox, folders: list[Path]) -> ToolBox:
     """koog's tools beside the MCP servers' (`SERVER__TOOL`), with their compensations."""
     from koogcli.adapters.tools.mcp_tools import McpToolBox
-    from koogcli.adapters.tools.python_tools import PythonToolBox
     from koogcli.adapters.tools.toolboxes import ToolBoxes
     from koogcli.core.errors import ConfigError
+    from koogcli.core.mcp_config import server_of
 
     settings = ctx.settings.mcp
     servers = {s.name for s in settings.servers if s.enabled}
     for name in python.names():
-        if name.split("__", 1)[0] in servers and "__" in name:
+        if server_of(name, servers):
             raise ConfigError(f"tool {name!r} has the name of an MCP server's tool")
     undo = {
         c.callable: callables.resolve(c.callable, folders, key=f"mcp.compensations.{i}.callable")
@@ -172,7 +173,6 @@ def _with_mcp(ctx: AppContext, python: ToolBox, folders: list[Path]) -> ToolBox:
         warn=ctx.warn,
         ask_all=ctx.settings.tool_settings.ask,
     )
-    assert isinstance(python, PythonToolBox)
     return ToolBoxes(python, mcp)
 
 

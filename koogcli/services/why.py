@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from koogcli.core import why as core
 from koogcli.core.errors import UsageError
+from koogcli.core.mcp_config import server_of
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.core.why import Explained, Why
@@ -37,7 +38,7 @@ def record(
     # koog's MCP tools only; a client's tools in serve are never koog's, whatever their names.
     mine = tools and not turn.recording.for_client
     servers = {s.name for s in ctx.settings.mcp.servers if s.enabled} if mine else set()
-    mcp = tuple(n for n in tools if "__" in n and n.split("__", 1)[0] in servers)
+    mcp = tuple(n for n in tools if server_of(n, servers))
     # As configured or given, before retrieval added anything to it.
     system = "\n".join(m.text for m in turn.live if m.role == "system")
     memory = None

@@ -21,7 +21,7 @@ import contextlib
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
@@ -78,14 +78,6 @@ class McpHub:
         """The server's tools, starting it if it is not running (McpFailure: it cannot)."""
         server = self.servers[name]
         return self._wait(self._started(server), None)
-
-    def state(self, name: str) -> str:
-        server = self.servers[name]
-        if server.client is not None:
-            return "running"
-        if server.error is not None:
-            return f"failed: {server.error}"
-        return "not started"
 
     def call(self, name: str, tool: str, arguments: dict[str, Any], label: str) -> ToolOutcome:
         """One tool call; every failure is a failed call whose text says what happened."""
@@ -394,6 +386,3 @@ def run_once(
         return hub.call(spec.name, tool, arguments, label)
     finally:
         hub.close()
-
-
-Runner = Callable[[McpServerConfig, Mapping[str, str], str, dict[str, Any], str], ToolOutcome]

@@ -26,7 +26,7 @@ from typing import Any
 from koogcli.adapters.tools import mcp_templates, outliving, tool_worker
 from koogcli.adapters.tools.mcp_hub import McpFailure, McpHub, McpTool, run_once
 from koogcli.core.errors import McpServerError, UsageError
-from koogcli.core.mcp_config import McpCompensationConfig, McpConfig
+from koogcli.core.mcp_config import McpCompensationConfig, McpConfig, server_of
 from koogcli.core.ports import McpServerInfo, McpToolInfo, ToolOutcome
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -129,8 +129,7 @@ class McpToolBox:
         return self._server_of(name) is not None
 
     def _server_of(self, name: str) -> str | None:
-        server = name.split("__", 1)[0]
-        return server if "__" in name and server in self.hub.servers else None
+        return server_of(name, self.hub.servers)
 
     # -- approval and effects -----------------------------------------------------------
 
