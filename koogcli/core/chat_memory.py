@@ -3,7 +3,8 @@
 - Load: history = preprocess(stored); an empty history keeps the live prompt intact,
   otherwise the prompt is the live system messages + the history without its system
   messages (stored system messages are ignored, the live system prompt always wins).
-- Store: once, when the turn completes: preprocess(history + new messages). Stored system
+- Store: once, when the turn completes: preprocess(history + new messages); a serve
+  client's conversation is stored whole (redacted only) and preprocessed per request. Stored system
   messages stay where they were; when the live prompt differs from the latest stored one,
   it is stored just before the turn it answered, so a history never shows a later system
   prompt above turns answered under another (SPEC `--system` is per turn). A failed turn
@@ -89,12 +90,19 @@ class ChatMemory:
         self.store = store
         self.pipeline = pipeline
 
-    def load(self, session: SessionName, live_prompt: Sequence[Message]) -> LoadedPrompt:
-        return self.prepare(self.store.read(session), live_prompt)
+    def load(
+        self, session: SessionName, live_prompt: Sequence[Message], whole: bool = False
+    ) -> LoadedPrompt:
+        return self.prepare(self.store.read(session), live_prompt, whole)
 
-    def prepare(self, stored: StoredHistory, live_prompt: Sequence[Message]) -> LoadedPrompt:
+    def prepare(
+        self, stored: StoredHistory, live_prompt: Sequence[Message], whole: bool = False
+    ) -> LoadedPrompt:
+        """`whole` (a serve client's session, SPEC §6): the preprocessors shape only the
+        request; the turn is stored on top of the whole stored conversation."""
         history, steps = self.pipeline.traced(stored.messages)
-        return LoadedPrompt(merge(live_prompt, history), stored.revision, history, steps)
+        base = list(stored.messages) if whole else history
+        return LoadedPrompt(merge(live_prompt, history), stored.revision, base, steps)
 
     def preview(
         self, live_prompt: Sequence[Message], loaded: LoadedPrompt, new: Sequence[Message]
@@ -108,21 +116,24 @@ class ChatMemory:
         live_prompt: Sequence[Message],
         loaded: LoadedPrompt,
         new_messages: Sequence[Message],
+        whole: bool = False,
     ) -> Committed:
-        """Store preprocess(history + new), re-applying on top of concurrent writers."""
-        candidate = self.pipeline([*with_prompt(loaded.base, live_prompt), *new_messages])
+        """Store preprocess(history + new), re-applying on top of concurrent writers;
+        `whole`: only the redactors run, the conversation is stored whole."""
+        shape = self.pipeline.redact if whole else self.pipeline
+        candidate = shape([*with_prompt(loaded.base, live_prompt), *new_messages])
         revision = loaded.revision
         for _ in range(MAX_STORE_ATTEMPTS):
             try:
                 written = self.store.write(session, candidate, expected_revision=revision)
                 return Committed(candidate, written)
             except ConflictError:
-                current = self.load(session, live_prompt)
+                current = self.load(session, live_prompt, whole)
                 # Messages already there (a resumed turn whose store had landed) are not
                 # appended twice.
                 present = {m.id for m in current.base}
                 missing = [m for m in new_messages if m.id not in present]
-                candidate = self.pipeline([*with_prompt(current.base, live_prompt), *missing])
+                candidate = shape([*with_prompt(current.base, live_prompt), *missing])
                 revision = current.revision
         raise LockTimeoutError(
             f"session {session} kept changing under this turn; gave up after "

@@ -4,10 +4,11 @@ ingestion steps of a turn. No printing, no exits."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from koogcli.core import memory as core
+from koogcli.core import memory_placement as placement
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.memory import MemoryQuery, MemoryRecord, Mode, SearchHit
 from koogcli.core.messages import Message
@@ -287,18 +288,32 @@ def ingest_turn(
 @dataclass(frozen=True)
 class Retrieval:
     messages: list[Message]  # the request's messages, augmented when anything was found
-    hits: list[SearchHit]
+    hits: list[SearchHit]  # the records placed for the question this request answers
+    # `after`: the question, first sent in this turn, with its records recorded on it (the
+    # turn stores it so; later requests place the same records in the same place).
+    marked: Message | None = None
 
 
-def retrieve(ctx: AppContext, messages: Sequence[Message]) -> Retrieval | None:
-    """The retrieve step before a model request; None when retrieval is off."""
+def retrieve(
+    ctx: AppContext, messages: Sequence[Message], fresh: Collection[str] = ()
+) -> Retrieval | None:
+    """The retrieve step before a model request; None when retrieval is off. `fresh`: the
+    ids of the messages this turn adds (only those can still take records with `after`)."""
     settings = ctx.settings.long_term_memory.retrieval
     if not settings.enabled:
         return None
+    if settings.augmenter == "after":
+        return _placed_after(ctx, messages, fresh)
+    hits = _search_for(ctx, messages)
+    return Retrieval(core.augment(messages, hits, settings.augmenter), hits)
+
+
+def _search_for(ctx: AppContext, messages: Sequence[Message]) -> list[SearchHit]:
+    settings = ctx.settings.long_term_memory.retrieval
     query = core.query_from(messages, settings.query)
     if query is None:
-        return Retrieval(list(messages), [])
-    hits = search(
+        return []
+    return search(
         ctx,
         query,
         settings.namespace,
@@ -307,7 +322,37 @@ def retrieve(ctx: AppContext, messages: Sequence[Message]) -> Retrieval | None:
         settings.mode,
         settings.where,
     )
-    return Retrieval(core.augment(messages, hits, settings.augmenter), hits)
+
+
+def _placed_after(
+    ctx: AppContext, messages: Sequence[Message], fresh: Collection[str]
+) -> Retrieval:
+    """SPEC §5 4a: earlier questions' records where they were put; the newest question,
+    when this turn sends it first, searched for and marked (core/memory_placement.py)."""
+    store = ctx.long_term_memory
+    out, placed_hits = placement.expanded(
+        messages, lambda ids: {r.id: r for i in ids if (r := store.get(i)) is not None}
+    )
+    question = next(
+        (i for i in range(len(out) - 1, -1, -1) if out[i].role == "user" and not _pinned(out[i])),
+        None,
+    )
+    if question is None:
+        return Retrieval(out, [])
+    original = messages[question]
+    if original.id in placed_hits or placement.KEY in original.meta:
+        return Retrieval(out, placed_hits.get(original.id, []))
+    if original.id not in fresh:
+        return Retrieval(out, [])  # asked before retrieval was on: its request stays as sent
+    hits = _search_for(ctx, messages)
+    marked = placement.marked(original, hits)
+    out[question] = placement.with_context(original, placement.context_text(hits))
+    return Retrieval(out, hits, marked)
+
+
+def _pinned(m: Message) -> bool:
+    """koog's own notes and recalled memory: never a question."""
+    return m.meta.get("kind") in ("memory", "note")
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ def ask(ctx: Any, text: str, **kw: Any) -> Any:
 
 
 def retrieval(write_config: Callable[[str], Path], **keys: str) -> None:
-    """Retrieval on, under Koog's own scoring (jaccard) unless a mode is given."""
-    keys = {"mode": '"jaccard"', **keys}
+    """Retrieval on, under Koog's own scoring (jaccard) and placement (the system prompt)
+    unless given."""
+    keys = {"mode": '"jaccard"', "augmenter": '"system"', **keys}
     extra = "".join(f"{k} = {v}\n" for k, v in keys.items())
     write_config(f"[long_term_memory.retrieval]\nenabled = true\n{extra}")
 

@@ -37,7 +37,8 @@ def within_budget(
         stored = StoredHistory(list(request.history), 0)
     else:
         stored = request.known or ctx.history.read(request.session)
-    loaded = ctx.chat_memory.prepare(stored, live)
+    whole = request.recording.for_client  # SPEC §6: preprocessors shape the request only
+    loaded = ctx.chat_memory.prepare(stored, live, whole)
     reason = (
         "the server said the request was too long"
         if recovering
@@ -59,7 +60,7 @@ def within_budget(
         if request.recording.writes:
             compressed = _compress(ctx, request, model, events, reason, recovering)
             stored = ctx.history.read(request.session)
-            loaded = ctx.chat_memory.prepare(stored, live)
+            loaded = ctx.chat_memory.prepare(stored, live, whole)
         else:
             loaded, compressed = _compress_request(ctx, model, loaded, events, reason, recovering)
     except ContextOverflowError as err:

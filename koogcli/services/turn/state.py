@@ -98,6 +98,13 @@ class TurnState:
             )
         )
 
+    def amend(self, message: Message) -> None:
+        """A message of this turn, changed before it is stored (the records placed after
+        its question): the same message, by id, in what is sent and what is written."""
+        self.new = [message if m.id == message.id else m for m in self.new]
+        [safe] = self.ctx.pipeline.redact([message])
+        self.written = [safe if m.id == message.id else m for m in self.written]
+
     def record(self, message: Message, step: str, output: str | None) -> None:
         """A step's message: checkpointed first, then appended to the transcript, so a
         result visible anywhere is one that resume knows about (no tool runs twice)."""

@@ -70,7 +70,9 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
         if turn.events.abandoned is not None and turn.events.abandoned():
             raise TurnAbandonedError("the client closed the connection; the turn is not stored")
         with interrupts.deferred(check_first=True) as held:
-            committed = turn.ctx.chat_memory.commit(turn.session, turn.live, turn.loaded, turn.new)
+            committed = turn.ctx.chat_memory.commit(
+                turn.session, turn.live, turn.loaded, turn.new, turn.recording.for_client
+            )
             turn.log_client_messages()
     except KeyboardInterrupt:
         interrupts.handled()
@@ -170,6 +172,8 @@ def _model_step(turn: TurnState) -> None:
     retrieval = None if turn.retrieval_failed else _retrieve(turn, prompt)
     if retrieval is not None:  # the retrieve step; its augmentation is for this request only
         prompt = retrieval.messages
+        if retrieval.marked is not None:  # `after`: the records stay with the question
+            turn.amend(retrieval.marked)
         turn.memory_used.extend(hit.record.id for hit in retrieval.hits)
         turn.checkpoint(f"retrieve:{turn.rounds + 1}", f"{len(retrieval.hits)} records")
     request = _model_request(turn, prompt, offer_tools)
@@ -289,7 +293,7 @@ def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
     from koogcli.services import memory
 
     try:
-        return memory.retrieve(turn.ctx, prompt)
+        return memory.retrieve(turn.ctx, prompt, {m.id for m in turn.new})
     except KoogError as err:
         if turn.ctx.settings.long_term_memory.on_error == "fail":
             raise

@@ -1,0 +1,134 @@
+"""Retrieval's default placement keeps a server's prompt cache (SPEC §5 4a): each question's
+records go after it and stay there, so every request starts with the previous one."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koogcli.core.messages import Message
+from koogcli.core.names import SessionName
+from koogcli.services import memory
+from koogcli.services.turn import TurnRequest, run_turn
+from tests.fakes.chat_model import FakeChatModel, calls
+from tests.support.stored import stored_bytes
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+S = SessionName("cache")
+FACTS = [
+    "The harbour ferry leaves at nine",
+    "The lighthouse keeper is called Ada",
+    "Tide tables are posted on the quay",
+    "The fish market opens at dawn",
+]
+QUESTIONS = [
+    "When does the ferry leave?",
+    "Who keeps the lighthouse?",
+    "Where are the tide tables?",
+    "When does the fish market open?",
+]
+
+
+def wire(messages: Sequence[Message]) -> list[str]:
+    """A request as a server reads it: role, text, parts and calls of each message."""
+    return [
+        json.dumps(
+            [m.role, m.text, m.meta.get("parts"), [c.to_dict() for c in m.tool_calls]],
+            sort_keys=True,
+        )
+        for m in messages
+    ]
+
+
+def starts_with(request: Sequence[Message], previous: Sequence[Message]) -> bool:
+    now, before = wire(request), wire(previous)
+    return now[: len(before)] == before
+
+
+@pytest.fixture
+def retrieval_on(write_config: Callable[[str], Path]) -> None:
+    """Retrieval with the default placement (nothing but `enabled` set)."""
+    write_config('[long_term_memory.retrieval]\nenabled = true\nmode = "jaccard"\n')
+
+
+@pytest.mark.usefixtures("retrieval_on")
+def test_each_request_starts_with_the_previous_one_and_the_records_reach_the_model(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    fake_model.answer = lambda request: "Noted."
+    ctx = make_ctx()
+    for fact in FACTS:
+        memory.add(ctx, fact)
+    for turn in range(12):
+        run_turn(ctx, TurnRequest(S, QUESTIONS[turn % 4] + f" (turn {turn + 1})"))
+    requests = [r.messages for r in fake_model.requests]
+    for previous, request in itertools.pairwise(requests):
+        assert starts_with(request, previous)
+    for turn, request in enumerate(requests):
+        question = request[-1]
+        assert question.role == "user" and question.text.startswith(QUESTIONS[turn % 4])
+        assert FACTS[turn % 4] in question.text  # the record found for it follows it
+        assert request[0].text == "You are a helpful assistant."  # never edited by memory
+    # What the user sees of the session is what they said: records are looked up by id.
+    assert b"lighthouse keeper is called Ada" not in stored_bytes(ctx, S)
+    assert ctx.history.read(S).messages[1].text == QUESTIONS[0] + " (turn 1)"
+
+
+@pytest.mark.usefixtures("retrieval_on")
+def test_a_forgotten_record_leaves_later_requests(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    fake_model.answer = lambda request: "Noted."
+    ctx = make_ctx()
+    ferry = memory.add(ctx, FACTS[0])
+    run_turn(ctx, TurnRequest(S, QUESTIONS[0]))
+    assert FACTS[0] in fake_model.requests[0].messages[-1].text
+    memory.forget(ctx, [ferry])
+    run_turn(ctx, TurnRequest(S, "And on Sundays?"))
+    assert all(FACTS[0] not in m.text for m in fake_model.requests[1].messages)
+
+
+def test_tool_rounds_of_a_turn_only_append(
+    write_config: Callable[[str], Path],
+    make_ctx: Callable[..., Any],
+    fake_model: FakeChatModel,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "harbour_tools.py").write_text(
+        'def tide(day: str) -> str:\n    """The tide on a day."""\n    return "high at noon"\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write_config(
+        '[long_term_memory.retrieval]\nenabled = true\nmode = "jaccard"\n'
+        '[[tools]]\ncallable = "harbour_tools:tide"\n'
+    )
+    ctx = make_ctx()
+    memory.add(ctx, FACTS[2])
+    fake_model.enqueue(calls(("tide", {"day": "monday"})), "High at noon.")
+    run_turn(ctx, TurnRequest(S, QUESTIONS[2]))
+    first, second = (r.messages for r in fake_model.requests)
+    assert starts_with(second, first) and len(second) == len(first) + 2
+    assert FACTS[2] in first[-1].text
+
+
+def test_koogs_system_placement_stays_available(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    write_config(
+        '[long_term_memory.retrieval]\nenabled = true\nmode = "jaccard"\naugmenter = "system"\n'
+    )
+    ctx = make_ctx()
+    for fact in FACTS:
+        memory.add(ctx, fact)
+    run_turn(ctx, TurnRequest(S, QUESTIONS[0]))
+    run_turn(ctx, TurnRequest(S, QUESTIONS[1]))
+    first, second = (r.messages for r in fake_model.requests)
+    assert FACTS[0] in first[0].text and FACTS[1] in second[0].text
+    assert not starts_with(second, first)  # what it costs: the system prompt changed
