@@ -7,9 +7,10 @@ need checking beyond their type (regexes, session names) are checked here, once.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from koogcli.config.mcp_schema import McpSettings
 from koogcli.core.names import SessionName
@@ -96,14 +97,35 @@ class FilterSpec(_Strict):
     _regexes = field_validator("include_regex", "exclude_regex")(_check_regex)
 
 
+def _step_within(limit: str) -> Callable[[int | None, ValidationInfo], int | None]:
+    """A window's step may not pass its size: it would cut more than a whole window."""
+
+    def check(value: int | None, info: ValidationInfo) -> int | None:
+        size = info.data.get(limit)
+        if value is not None and isinstance(size, int) and value > max(size, 1):
+            raise ValueError(f"must not exceed {limit} ({size})")
+        return value
+
+    return check
+
+
 class WindowSpec(_Strict):
     type: Literal["window"]
     size: int = Field(ge=0)
+    # Messages the window's start moves at a time, so a server's prompt cache holds between
+    # cuts (issue 42); 1 is Koog's rule. None: core/preprocessors.default_step(size).
+    step: int | None = Field(None, ge=1)
+
+    _step = field_validator("step")(_step_within("size"))
 
 
 class TokenWindowSpec(_Strict):
     type: Literal["token_window"]
     max_tokens: int = Field(ge=1)
+    # The same in tokens. None: core/preprocessors.default_step_tokens(max_tokens).
+    step_tokens: int | None = Field(None, ge=1)
+
+    _step = field_validator("step_tokens")(_step_within("max_tokens"))
 
 
 class RedactSpec(_Strict):

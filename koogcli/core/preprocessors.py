@@ -5,6 +5,12 @@ The window keeps Koog's newest pairing rule (§5.4): results are matched to call
 key (("id", call id) or ("anon", tool name)); a result whose call fell outside the window
 is dropped, so no tool result is ever orphaned. Non-tool messages are never modified.
 The token window keeps the same rule over a budget of estimated tokens.
+
+koog's deliberate deviation (KOOG_SEMANTICS §1.4, issue 42): both windows move their start
+in steps, counted from the start of the list they are given, so the start stays put while
+the conversation grows and a server's prompt cache (llama.cpp's KV slot, OpenAI's prefix
+cache) holds between cuts. With a step of 1 they are Koog's rule exactly. A window never
+holds more than its size (or budget), and applying it to its own output changes nothing.
 """
 
 from __future__ import annotations
@@ -89,23 +95,68 @@ def _from(messages: list[Message], start: int, pinned: Sequence[bool] = ()) -> l
     return out
 
 
+def default_step(size: int) -> int:
+    """The step of a `window` whose config names none: a quarter of the size, or 6 when
+    that is more (three quarters of the size when 6 is too much), between 1 and the size.
+
+    Why not simply a quarter: a turn adds two messages (question and answer), so a window
+    of 8 stepping by 2 would cut on every turn, and every cut makes the server read the
+    whole request again. A step of 6 keeps the prefix two turns in three. Three quarters
+    bounds it for small windows: 4 steps by 3 and still holds 2 messages after a cut.
+    8 -> 6, 16 -> 6, 50 -> 12, 4 -> 3, 2 -> 1, 1 -> 1.
+    """
+    return max(1, min(size, max(size // 4, min(6, size * 3 // 4))))
+
+
+def default_step_tokens(max_tokens: int) -> int:
+    """The step of a `token_window` whose config names none: a quarter of its tokens."""
+    return max(1, max_tokens // 4)
+
+
+def _stepped(excess: int, step: int) -> int:
+    """`excess` rounded up to a multiple of `step` (0 when nothing is over)."""
+    return 0 if excess <= 0 else -(-excess // step) * step
+
+
 @dataclass(frozen=True, slots=True)
 class WindowPreprocessor:
+    """The last messages, at most `size` of them (Koog's WindowSizePreProcessor).
+
+    The start is `step * ceil((L - size) / step)` for L > size messages, else 0: it moves
+    `step` messages at a time, so the window holds between `size - step + 1` and `size`
+    messages and stays put while `step` more arrive. `step = 1` is Koog's `L - size`. A
+    step above the size acts as the size. Then the pairing rule (`_from`), which may drop
+    results whose call fell before the start, so a window can hold fewer."""
+
     size: int
+    step: int = 1  # config's default is `default_step(size)` (services/compose.py)
+
+    def start(self, count: int) -> int:
+        step = max(1, min(self.step, self.size))
+        return _stepped(count - self.size, step)
 
     def __call__(self, messages: list[Message]) -> list[Message]:
-        return _from(messages, len(messages) - min(self.size, len(messages)))
+        return _from(messages, self.start(len(messages)))
 
 
 @dataclass(frozen=True, slots=True)
 class TokenWindowPreprocessor:
     """The newest messages whose estimated tokens (core/tokens.py) fit `max_tokens`.
 
-    System messages and memory messages are always kept and counted first; the window is
-    a run of the newest other messages, so no answer loses the question before it."""
+    System messages and memory messages are always kept and counted first; what is left,
+    B, is the budget of the others. Those kept form one run to the newest, no message
+    skipped between; as before steps, the run may begin with an answer whose question did
+    not fit (nothing here guarantees a question beside its answer).
+    Each has a position: the tokens of the other messages before it in the list. When
+    their total T passes B, the run begins at the first one positioned at or after
+    `step_tokens * ceil((T - B) / step_tokens)`, so it starts later only when the excess
+    crosses a multiple of the step, and holds at most B tokens; the newest message stays
+    whenever it fits B alone. `step_tokens = 1` is the newest run that fits, exactly as
+    before steps (issue 42). A step above B acts as B."""
 
     max_tokens: int
     count: Callable[[Message], int] | None = None  # None: core/tokens.py's estimate
+    step_tokens: int = 1  # config's default is `default_step_tokens(max_tokens)`
 
     def __call__(self, messages: list[Message]) -> list[Message]:
         from koogcli.core.compression import is_memory
@@ -113,17 +164,19 @@ class TokenWindowPreprocessor:
 
         count = self.count or message_tokens
         pinned = [m.role == "system" or is_memory(m) for m in messages]
-        budget = self.max_tokens - sum(
-            count(m) for m, kept in zip(messages, pinned, strict=True) if kept
-        )
-        start = len(messages)
-        for index in range(len(messages) - 1, -1, -1):
-            if pinned[index]:
-                continue
-            budget -= count(messages[index])
-            if budget < 0:
+        sizes = [count(m) for m in messages]
+        budget = self.max_tokens - sum(n for n, kept in zip(sizes, pinned, strict=True) if kept)
+        total = sum(n for n, kept in zip(sizes, pinned, strict=True) if not kept)
+        threshold = _stepped(total - budget, max(1, min(self.step_tokens, budget)))
+        others = [index for index, kept in enumerate(pinned) if not kept]
+        start, position = len(messages), 0
+        for index in others:
+            if position >= threshold:
+                start = index
                 break
-            start = index
+            position += sizes[index]
+        if others and sizes[others[-1]] <= budget:
+            start = min(start, others[-1])  # a step never costs the newest message that fits
         return _from(messages, start, pinned)
 
 

@@ -347,9 +347,13 @@ def build_pipeline(specs: Sequence[PreprocessorSpec], folders: Sequence[Path]) -
             function = callables.resolve(spec.callable, folders, key=f"{key}.callable")
             steps.append(preprocessors.CustomPreprocessor(spec.callable, function))
         elif isinstance(spec, TokenWindowSpec):
-            steps.append(preprocessors.TokenWindowPreprocessor(spec.max_tokens))
+            step_tokens = spec.step_tokens or preprocessors.default_step_tokens(spec.max_tokens)
+            steps.append(
+                preprocessors.TokenWindowPreprocessor(spec.max_tokens, step_tokens=step_tokens)
+            )
         else:
-            steps.append(preprocessors.WindowPreprocessor(spec.size))
+            step = spec.step or preprocessors.default_step(spec.size)
+            steps.append(preprocessors.WindowPreprocessor(spec.size, step))
     return preprocessors.Pipeline(tuple(steps))
 
 

@@ -65,7 +65,7 @@ def test_forks_of_windowed_logs_checkpoints_and_refusals(
     backend: str, run_koog: Run, tmp_path: Path
 ) -> None:
     config = tmp_path / "window.toml"
-    config.write_text('[[chat_memory.preprocessors]]\ntype = "window"\nsize = 6\n')
+    config.write_text('[[chat_memory.preprocessors]]\ntype = "window"\nsize = 6\nstep = 1\n')
     env = {"KOOG_CONFIG": str(config)}
     for n in range(6):  # the window drops from the front: log lines with drops
         _ok(run_koog("chat", "-s", "w", f"q{n}", env=env))

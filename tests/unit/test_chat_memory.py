@@ -134,14 +134,14 @@ def test_case6_preseeded_history_is_seen_before_the_new_message() -> None:
 
 
 def test_case7_window_2_truncates_stored_history() -> None:
-    agent = Agent(WindowPreprocessor(2))
+    agent = Agent(WindowPreprocessor(2, step=1))
     agent.run("Q1")
     agent.run("Q2")
     assert len(agent.stored()) == 2
 
 
 def test_case8_window_4_is_applied_consistently_across_runs() -> None:
-    agent = Agent(WindowPreprocessor(4))
+    agent = Agent(WindowPreprocessor(4, step=1))
     sizes = []
     for q in ("Q1", "Q2", "Q3", "Q4"):
         agent.run(q)
@@ -152,14 +152,14 @@ def test_case8_window_4_is_applied_consistently_across_runs() -> None:
 
 
 def test_case9_window_1() -> None:
-    agent = Agent(WindowPreprocessor(1))
+    agent = Agent(WindowPreprocessor(1, step=1))
     agent.run("Q1")
     agent.run("Q2")
     assert len(agent.stored()) == 1
 
 
 def test_case10_window_truncates_loaded_history() -> None:
-    agent = Agent(WindowPreprocessor(2))
+    agent = Agent(WindowPreprocessor(2, step=1))
     _seed(agent)
     agent.run("New question")
     non_system = [m for m in agent.seen if m.role != "system"]
@@ -172,14 +172,14 @@ def is_user(m: Message) -> bool:
 
 
 def test_case11_window_then_filter() -> None:
-    agent = Agent(WindowPreprocessor(5), PredicateFilter(is_user))
+    agent = Agent(WindowPreprocessor(5, step=1), PredicateFilter(is_user))
     for q in ("Q1", "Q2", "Q3"):
         agent.run(q)
     assert agent.stored() == [("user", "Q1"), ("user", "Q2"), ("user", "Q3")]
 
 
 def test_case12_filter_then_window() -> None:
-    agent = Agent(PredicateFilter(is_user), WindowPreprocessor(2))
+    agent = Agent(PredicateFilter(is_user), WindowPreprocessor(2, step=1))
     for q in ("Q1", "Q2", "Q3"):
         agent.run(q)
     assert agent.stored() == [("user", "Q2"), ("user", "Q3")]

@@ -34,7 +34,8 @@ def result(call_id: str | None, name: str = "search", text: str = "r") -> Messag
 
 
 def window(n: int, messages: list[Message]) -> list[Message]:
-    return WindowPreprocessor(n)(messages)
+    """Koog's rule: the cases run with step 1 (KOOG_SEMANTICS §1.4, koog's deviation)."""
+    return WindowPreprocessor(n, step=1)(messages)
 
 
 def test_case15_window_keeps_last_messages() -> None:
@@ -106,8 +107,8 @@ def test_redact_replaces_every_match() -> None:
 def test_window_then_filter_differs_from_filter_then_window() -> None:
     msgs = [user("Q1"), assistant("A1"), user("Q2"), assistant("A2"), user("Q3"), assistant("A3")]
     users = PredicateFilter(lambda m: m.role == "user")
-    assert [m.text for m in Pipeline((WindowPreprocessor(2), users))(msgs)] == ["Q3"]
-    assert [m.text for m in Pipeline((users, WindowPreprocessor(2)))(msgs)] == ["Q2", "Q3"]
+    assert [m.text for m in Pipeline((WindowPreprocessor(2, step=1), users))(msgs)] == ["Q3"]
+    assert [m.text for m in Pipeline((users, WindowPreprocessor(2, step=1)))(msgs)] == ["Q2", "Q3"]
 
 
 def test_custom_preprocessor_errors_name_the_callable() -> None:
@@ -143,7 +144,7 @@ def test_a_catastrophic_pattern_fails_in_bounded_time() -> None:
 
 
 def tw(budget: int, messages: list[Message]) -> list[Message]:
-    return TokenWindowPreprocessor(budget)(messages)
+    return TokenWindowPreprocessor(budget, step_tokens=1)(messages)
 
 
 def texts(messages: list[Message]) -> list[str]:
@@ -189,4 +190,6 @@ def test_token_window_runs_in_a_pipeline_after_a_filter() -> None:
     history = [user("keep " + words(30, "x")), assistant("drop me"), user("keep too")]
     only_users = FilterPreprocessor(roles=frozenset({"user"}))
     budget = message_tokens(history[2])
-    assert texts(Pipeline((only_users, TokenWindowPreprocessor(budget)))(history)) == ["keep too"]
+    assert texts(
+        Pipeline((only_users, TokenWindowPreprocessor(budget, step_tokens=1)))(history)
+    ) == ["keep too"]
