@@ -240,7 +240,7 @@ class RetrievalSettings(_Strict):
     )
     # Only records whose metadata has these values (compared as text).
     where: dict[str, str] = {}
-    augmenter: Literal["system", "user"] = "system"
+    augmenter: Literal["after", "system", "user"] = "after"
     query: str = Field(default="last_user_message", pattern=r"^last_user_message(s:[1-9][0-9]*)?$")
 
 
