@@ -260,12 +260,14 @@ def show(
         return
     writer.finish(result.reply)
     if as_json:
+        from koogcli.ui.views import usage_dict
+
         render.json_out(
             {
                 "session": result.session,
                 "reply": result.reply,
                 "model": result.model,
-                "usage": result.usage.to_dict() if result.usage else None,
+                "usage": usage_dict(result.usage),
                 "checkpoint": result.checkpoint,
             }
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from koogcli.core.messages import Message, ToolCall
+from koogcli.core.usage import Usage as Usage  # where ports and their users name it
 
 if TYPE_CHECKING:
     from koogcli.core.checkpoints import Checkpoint, CompensationEntry
@@ -116,29 +117,6 @@ class TranscriptHit:
     turn_id: str
     position: int  # the row's place in the whole transcript: a later hit is a larger one
     message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-
-    def plus(self, more: Usage | None) -> Usage:
-        if more is None:
-            return self
-        return Usage(
-            self.prompt_tokens + more.prompt_tokens,
-            self.completion_tokens + more.completion_tokens,
-            self.total_tokens + more.total_tokens,
-        )
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-        }
 
 
 @dataclass(frozen=True, slots=True)

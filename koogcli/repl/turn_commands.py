@@ -121,9 +121,11 @@ def _usage(state: ReplState, args: str) -> None:
     state.ui.show(line)
     if state.usage is not None:
         u = state.usage
-        state.ui.show(
+        line = (
             f"this REPL: {u.prompt_tokens:,} in + {u.completion_tokens:,} out = {u.total_tokens:,}"
         )
+        cache = render.cache_words(u)  # §5.4a: only when the server reported it
+        state.ui.show(line if cache is None else f"{line}; {cache}")
 
 
 def _undo(state: ReplState, last: retry.LastTurn, then: str) -> None:

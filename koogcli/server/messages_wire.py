@@ -282,12 +282,15 @@ def tool_block(call: ToolCall, index: int) -> dict[str, Any]:
 
 
 def usage(answer: Answer) -> dict[str, int]:
+    """Anthropic's usage: `input_tokens` are those not read from the cache (§5.4a), so a
+    client adding the three input fields gets the whole prompt, as from Anthropic."""
     u = answer.usage
+    cached = (u.cached_tokens or 0) if u else 0
     return {
-        "input_tokens": u.prompt_tokens if u else 0,
+        "input_tokens": max(u.prompt_tokens - cached, 0) if u else 0,
         "output_tokens": u.completion_tokens if u else 0,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_read_input_tokens": cached,
     }
 
 

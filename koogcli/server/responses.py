@@ -259,19 +259,10 @@ def _stored_answer(ident: str, found: stored_responses.StoredResponse) -> wire.A
         str(reply.meta.get("model") or ""),
         reply,
         str(reply.meta.get(FINISH_KEY) or "stop"),
-        _usage(usage),
+        Usage.from_dict(usage),  # its cached tokens too, when the upstream reported them
         _epoch(reply.created_at),
         {"store": True},
     )
-
-
-def _usage(raw: object) -> Usage | None:
-    if not isinstance(raw, dict):
-        return None
-    counts = [raw.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")]
-    if not all(isinstance(n, int) for n in counts):
-        return None
-    return Usage(*counts)  # type: ignore[arg-type]
 
 
 def _epoch(stamp: str) -> int:

@@ -137,7 +137,8 @@ def _usage(usage: Usage | None) -> dict[str, Any] | None:
         return None
     return {
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        # §5.4a: what the upstream's cache served; 0 when it did not say (the field is required)
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0},
         "output_tokens": usage.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage.total_tokens,

@@ -179,14 +179,17 @@ def _wire_calls(message: Message | None, indexed: bool) -> list[dict[str, Any]]:
     return calls
 
 
-def _usage(usage: Usage | None) -> dict[str, int] | None:
+def _usage(usage: Usage | None) -> dict[str, Any] | None:
     if usage is None:
         return None
-    return {
+    out: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
     }
+    if usage.cached_tokens is not None:  # §5.4a: what the upstream's cache served, when told
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return out
 
 
 @dataclass(frozen=True, slots=True)

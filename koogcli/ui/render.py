@@ -113,11 +113,27 @@ def note(text: str) -> None:
 
 
 def usage_line(usage: Usage | None) -> None:
-    """`-u`: token counts on stderr, whatever stdout carries."""
+    """`-u`: token counts on stderr, whatever stdout carries, and how many prompt tokens
+    the server's cache served when it said so (plain numbers, as scripts read them)."""
     if usage is None:
         note("tokens: not reported by the server")
-    else:
-        note(f"tokens: {usage.prompt_tokens} in, {usage.completion_tokens} out")
+        return
+    line = f"tokens: {usage.prompt_tokens} in, {usage.completion_tokens} out"
+    cache = cache_words(usage, grouped=False)
+    note(line if cache is None else f"{line}; {cache}")
+
+
+def cache_words(usage: Usage | None, grouped: bool = True) -> str | None:
+    """`prompt cache: N of M tokens reused` (§5.4a); None when the server reported no
+    cached figure (many do not), which is not the same as reporting 0."""
+    if usage is None or usage.cached_tokens is None:
+        return None
+    n, m = (
+        (f"{usage.cached_tokens:,}", f"{usage.prompt_tokens:,}")
+        if grouped
+        else (str(usage.cached_tokens), str(usage.prompt_tokens))
+    )
+    return f"prompt cache: {n} of {m} tokens reused"
 
 
 def warning(text: str) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import CUT_LABELS, FINISH_KEY, Message, local_time
-from koogcli.core.ports import SessionInfo
+from koogcli.core.ports import SessionInfo, Usage
 from koogcli.core.results import Compensation, CompressResult, Found, RollbackResult
 from koogcli.core.why import Explained, StepTrace
-from koogcli.ui.render import one_line, table
+from koogcli.ui.render import cache_words, one_line, table
 
 
 def session_dict(s: SessionInfo) -> dict[str, object]:
@@ -240,6 +240,19 @@ def recent_exchanges(messages: Sequence[Message], pairs: int, lines_each: int = 
     return "\n".join(blocks)
 
 
+def usage_dict(usage: Usage | None) -> dict[str, int | None] | None:
+    """`usage` in JSON (`chat --json`, `why --json`): one shape whatever the server said,
+    `cached_tokens` null when it did not report the prompt tokens its cache served."""
+    if usage is None:
+        return None
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "cached_tokens": usage.cached_tokens,
+    }
+
+
 def why_dict(found: Explained) -> dict[str, object]:
     """`koog why --json`."""
     reply = {"id": found.reply.id, "created_at": found.reply.created_at}
@@ -250,6 +263,8 @@ def why_dict(found: Explained) -> dict[str, object]:
         "reply": reply,
         "rolled_back": found.rolled_back,
         **found.why.to_dict(),
+        # What the server reported for the reply's request, cached prompt tokens included.
+        "usage": usage_dict(Usage.from_dict(found.reply.meta.get("usage"))),
     }
 
 
@@ -293,6 +308,9 @@ def why_lines(found: Explained) -> list[str]:
     if w.recovered:
         context += "; the server refused it as too long and it was sent again, compressed"
     lines.append(f"context: {context}")
+    cache = cache_words(Usage.from_dict(found.reply.meta.get("usage")))
+    if cache is not None:  # only what the server reported
+        lines.append(cache)
     cut = CUT_LABELS.get(str(found.reply.meta.get(FINISH_KEY)))
     if cut is not None:
         lines.append(f"the reply: {cut} (finish_reason {found.reply.meta[FINISH_KEY]})")

@@ -92,8 +92,6 @@ def test_documented_shapes_match_real_output(
     assert set(shapes) == set(real)
     for command, shape in shapes.items():
         check(shape, real[command])
-    assert made["usage"] is None or set(made["usage"]) == {
-        "prompt_tokens",
-        "completion_tokens",
-        "total_tokens",
-    }
+    usage = {"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"}
+    assert made["usage"] is None or set(made["usage"]) == usage
+    assert real["why --json"]["usage"] is None or set(real["why --json"]["usage"]) == usage

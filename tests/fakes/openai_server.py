@@ -28,6 +28,17 @@ whose `content` is a list of parts counts its text parts, and MEDIA_TOKENS for e
 part; the echo reply echoes the text parts);
 `embedding_faults` holds statuses, or "-inf" / "dim" for a non-finite or short vector.
 
+A prompt cache as llama-server's (one slot, SPEC §5.4a): each answered request is a token
+sequence (`prompt_tokens`, the same word pieces, with template tokens around each message),
+and the tokens it shares from the start with the previous answered request's are "cached".
+The figure goes out as llama-server sends it: `usage.prompt_tokens_details.cached_tokens`
+and a `timings` object (`cache_n` reused, `prompt_n` computed, `predicted_n`) on the reply,
+or on the stream's finish and usage chunks. `server.prompt_cache = False` reports neither
+(the slot still counts). `server.cache_log` holds each answered request's
+`{"prompt_tokens", "cached_tokens"}`, `server.prefilled_tokens` the tokens computed in all
+(prompt minus cached, summed; llama-server's `prompt_tokens_total`); GET /_control/cache
+gives both.
+
 Quirks of real endpoints (shared/ENDPOINT_QUIRKS.md), switched on by `server.quirks` (a set
 of names) or a whole profile at once (`server.use_profile(name)`, PROFILES below):
   per_turn_ids   ids numbered within each answer: `call_0_NAME`, again next turn (Kimi K3)
@@ -48,6 +59,8 @@ of names) or a whole profile at once (`server.use_profile(name)`, PROFILES below
                  non-streamed it is the 400 (llama.cpp)
   empty_tool_choice  a streamed request with `tool_choice` is HTTP 200 with an empty body
   format_500     a refused `response_format` is HTTP 500, not 400 (llama.cpp's validation)
+  timings_only   no `usage` at all (streamed or not), only llama-server's `timings`
+The `no_usage` quirk (llama-cpp-python's server) sends no `timings` either.
 A script's `{"cut_after": 2}` ends the stream after two text chunks with `data: [DONE]` and no
 finish chunk, as llama.cpp does to a stream in flight when another request arrives.
 Like strict servers, every request holding two tool calls with one id is answered 400
@@ -62,6 +75,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -90,6 +104,9 @@ class FakeOpenAIServer:
         self.embedding_size = EMBEDDING_SIZE
         self.quirks: set[str] = set()
         self.strict_ids = True
+        self.prompt_cache = True
+        self.slot: list[tuple[str, ...]] | None = None  # the last answered request's tokens
+        self.cache_log: list[dict[str, int]] = []
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -128,6 +145,9 @@ class FakeOpenAIServer:
             self.quirks = set()
             self.strict_ids = True
             self.default_delay = 0.0
+            self.prompt_cache = True
+            self.slot = None
+            self.cache_log = []
 
     def use_profile(self, name: str) -> None:
         """Behave like one kind of real endpoint (PROFILES)."""
@@ -150,6 +170,26 @@ class FakeOpenAIServer:
             "",
         )
         return {"content": f"echo: {last_user}"}
+
+    def prefill(self, messages: list[dict[str, Any]]) -> dict[str, int]:
+        """Answer a request from the slot: its prompt size, and how much of it the previous
+        answered request left in the cache; the slot then holds this request."""
+        tokens = prompt_tokens(messages)
+        total = 2 + sum(map(len, tokens))
+        with self.lock:
+            shared = 0 if self.slot is None else common_prefix(self.slot, tokens)
+            # llama-server computes at least the last token again, to have logits.
+            cached = min(shared, total - 1)
+            self.slot = tokens
+            figures = {"prompt_tokens": total, "cached_tokens": cached}
+            self.cache_log.append(figures)
+        return figures
+
+    @property
+    def prefilled_tokens(self) -> int:
+        """Prompt tokens computed (not served from the cache), over every answered request."""
+        with self.lock:
+            return sum(r["prompt_tokens"] - r["cached_tokens"] for r in self.cache_log)
 
     @property
     def embedding_requests(self) -> list[dict[str, Any]]:
@@ -185,6 +225,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/_control/requests":
             with self.fake.lock:
                 self._json(200, list(self.fake.requests))
+        elif self.path == "/_control/cache":
+            prefilled = self.fake.prefilled_tokens
+            with self.fake.lock:
+                self._json(200, {"prefilled_tokens": prefilled, "requests": self.fake.cache_log})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
@@ -247,10 +291,11 @@ class _Handler(BaseHTTPRequestHandler):
             wait = {"retry-after": str(script["retry_after"])} if "retry_after" in script else {}
             self._json(status, {"error": error}, {"retry-after-ms": "10", **wait})
             return
+        figures = self.fake.prefill(body.get("messages", []))
         if body.get("stream") and not script.get("json"):
-            self._stream(body, script)
+            self._stream(body, script, figures)
         else:
-            self._whole(body, script)
+            self._whole(body, script, figures)
 
     def _empty_ok(self) -> None:
         """HTTP 200 with an empty event stream: what llama.cpp answers some streams."""
@@ -344,32 +389,43 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def _whole(self, body: dict[str, Any], script: dict[str, Any]) -> None:
+    def _reported(self, content: str, figures: dict[str, int]) -> tuple[Any, Any]:
+        """The usage and `timings` objects of an answer (None: not sent), by the quirks."""
+        quirks, cache = self.fake.quirks, self.fake.prompt_cache
+        usage = _usage(figures, content, cache) if "timings_only" not in quirks else None
+        timings = _timings(figures, content) if cache and "no_usage" not in quirks else None
+        return usage, timings
+
+    def _whole(self, body: dict[str, Any], script: dict[str, Any], figures: dict[str, int]) -> None:
         content = script.get("content", "".join(script.get("chunks", [])))
         calls = _quirky_ids(_wire_calls(script.get("tool_calls", [])), self.fake.quirks)
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if calls:
             message["tool_calls"] = calls
-        self._json(
-            200,
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "test-model"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": script.get("finish_reason")
-                        or _finish(calls, self.fake.quirks),
-                    }
-                ],
-                "usage": _usage(body, content),
-            },
-        )
+        answer: dict[str, Any] = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "test-model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": script.get("finish_reason")
+                    or _finish(calls, self.fake.quirks),
+                }
+            ],
+        }
+        usage, timings = self._reported(content, figures)
+        if usage is not None:
+            answer["usage"] = usage
+        if timings is not None:
+            answer["timings"] = timings
+        self._json(200, answer)
 
-    def _stream(self, body: dict[str, Any], script: dict[str, Any]) -> None:
+    def _stream(
+        self, body: dict[str, Any], script: dict[str, Any], figures: dict[str, int]
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -389,6 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
         if cut_after is not None:  # the text chunks before it, then [DONE] and no finish
             events = [e for e in events if e[1] is None][: int(cut_after) + 1]
         content = script.get("content", "".join(script.get("chunks", [])))
+        usage, timings = self._reported(content, figures)
         try:
             for index, (delta, finish) in enumerate(events):
                 if drop_after is not None and index >= int(drop_after):
@@ -400,13 +457,18 @@ class _Handler(BaseHTTPRequestHandler):
                     self._event(json.dumps({**base, **finish}))
                     continue
                 chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                if finish is not None and timings is not None:  # as llama-server's last chunk
+                    chunk["timings"] = timings
                 self._event(json.dumps(chunk))
                 if delay and finish is None:
                     time.sleep(delay)
             if (body.get("stream_options") or {}).get("include_usage") and (
-                "no_usage" not in quirks and cut_after is None
+                "no_usage" not in quirks and cut_after is None and usage is not None
             ):
-                self._event(json.dumps({**base, "choices": [], "usage": _usage(body, content)}))
+                closing = {**base, "choices": [], "usage": usage}
+                if timings is not None:
+                    closing["timings"] = timings
+                self._event(json.dumps(closing))
             self._event("[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -619,14 +681,94 @@ def count_tokens(messages: list[dict[str, Any]]) -> int:
     return total
 
 
-def _usage(body: dict[str, Any], content: str) -> dict[str, int]:
-    prompt = count_tokens(body.get("messages", []))
+def _usage(figures: dict[str, int], content: str, cache: bool) -> dict[str, Any]:
+    prompt = figures["prompt_tokens"]
     completion = text_tokens(content)
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cache:
+        usage["prompt_tokens_details"] = {"cached_tokens": figures["cached_tokens"]}
+    return usage
+
+
+def _timings(figures: dict[str, int], content: str) -> dict[str, Any]:
+    """llama-server's `timings`: `cache_n` tokens reused, `prompt_n` computed."""
+    cached = figures["cached_tokens"]
+    return {
+        "cache_n": cached,
+        "prompt_n": figures["prompt_tokens"] - cached,
+        "prompt_ms": 0.0,
+        "predicted_n": text_tokens(content),
+        "predicted_ms": 0.0,
+    }
+
+
+def prompt_tokens(messages: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """A request's prompt as the server's tokens, one tuple per message (the template's
+    start, role and end tokens around the message's pieces): with the opening token and
+    the closing generation prompt, `count_tokens(messages)` of them in all. A message is
+    tokenised once (memoised), so the same message is the same tuple object."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        media: tuple[str, ...] = ()
+        if isinstance(content, list):
+            media = tuple(
+                json.dumps(p, sort_keys=True)
+                for p in content
+                if not (isinstance(p, dict) and p.get("type") == "text")
+            )
+        calls = tuple(
+            f"{(c.get('function') or {}).get('name', '')} {(c.get('function') or {}).get('arguments', '')}"
+            for c in m.get("tool_calls") or []
+        )
+        out.append(_message_tokens(str(m.get("role", "")), text_of(content), media, calls))
+    return out
+
+
+@functools.lru_cache(maxsize=65536)
+def _message_tokens(
+    role: str, text: str, media: tuple[str, ...], calls: tuple[str, ...]
+) -> tuple[str, ...]:
+    tokens = ["<|start|>", role, *_pieces(text)]
+    for part in media:  # MEDIA_TOKENS each, all telling the part's bytes apart
+        digest = hashlib.sha256(part.encode()).hexdigest()[:16]
+        tokens.extend(f"<media:{digest}:{i}>" for i in range(MEDIA_TOKENS))
+    for call in calls:
+        tokens.extend(_pieces(call))
+    tokens.append("<|end|>")
+    return tuple(tokens)
+
+
+def _pieces(text: str) -> list[str]:
+    """`text_tokens(text)` tokens: each word piece, and a second token after a non-ASCII one."""
+    out = []
+    for piece in _WORD_PIECES.findall(text):
+        out.append(piece)
+        if not piece.isascii():
+            out.append("<|+|>")
+    return out
+
+
+def common_prefix(before: list[tuple[str, ...]], now: list[tuple[str, ...]]) -> int:
+    """How many tokens two prompts share from the start: whole messages compared at once
+    (the same message is the same tuple), then the first that differs token by token."""
+    shared = 1  # the opening token
+    for a, b in zip(before, now, strict=False):
+        if a is b or a == b:
+            shared += len(a)
+            continue
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            shared += 1
+        return shared
+    if len(before) == len(now):
+        shared += 1  # the same messages: the generation prompt too
+    return shared
 
 
 def main() -> None:

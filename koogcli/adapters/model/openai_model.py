@@ -1,9 +1,10 @@
 """ChatModel over the `openai` package, for any OpenAI-compatible endpoint.
 
 Streams text deltas to a callback, reassembles streamed tool-call fragments by index, and
-reports usage. Retries and timeouts are the client's own (`max_retries`, `timeout`). Every
-API failure becomes one ModelError naming what to check; request headers (the key) are
-never logged or shown.
+reports usage, with the prompt tokens the server's cache served wherever it says so
+(cache_figures.py: the usage's details, or llama-server's `timings`). Retries and timeouts
+are the client's own (`max_retries`, `timeout`). Every API failure becomes one ModelError
+naming what to check; request headers (the key) are never logged or shown.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from koogcli.adapters.model.cache_figures import chat_usage
 from koogcli.adapters.model.refusals import FORMAT_WORDS, error_detail, refusal
 from koogcli.core import content_parts
 from koogcli.core.errors import (
@@ -21,7 +23,7 @@ from koogcli.core.errors import (
     ResponseFormatError,
 )
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.ports import Completion, ModelRequest, Usage
+from koogcli.core.ports import Completion, ModelRequest
 from koogcli.core.urls import masked
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -153,7 +155,8 @@ class OpenAIChatModel:
             sinks.reasoning(reasoning)
         if text and sinks.text:
             sinks.text(text)
-        return Completion(text, calls, _usage(response.usage), choice.finish_reason, reasoning)
+        usage = chat_usage(response.usage, getattr(response, "timings", None))
+        return Completion(text, calls, usage, choice.finish_reason, reasoning)
 
     def _open_stream(self, kwargs: dict[str, Any]) -> Any:
         """Ask for a usage chunk; a server that rejects `stream_options` is asked once more
@@ -196,13 +199,19 @@ class OpenAIChatModel:
             return self._from_completion(ChatCompletion.model_validate(raw), sinks)
         parts: list[str] = []
         calls: dict[int, dict[str, str | None]] = {}
-        usage: Usage | None = None
+        # The last usage and llama-server `timings` sent (some servers send usage on
+        # several chunks, the final one counting); read once the stream ends.
+        reported: Any = None
+        timings: Any = None
         finish: str | None = None
         thinking: list[str] = []
         with stream:
             for chunk in _guarded(stream, self.endpoint):
                 if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
+                    reported = chunk.usage
+                timed = getattr(chunk, "timings", None)
+                if timed is not None:
+                    timings = timed
                 for choice in chunk.choices or []:
                     delta = choice.delta
                     if choice.finish_reason:
@@ -240,6 +249,7 @@ class OpenAIChatModel:
                 hint="nothing of this turn was stored; retry (a local server may cut a "
                 "stream when another request arrives)",
             )
+        usage = chat_usage(reported, timings)
         return Completion("".join(parts), tool_calls, usage, finish, "".join(thinking))
 
     def _second_opinion(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
@@ -419,16 +429,6 @@ def _reasoning(message: Any) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
-
-
-def _usage(raw: Any) -> Usage | None:
-    if raw is None:
-        return None
-    return Usage(
-        int(getattr(raw, "prompt_tokens", 0) or 0),
-        int(getattr(raw, "completion_tokens", 0) or 0),
-        int(getattr(raw, "total_tokens", 0) or 0),
-    )
 
 
 class OpenAIEmbedder:
