@@ -9,6 +9,7 @@ from typing import Literal
 from koogcli.core.checkpoints import Checkpoint, arguments_text
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import ToolOutcome
+from koogcli.core.usage import Usage
 
 Approval = Literal["y", "n", "a"]  # yes, no, always (this tool, this session)
 Status = Literal["undone", "failed", "declined", "left in place", "already undone"]
@@ -83,6 +84,9 @@ class UsageTotals:
     reported: int  # of them, those the server reported token counts for
     prompt_tokens: int
     completion_tokens: int
+    # §5.4a: summed over the replies whose server said how much its prompt cache served
+    # (None: none said), and the prompt tokens of those same replies.
+    cached: Usage | None = None
 
 
 @dataclass(frozen=True)

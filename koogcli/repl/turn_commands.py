@@ -118,7 +118,8 @@ def _usage(state: ReplState, args: str) -> None:
     )
     if totals.reported < totals.replies:
         line += f" (the server reported counts for {totals.reported} of them)"
-    state.ui.show(line)
+    cached = render.cache_words(totals.cached)  # of the replies whose server said
+    state.ui.show(line if cached is None else f"{line}; {cached}")
     if state.usage is not None:
         u = state.usage
         line = (

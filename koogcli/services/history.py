@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from koogcli.core.names import SessionName
 from koogcli.core.ports import SessionInfo
 from koogcli.core.results import Found, SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
+from koogcli.core.usage import Usage
 from koogcli.services import tool_identity
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.compose import history_document, parse_history_document
@@ -256,11 +258,17 @@ def usage_totals(ctx: AppContext, session: SessionName) -> UsageTotals:
     counted: list[dict[str, object]] = [
         u for m in answers if isinstance(u := m.meta.get("usage"), dict)
     ]
+    cached = [
+        Usage(_count(u, "prompt_tokens"), cached_tokens=_count(u, "cached_tokens"))
+        for u in counted
+        if "cached_tokens" in u
+    ]
     return UsageTotals(
         len(answers),
         len(counted),
         sum(_count(u, "prompt_tokens") for u in counted),
         sum(_count(u, "completion_tokens") for u in counted),
+        functools.reduce(Usage.plus, cached[1:], cached[0]) if cached else None,
     )
 
 

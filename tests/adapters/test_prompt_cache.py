@@ -34,7 +34,10 @@ def test_a_request_extending_the_last_reads_the_cached_prefix(
     model: OpenAIChatModel, stream: bool
 ) -> None:
     one = ask(model, FIRST, stream)
-    assert one.usage.cached_tokens == 0  # reported, and nothing was in the slot
+    # Reported, and at most the opening tokens: the slot is emptied for each test, but the
+    # suite's server is shared within a worker, and a request a process of an earlier test
+    # sent late can land in it.
+    assert one.usage.cached_tokens is not None and one.usage.cached_tokens <= 3
     two = ask(model, [*FIRST, assistant(one.text), user("And of Norway?")], stream)
     # All of the first request but its generation prompt was in the slot.
     assert two.usage.cached_tokens == one.usage.prompt_tokens - 1

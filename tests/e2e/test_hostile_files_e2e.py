@@ -4,6 +4,7 @@ and a hint, never an internal error; a damaged file is never written over."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -37,8 +38,15 @@ def _flip_line(path: Path, which: int) -> None:
         data[len(data) // 2] ^= 0x21
         path.write_bytes(bytes(data))
         return
-    line = bytearray(lines[index])
-    line[len(line) // 2] ^= 0x21  # one byte in the middle of the line
+    # One byte from the middle of the line on, the first whose change leaves no JSON (a
+    # letter of a key flipped to another letter would still parse, as a different line).
+    for at in range(len(lines[index]) // 2, len(lines[index])):
+        line = bytearray(lines[index])
+        line[at] ^= 0x21
+        try:
+            json.loads(bytes(line))
+        except ValueError:
+            break
     lines[index] = bytes(line)
     path.write_bytes(b"\n".join(lines) + b"\n")
 

@@ -15,23 +15,12 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.harbour import FACTS, QUESTIONS
 from tests.support.serving import KoogServe
 
 pytestmark = pytest.mark.e2e
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
-FACTS = [
-    "The harbour ferry leaves at nine",
-    "The lighthouse keeper is called Ada",
-    "Tide tables are posted on the quay",
-    "The fish market opens at dawn",
-]
-QUESTIONS = [
-    "When does the ferry leave?",
-    "Who keeps the lighthouse?",
-    "Where are the tide tables posted?",
-    "When does the fish market open?",
-]
 
 
 def wire(body: dict[str, Any]) -> list[str]:

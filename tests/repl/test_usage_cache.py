@@ -31,7 +31,7 @@ def usage_lines(make_ctx: Callable[..., Any], *replies: Completion) -> list[str]
             ui=ui,
             history_file=False,
         )
-    return [line for line in ui.shown if line.startswith("this REPL:")]
+    return [line for line in ui.shown if line.startswith(("this REPL:", "session u:"))]
 
 
 def test_usage_shows_the_cached_tokens_of_this_repls_turns(make_ctx: Callable[..., Any]) -> None:
@@ -41,12 +41,31 @@ def test_usage_shows_the_cached_tokens_of_this_repls_turns(make_ctx: Callable[..
         Completion("two", usage=Usage(1300, 10, 1310, 1150)),
     )
     assert lines == [
-        "this REPL: 2,500 in + 20 out = 2,520; prompt cache: 1,150 of 2,500 tokens reused"
+        "session u: 2 replies, 2,500 tokens in + 20 out = 2,520; "
+        "prompt cache: 1,150 of 2,500 tokens reused",
+        "this REPL: 2,500 in + 20 out = 2,520; prompt cache: 1,150 of 2,500 tokens reused",
     ]
+
+
+def test_the_sessions_line_counts_the_cache_of_the_replies_that_reported_it(
+    make_ctx: Callable[..., Any],
+) -> None:
+    lines = usage_lines(
+        make_ctx,
+        Completion("one", usage=Usage(1200, 10, 1210)),
+        Completion("two", usage=Usage(1300, 10, 1310, 1150)),
+    )
+    assert lines[0] == (
+        "session u: 2 replies, 2,500 tokens in + 20 out = 2,520; "
+        "prompt cache: 1,150 of 1,300 tokens reused"
+    )
 
 
 def test_usage_says_nothing_of_a_cache_the_server_did_not_report(
     make_ctx: Callable[..., Any],
 ) -> None:
     lines = usage_lines(make_ctx, Completion("one", usage=Usage(1200, 10, 1210)))
-    assert lines == ["this REPL: 1,200 in + 10 out = 1,210"]
+    assert lines == [
+        "session u: 1 reply, 1,200 tokens in + 10 out = 1,210",
+        "this REPL: 1,200 in + 10 out = 1,210",
+    ]

@@ -16,23 +16,12 @@ from koogcli.core.names import SessionName
 from koogcli.services import memory
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel, calls
+from tests.support.harbour import FACTS, QUESTIONS
 from tests.support.stored import stored_bytes
 
 pytestmark = pytest.mark.usefixtures("backend")
 
 S = SessionName("cache")
-FACTS = [
-    "The harbour ferry leaves at nine",
-    "The lighthouse keeper is called Ada",
-    "Tide tables are posted on the quay",
-    "The fish market opens at dawn",
-]
-QUESTIONS = [
-    "When does the ferry leave?",
-    "Who keeps the lighthouse?",
-    "Where are the tide tables?",
-    "When does the fish market open?",
-]
 
 
 def wire(messages: Sequence[Message]) -> list[str]:
