@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -14,7 +15,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from koogcli.core import wire_marks
-from koogcli.core.names import SessionName
+from koogcli.core.errors import KoogError
+from koogcli.core.names import SessionName, generated
 from koogcli.core.ports import Usage
 from koogcli.server import errors
 from koogcli.server import responses_wire as wire
@@ -23,7 +25,7 @@ from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
 from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
 from koogcli.services import stored_responses
-from koogcli.services.turn.placement import Exchange, Exchanged, family_of
+from koogcli.services.turn.placement import FAMILY_MAX, Exchange, Exchanged, family_of
 from koogcli.services.turn.request import ClientOptions
 
 
@@ -40,6 +42,8 @@ async def create(request: Request) -> Response:
             own = False
         else:
             session, own = session_of(state, grant, request, body.session)
+            if session is None and body.store:
+                session = own_session(grant)
         key = secrets.token_hex(12)
         family = family_of(session, grant.allows).value if session is not None else None
         client = ClientOptions(
@@ -69,6 +73,22 @@ async def create(request: Request) -> Response:
         return await answered(request, turn, wire.response, _failed)
     pending = wire.Answer(ident, shown, None, None, None, created, echo)
     return await streamed(request, turn, lambda: _Events(pending), _failed)
+
+
+def own_session(grant: Grant) -> SessionName | None:
+    """SPEC §6: a Responses request with `store` (the default) and no session names a session
+    of its own (`resp-` and a sortable stamp, under the token's first session prefix), so
+    the `previous_response_id` of its reply works for a client that sets nothing. None
+    (stateless, as before) when the name would not fit or the token may not use it."""
+    prefix = "" if grant.sessions is None or not grant.sessions else grant.sessions[0]
+    stamp = generated(datetime.now(UTC), secrets.token_hex(2)).value
+    raw = f"{prefix}resp-{stamp}"
+    if len(raw) > FAMILY_MAX or not grant.allows(raw):
+        return None
+    try:
+        return SessionName.parse(raw)
+    except KoogError:
+        return None
 
 
 async def _previous(

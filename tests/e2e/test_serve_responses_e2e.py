@@ -201,3 +201,33 @@ def test_model_names_and_agent_sessions_follow_the_serve_config(
         s["session"] for s in json.loads(run_koog("history", "list", "--json", env=env).stdout)
     ]
     assert sorted(listed) == ["cx-0199-abc", "cx-0199-abc~2"]  # the second began anew
+
+
+def test_a_client_that_sets_nothing_takes_a_second_turn_by_previous_response_id(
+    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    """`store` defaults to true, so the first reply is stored in a session of its own and
+    its id chains the next turn; `store: false` without a session stays stateless."""
+    client = serve.client()
+    first = client.responses.create(model="gpt-4o-mini", input="My name is Ada.")
+    second = client.responses.create(
+        model="gpt-4o-mini", input="What is my name?", previous_response_id=first.id
+    )
+    assert second.output_text == "echo: What is my name?"
+    sent = [m for m in server.requests[-1]["messages"] if m["role"] != "system"]
+    assert [m["content"] for m in sent] == [
+        "My name is Ada.",
+        "echo: My name is Ada.",
+        "What is my name?",
+    ]
+    listed = json.loads(run_koog("history", "list", "--json").stdout)
+    [own] = [s["session"] for s in listed]
+    assert own.startswith("resp-")
+    assert [m["content"] for m in _history(run_koog, own)] == [
+        "My name is Ada.",
+        "echo: My name is Ada.",
+        "What is my name?",
+        "echo: What is my name?",
+    ]
+    client.responses.create(model="gpt-4o-mini", input="Forget this.", store=False)
+    assert len(json.loads(run_koog("history", "list", "--json").stdout)) == 1
