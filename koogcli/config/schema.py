@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator
 
 from koogcli.config.mcp_schema import McpSettings
 from koogcli.core.names import SessionName
@@ -114,7 +114,7 @@ class WindowSpec(_Strict):
     size: int = Field(ge=0)
     # Messages the window's start moves at a time, so a server's prompt cache holds between
     # cuts (issue 42); 1 is Koog's rule. None: core/preprocessors.default_step(size).
-    step: int | None = Field(None, ge=1)
+    step: StrictInt | None = Field(None, ge=1)  # `true` or "2" is an error, not 1 or 2
 
     _step = field_validator("step")(_step_within("size"))
 
@@ -123,7 +123,7 @@ class TokenWindowSpec(_Strict):
     type: Literal["token_window"]
     max_tokens: int = Field(ge=1)
     # The same in tokens. None: core/preprocessors.default_step_tokens(max_tokens).
-    step_tokens: int | None = Field(None, ge=1)
+    step_tokens: StrictInt | None = Field(None, ge=1)
 
     _step = field_validator("step_tokens")(_step_within("max_tokens"))
 

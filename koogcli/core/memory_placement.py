@@ -17,7 +17,7 @@ living on in a session's file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal, cast
 
@@ -30,8 +30,12 @@ from koogcli.core.memory import (
     format_context,
 )
 from koogcli.core.messages import Message
+from koogcli.core.tokens import PLACED_TOKENS, text_tokens
 
 KEY = "memory_placed"
+# The records' estimated tokens as placed (core/tokens.py counts them with the question, so
+# a window, a budget or automatic compression measures what is really sent).
+TOKENS_KEY = PLACED_TOKENS
 Metric = Literal["keyword", "jaccard", "cosine", "bm25", "hybrid"]
 _METRICS: frozenset[str] = frozenset(("keyword", "jaccard", "cosine", "bm25", "hybrid"))
 
@@ -56,7 +60,9 @@ def marked(m: Message, hits: Sequence[SearchHit]) -> Message:
     """The question with the records found for it recorded (an empty list records that
     nothing was found, so no later request searches for it again)."""
     entries = [{"id": h.record.id, "score": round(h.score, 6), "metric": h.metric} for h in hits]
-    return replace(m, meta={**m.meta, KEY: entries})
+    text = context_text(hits)
+    size = {TOKENS_KEY: text_tokens(f"\n\n{text}")} if text else {}
+    return replace(m, meta={**m.meta, KEY: entries, **size})
 
 
 def context_text(hits: Sequence[SearchHit]) -> str:
@@ -69,18 +75,19 @@ def context_text(hits: Sequence[SearchHit]) -> str:
 def with_context(m: Message, text: str) -> Message:
     """The message as sent, `text` appended after a blank line; a message with content
     parts (images, files) gets it as one more text part, the parts before unchanged."""
+    meta = {k: v for k, v in m.meta.items() if k != TOKENS_KEY}  # now counted in the text
     if not text:
-        return m
+        return replace(m, meta=meta) if TOKENS_KEY in m.meta else m
     joined = f"{m.text}\n\n{text}" if m.text else text
     given = content_parts.parts(m)
-    if given is None:
-        return replace(m, content=joined)
-    addition = {"type": content_parts.TEXT, "text": f"\n\n{text}" if m.text else text}
-    return replace(m, content=joined, meta={**m.meta, content_parts.KEY: [*given, addition]})
+    if given is not None:
+        addition = {"type": content_parts.TEXT, "text": f"\n\n{text}" if m.text else text}
+        meta[content_parts.KEY] = [*given, addition]
+    return replace(m, content=joined, meta=meta)
 
 
 def expanded(
-    messages: Sequence[Message], lookup: Callable[[Iterable[str]], Mapping[str, MemoryRecord]]
+    messages: Sequence[Message], lookup: Callable[[Sequence[str]], Mapping[str, MemoryRecord]]
 ) -> tuple[list[Message], dict[str, list[SearchHit]]]:
     """Every marked message with its records after it, as they were placed (records that
     no longer exist are left out); also the hits placed after each message, by its id."""

@@ -359,6 +359,8 @@ class MemoryStore(Protocol):
 
     def get(self, record_id: str) -> MemoryRecord | None: ...
 
+    def get_many(self, record_ids: Sequence[str]) -> dict[str, MemoryRecord]: ...
+
 
 class SessionOrigins(Protocol):
     """Where forked sessions came from (`history fork`)."""

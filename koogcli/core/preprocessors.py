@@ -118,6 +118,12 @@ def _stepped(excess: int, step: int) -> int:
     return 0 if excess <= 0 else -(-excess // step) * step
 
 
+def _opens(m: Message) -> bool:
+    """Where a stepped window may begin: a question, or a summary compression left (the
+    context it stands for is worth more than the turn after it)."""
+    return m.role == "user" or m.meta.get("kind") in ("summary", "facts")
+
+
 @dataclass(frozen=True, slots=True)
 class WindowPreprocessor:
     """The last messages, at most `size` of them (Koog's WindowSizePreProcessor).
@@ -125,8 +131,9 @@ class WindowPreprocessor:
     The start is `step * ceil((L - size) / step)` for L > size messages, else 0: it moves
     `step` messages at a time, so the window holds between `size - step + 1` and `size`
     messages and stays put while `step` more arrive. `step = 1` is Koog's `L - size`. A
-    step above the size acts as the size. Then the pairing rule (`_from`), which may drop
-    results whose call fell before the start, so a window can hold fewer."""
+    step above the size acts as the size. A stepped window then moves its start on to the
+    next user message or summary (never opening with an answer or a tool call), and the pairing rule
+    (`_from`) may drop results whose call fell before the start, so a window can hold fewer."""
 
     size: int
     step: int = 1  # config's default is `default_step(size)` (services/compose.py)
@@ -136,7 +143,14 @@ class WindowPreprocessor:
         return _stepped(count - self.size, step)
 
     def __call__(self, messages: list[Message]) -> list[Message]:
-        return _from(messages, self.start(len(messages)))
+        start = self.start(len(messages))
+        if self.step > 1:
+            # A stepped window begins at a question: strict chat templates (Gemma's, Mistral's)
+            # refuse a conversation that opens with an answer, and the start stays a function
+            # of the stepped one, so the prefix holds between cuts as before.
+            while start < len(messages) and not _opens(messages[start]):
+                start += 1
+        return _from(messages, start)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,9 @@ from koogcli.core.messages import Message
 
 PER_MESSAGE = 4  # role and separators around each message
 PER_REQUEST = 3  # the priming of the reply
+# A question's memory records placed after it (core/memory_placement.py), as estimated when
+# placed: part of the message's size in every request that sends it.
+PLACED_TOKENS = "memory_placed_tokens"
 # A reply's reported count is taken when it is within this factor of its raw count.
 _PLAUSIBLE = (0.5, 2.0)
 _RATIO_BOUNDS = (0.25, 4.0)
@@ -77,6 +80,9 @@ def _count(text: str) -> int:
 def content_tokens(m: Message) -> int:
     """Raw count of what a message says: its text and tool calls, without framing."""
     count = text_tokens(m.text)
+    placed = m.meta.get(PLACED_TOKENS)  # §5 4a: records sent after a question, every request
+    if isinstance(placed, int) and not isinstance(placed, bool) and placed > 0:
+        count += placed
     for call in m.tool_calls:
         count += 3 + text_tokens(call.name) + text_tokens(call.arguments)
     return count

@@ -39,7 +39,8 @@ class Why:
     system_chars: int
     preprocessors: tuple[StepTrace, ...] = ()
     summary: dict[str, str] | None = None  # {"id", "kind", "created_at"} of the one in effect
-    memory: dict[str, Any] | None = None  # {"mode", "namespace", "records": [{"id", "score"}]}
+    # {"mode", "namespace", "records": [{"id", "score"}], "earlier" (records sent again)}
+    memory: dict[str, Any] | None = None
     estimate: int | None = None
     limit: int | None = None
     compressed_before: bool = False  # automatic compression ran before this turn

@@ -292,18 +292,26 @@ class Retrieval:
     # `after`: the question, first sent in this turn, with its records recorded on it (the
     # turn stores it so; later requests place the same records in the same place).
     marked: Message | None = None
+    # `after`: the search for the new question failed; earlier questions keep their records.
+    problem: KoogError | None = None
+    # `after`: records this request carries after earlier questions (`koog why` counts them).
+    earlier: int = 0
 
 
 def retrieve(
-    ctx: AppContext, messages: Sequence[Message], fresh: Collection[str] = ()
+    ctx: AppContext, messages: Sequence[Message], fresh: Collection[str] = (), search: bool = True
 ) -> Retrieval | None:
     """The retrieve step before a model request; None when retrieval is off. `fresh`: the
-    ids of the messages this turn adds (only those can still take records with `after`)."""
+    ids of the messages this turn adds (only those can still take records with `after`);
+    `search`: False once a search of this turn failed (`after` still places earlier
+    questions' records, so the request keeps its start)."""
     settings = ctx.settings.long_term_memory.retrieval
     if not settings.enabled:
         return None
     if settings.augmenter == "after":
-        return _placed_after(ctx, messages, fresh)
+        return _placed_after(ctx, messages, fresh if search else ())
+    if not search:
+        return None
     hits = _search_for(ctx, messages)
     return Retrieval(core.augment(messages, hits, settings.augmenter), hits)
 
@@ -324,30 +332,48 @@ def _search_for(ctx: AppContext, messages: Sequence[Message]) -> list[SearchHit]
     )
 
 
+def _expanded(
+    ctx: AppContext, messages: Sequence[Message]
+) -> tuple[list[Message], dict[str, list[SearchHit]]]:
+    """Only records of the namespace retrieval searches now (a server token's own): a
+    record placed under another namespace, or another token, never reaches this request."""
+    settings = ctx.settings.long_term_memory.retrieval
+    if not settings.enabled or settings.augmenter != "after":
+        return list(messages), {}
+
+    def lookup(ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        found = ctx.long_term_memory.get_many(ids)
+        return {i: r for i, r in found.items() if r.namespace == settings.namespace}
+
+    return placement.expanded(messages, lookup)
+
+
 def _placed_after(
     ctx: AppContext, messages: Sequence[Message], fresh: Collection[str]
 ) -> Retrieval:
     """SPEC §5 4a: earlier questions' records where they were put; the newest question,
     when this turn sends it first, searched for and marked (core/memory_placement.py)."""
-    store = ctx.long_term_memory
-    out, placed_hits = placement.expanded(
-        messages, lambda ids: {r.id: r for i in ids if (r := store.get(i)) is not None}
-    )
+    out, placed_hits = _expanded(ctx, messages)
     question = next(
         (i for i in range(len(out) - 1, -1, -1) if out[i].role == "user" and not _pinned(out[i])),
         None,
     )
     if question is None:
-        return Retrieval(out, [])
+        return Retrieval(out, [], earlier=sum(map(len, placed_hits.values())))
     original = messages[question]
+    mine = placed_hits.get(original.id, [])
+    earlier = sum(map(len, placed_hits.values())) - len(mine)
     if original.id in placed_hits or placement.KEY in original.meta:
-        return Retrieval(out, placed_hits.get(original.id, []))
-    if original.id not in fresh:
-        return Retrieval(out, [])  # asked before retrieval was on: its request stays as sent
-    hits = _search_for(ctx, messages)
+        return Retrieval(out, mine, earlier=earlier)
+    if original.id not in fresh:  # asked before retrieval was on: its request stays as sent
+        return Retrieval(out, [], earlier=earlier)
+    try:
+        hits = _search_for(ctx, messages)
+    except KoogError as err:  # the question goes without; the others keep their records
+        return Retrieval(out, [], problem=err, earlier=earlier)
     marked = placement.marked(original, hits)
     out[question] = placement.with_context(original, placement.context_text(hits))
-    return Retrieval(out, hits, marked)
+    return Retrieval(out, hits, marked, earlier=earlier)
 
 
 def _pinned(m: Message) -> bool:

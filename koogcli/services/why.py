@@ -41,7 +41,7 @@ def record(
     mcp = tuple(n for n in tools if server_of(n, servers))
     # As configured or given, before retrieval added anything to it.
     system = "\n".join(m.text for m in turn.live if m.role == "system")
-    memory = None
+    memory: dict[str, object] | None = None
     if retrieval is not None:
         from koogcli.services.memory import resolve_mode
 
@@ -51,6 +51,8 @@ def record(
             "namespace": settings.namespace,
             "records": [{"id": h.record.id, "score": round(h.score, 6)} for h in retrieval.hits],
         }
+        if retrieval.earlier:  # §5 4a: sent again where they were placed on earlier turns
+            memory = {**memory, "earlier": retrieval.earlier}
     limit = context_limit(ctx, turn.model)
     # Counting tokens costs time in proportion to the history: only when there is a limit.
     estimate = size_of(ctx, turn.model, prompt, turn.loaded.messages).tokens if limit else None

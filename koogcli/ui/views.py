@@ -331,12 +331,18 @@ def _memory_words(memory: Mapping[str, Any] | None) -> str:
     if memory is None:
         return "long-term memory: retrieval off"
     records = memory.get("records") or []
+    earlier = memory.get("earlier")
+    also = (
+        f"; {_count(earlier, 'record')} placed with earlier questions sent again"
+        if isinstance(earlier, int) and earlier > 0
+        else ""
+    )
     if not records:
-        return f"long-term memory: nothing matched in {memory.get('namespace')}"
+        return f"long-term memory: nothing matched in {memory.get('namespace')}{also}"
     hits = ", ".join(f"{r['id'][:8]} (score {float(r['score']):.3f})" for r in records)
     return (
         f"long-term memory: {_count(len(records), 'record')} from {memory.get('namespace')} by "
-        f"{memory.get('mode')}: {hits}"
+        f"{memory.get('mode')}: {hits}{also}"
     )
 
 

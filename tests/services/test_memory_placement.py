@@ -6,15 +6,17 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from koogcli.core.errors import KoogError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.services import memory
-from koogcli.services.turn import TurnRequest, run_turn
+from koogcli.services.turn import TurnEvents, TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel, calls
 from tests.support.harbour import FACTS, QUESTIONS
 from tests.support.stored import stored_bytes
@@ -64,6 +66,9 @@ def test_each_request_starts_with_the_previous_one_and_the_records_reach_the_mod
         assert question.role == "user" and question.text.startswith(QUESTIONS[turn % 4])
         assert FACTS[turn % 4] in question.text  # the record found for it follows it
         assert request[0].text == "You are a helpful assistant."  # never edited by memory
+    # `koog why` counts the records sent again after earlier questions.
+    last_why = ctx.history.read(S).messages[-1].meta["why"]
+    assert last_why["memory"]["earlier"] >= 11 and len(last_why["memory"]["records"]) >= 1
     # What the user sees of the session is what they said: records are looked up by id.
     assert b"lighthouse keeper is called Ada" not in stored_bytes(ctx, S)
     assert ctx.history.read(S).messages[1].text == QUESTIONS[0] + " (turn 1)"
@@ -121,3 +126,61 @@ def test_koogs_system_placement_stays_available(
     first, second = (r.messages for r in fake_model.requests)
     assert FACTS[0] in first[0].text and FACTS[1] in second[0].text
     assert not starts_with(second, first)  # what it costs: the system prompt changed
+
+
+def test_records_placed_under_another_namespace_never_reach_the_request(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    """A record placed while retrieval searched one namespace (a serve token's) is not sent
+    once the request's retrieval searches another."""
+    fake_model.answer = lambda request: "Noted."
+    write_config('[long_term_memory.retrieval]\nenabled = true\nnamespace = "alice"\n')
+    ctx = make_ctx()
+    memory.add(ctx, "Alice's bank PIN is 4921", namespace="alice")
+    run_turn(ctx, TurnRequest(S, "What is the bank PIN?"))
+    assert "4921" in fake_model.requests[0].messages[-1].text
+    write_config('[long_term_memory.retrieval]\nenabled = true\nnamespace = "bob"\n')
+    run_turn(make_ctx(), TurnRequest(S, "And what does Bob like?"))
+    assert all("4921" not in m.text for m in fake_model.requests[1].messages)
+
+
+@pytest.mark.usefixtures("retrieval_on")
+def test_a_failed_search_keeps_the_earlier_questions_records(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    fake_model.answer = lambda request: "Noted."
+    ctx = make_ctx()
+    memory.add(ctx, FACTS[0])
+    run_turn(ctx, TurnRequest(S, QUESTIONS[0]))
+    warnings: list[str] = []
+
+    def broken(query: Any) -> Any:
+        raise KoogError("the memory store is unreachable")
+
+    ctx.long_term_memory.search = broken
+    events = TurnEvents(on_warning=warnings.append)
+    run_turn(ctx, TurnRequest(S, "And on Sundays?"), events)
+    first, second = (r.messages for r in fake_model.requests)
+    assert starts_with(second, first) and FACTS[0] in second[1].text
+    assert second[-1].text == "And on Sundays?"
+    assert warnings and "retrieval failed" in warnings[0]
+
+
+@pytest.mark.usefixtures("retrieval_on")
+def test_placed_records_count_in_the_messages_size(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    """A window of tokens, a budget and automatic compression measure the records sent
+    after each question, not only what the user typed."""
+    from koogcli.core.tokens import request_tokens
+
+    fake_model.answer = lambda request: "Noted."
+    ctx = make_ctx()
+    for fact in FACTS:
+        memory.add(ctx, fact)
+    run_turn(ctx, TurnRequest(S, QUESTIONS[1]))
+    stored = ctx.history.read(S).messages
+    sent = fake_model.requests[0].messages
+    assert request_tokens(stored[:-1]) == request_tokens(sent)  # counted once, either way
+    bare = [replace(m, meta={}) for m in stored]
+    assert request_tokens(stored) > request_tokens(bare) + 10

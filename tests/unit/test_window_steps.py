@@ -356,3 +356,23 @@ def test_a_step_past_the_window_is_a_config_error(tmp_path: Path, toml: str) -> 
     path.write_text("[[chat_memory.preprocessors]]\n" + toml)
     with pytest.raises(ConfigError, match=r"c\.toml:4: chat_memory\.preprocessors\.0\.step"):
         loader.load(path, explicit=True)
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=["serve", "cli", "cli-no-system-prompt"])
+@pytest.mark.parametrize("size", [6, 8, 16])
+def test_a_stepped_window_opens_its_conversation_with_a_question(
+    loop: Callable[[Window, int], tuple[list[list[Message]], list[int]]], size: int
+) -> None:
+    """Strict chat templates (Gemma's, Mistral's) refuse a conversation that opens with an
+    answer: after a stepped cut the first message besides system prompts is a user's."""
+    requests, _ = loop(WindowPreprocessor(size, default_step(size)), 24)
+    for request in requests:
+        said = [m for m in request if m.role != "system"]
+        assert said[0].role == "user", [m.role for m in request]
+
+
+def test_a_stepped_window_after_a_tool_exchange_still_opens_with_a_question() -> None:
+    history = [m for t in range(8) for m in tool_turn(t, 2)]
+    for count in range(1, len(history) + 1):
+        kept = WindowPreprocessor(8, 6)(history[:count])
+        assert not kept or kept[0].role == "user", [m.role for m in kept]

@@ -268,6 +268,21 @@ class SqlMemoryStore:
         found = self._rows(f"SELECT {COLUMNS} FROM {self.RECORDS} WHERE id = %s", [record_id])
         return self._record(found[0]) if found else None
 
+    def get_many(self, record_ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The records that exist among `record_ids`, by id: one query a few hundred ids
+        (a session's placed records are looked up on every request)."""
+        found: dict[str, MemoryRecord] = {}
+        ids = list(dict.fromkeys(record_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join(["%s"] * len(chunk))
+            for row in self._rows(
+                f"SELECT {COLUMNS} FROM {self.RECORDS} WHERE id IN ({marks})", chunk
+            ):
+                record = self._record(row)
+                found[record.id] = record
+        return found
+
     def namespaces(self) -> list[str]:
         return [
             r[0] for r in self._rows(f"SELECT DISTINCT namespace FROM {self.RECORDS} ORDER BY 1")

@@ -146,8 +146,8 @@ def _overflow(
         hint = f"even compressed it was too long; try `koog compress -s {name} --strategy last-n`"
     kept = (
         " (the compression before it is kept; `koog rollback --latest` undoes it)"
-        if request.recording.writes and recovering
-        else ""
+        if request.recording.writes and recovering and turn.compressed
+        else ""  # a compression that changed nothing left nothing to undo
     )
     return ContextOverflowError(
         f"{err.message.rstrip('.')}. koog's estimate: {size.describe()}. The turn was not "

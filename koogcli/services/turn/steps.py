@@ -169,7 +169,7 @@ def _model_step(turn: TurnState) -> None:
         offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
     # Histories stored before ids were koog's may repeat one: never sent twice (§5.15).
     prompt = for_api(distinct([*turn.loaded.messages, *turn.new, *turn.corrections]))
-    retrieval = None if turn.retrieval_failed else _retrieve(turn, prompt)
+    retrieval = _retrieve(turn, prompt)
     if retrieval is not None:  # the retrieve step; its augmentation is for this request only
         prompt = retrieval.messages
         if retrieval.marked is not None:  # `after`: the records stay with the question
@@ -287,19 +287,26 @@ NAMELESS_CALL = (
 
 def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
     """The retrieve step under `long_term_memory.on_error`: `warn` sends the turn without
-    memory (one warning per turn), `fail` fails the turn before the model is asked."""
+    memory (one warning per turn), `fail` fails the turn before the model is asked. With
+    `after`, earlier questions keep their records when only the new search failed."""
     if not turn.ctx.settings.long_term_memory.retrieval.enabled:
         return None
     from koogcli.services import memory
 
     try:
-        return memory.retrieve(turn.ctx, prompt, {m.id for m in turn.new})
+        found = memory.retrieve(
+            turn.ctx, prompt, {m.id for m in turn.new}, search=not turn.retrieval_failed
+        )
+        if found is None or found.problem is None:
+            return found
+        problem: KoogError = found.problem
     except KoogError as err:
-        if turn.ctx.settings.long_term_memory.on_error == "fail":
-            raise
-        turn.retrieval_failed = True
-        turn.events.warn(f"long-term memory retrieval failed, answering without it: {err.message}")
-        return None
+        found, problem = None, err
+    if turn.ctx.settings.long_term_memory.on_error == "fail":
+        raise problem
+    turn.retrieval_failed = True
+    turn.events.warn(f"long-term memory retrieval failed, answering without it: {problem.message}")
+    return found
 
 
 def _approved(turn: TurnState, call: ToolCall) -> ToolOutcome | None:
