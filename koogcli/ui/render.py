@@ -210,15 +210,34 @@ def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str
     lines += [""] if shown and lines and markdown else []  # a paragraph of their own
     lines += shown
     lines += [f"→ {c.name}({c.arguments})" for c in m.tool_calls]
-    body = "\n".join(lines)
+    body = visible("\n".join(lines))
+    label = visible(label)  # a client's tool name is text from outside too
     if markdown:
         return f"### {label}\n\n{body}"
     indented = body.replace("\n", "\n    ")
     return f"[{label}] {indented}"
 
 
+def _visible_forms() -> dict[int, str]:
+    forms = {c: f"^{chr(c + 64)}" for c in range(0x20) if chr(c) not in "\n\t"}
+    forms[0x7F] = "^?"
+    forms.update({c: f"\\x{c:02x}" for c in range(0x80, 0xA0)})  # C1: \x9b is a CSI
+    return forms
+
+
+_VISIBLE = _visible_forms()
+
+
+def visible(text: str) -> str:
+    """Stored text as a terminal may show it (SPEC §6: shown, never executed): every control
+    character but newline and tab written visibly, ESC as `^[`, CR as `^M`, a C1 control as
+    `\\x9b`, so no message, reply or record can set the title, write the clipboard, clear
+    the screen or overwrite a line just printed."""
+    return text.translate(_VISIBLE)
+
+
 def one_line(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(visible(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -14,7 +14,7 @@ from koogcli.core.messages import CUT_LABELS, FINISH_KEY, Message, local_time
 from koogcli.core.ports import SessionInfo, Usage
 from koogcli.core.results import Compensation, CompressResult, Found, RollbackResult
 from koogcli.core.why import Explained, StepTrace
-from koogcli.ui.render import cache_words, one_line, table
+from koogcli.ui.render import cache_words, one_line, table, visible
 
 
 def session_dict(s: SessionInfo) -> dict[str, object]:
@@ -231,7 +231,7 @@ def recent_exchanges(messages: Sequence[Message], pairs: int, lines_each: int = 
     shown = talk[starts[-pairs] if len(starts) >= pairs else 0 :]
     blocks = []
     for m in shown:
-        lines = m.text.strip().splitlines()
+        lines = visible(m.text.strip()).splitlines()
         cut = [line if len(line) <= 200 else line[:199] + "…" for line in lines[:lines_each]]
         if len(lines) > lines_each:
             cut.append(f"… ({len(lines) - lines_each} more lines)")
@@ -367,7 +367,8 @@ def found_lines(found: Sequence[Found], mark: Callable[[str], str]) -> list[str]
     """`work  turn 3  2026-11-30 14:02  user  ... the matching line ...`, the words marked."""
     rows = []
     for f in found:
-        line = f.line if len(f.line) <= 160 else f.line[:159] + "…"
+        line = visible(f.line)
+        line = line if len(line) <= 160 else line[:159] + "…"
         rows.append(
             f"{f.session}  turn {f.turn}  {local_time(f.message.created_at)}  "
             f"{f.message.role}  {_marked(line, f.terms, mark)}"
