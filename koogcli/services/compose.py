@@ -232,7 +232,9 @@ def find_endpoint(ctx: AppContext) -> tuple[AppContext, str | None]:
     A local server (a loopback base URL, or one found on a known port) rarely has the
     default model, so with no model configured its first listed model is used: in a
     new context, this one is left as it is."""
-    if ctx.model_factory is not openai_model_factory:  # a test's model
+    # A test's model has no endpoint; koog serve's forwarder talks to the same one as chat
+    # (its model too: every protocol goes upstream with the model `koog chat` would use).
+    if ctx.model_factory not in (openai_model_factory, forwarding_model_factory):
         return ctx, None
     from koogcli.adapters.model import local_servers
     from koogcli.adapters.model.openai_model import resolve_endpoint

@@ -273,3 +273,21 @@ def test_the_upstreams_reasoning_reaches_each_protocol_as_its_own(
         getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices
     )
     assert said == thought
+
+
+def test_with_no_model_configured_every_protocol_uses_the_model_chat_would(
+    koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    """A local upstream and no `llm.model`: `koog chat` takes the first model it lists, and
+    so do Messages and Responses requests through serve (their clients name their own
+    vendor's models, which the upstream does not have)."""
+    env = {k: v for k, v in koog_env.items() if k != "KOOG_MODEL"}
+    started = KoogServe(env).start()
+    try:
+        _client(started).messages.create(
+            model="claude-sonnet-4-5", max_tokens=20, messages=[{"role": "user", "content": "hi"}]
+        )
+        started.client().responses.create(model="gpt-5-codex", input="hi", store=False)
+    finally:
+        assert started.stop() == 0
+    assert [r["model"] for r in server.requests if "messages" in r] == ["test-model"] * 2
