@@ -351,6 +351,27 @@ class ServeSettings(_Strict):
     # memory namespaces. A table given for one agent replaces only that agent's.
     clients: dict[str, ServeClient] = Field(default_factory=_default_clients)
 
+    @field_validator("tokens")
+    @classmethod
+    def _distinct_tokens(cls, value: list[ServeToken]) -> list[ServeToken]:
+        seen: set[str] = set()
+        for number, entry in enumerate(value, 1):
+            if entry.token in seen:  # only the first grant would ever apply
+                raise ValueError(f"token {number} repeats an earlier token's string")
+            seen.add(entry.token)
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _exact_origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if "*" in origin:  # matched as written, a wildcard would allow nothing
+                raise ValueError(
+                    f"{origin!r} is a wildcard: list each origin as browsers send it "
+                    "(scheme://host:port)"
+                )
+        return value
+
     @field_validator("clients")
     @classmethod
     def _known_clients(cls, value: dict[str, ServeClient]) -> dict[str, ServeClient]:

@@ -116,3 +116,19 @@ def test_find_line_handles_arrays_of_tables() -> None:
 
 def test_example_is_valid_toml_for_config_init() -> None:
     tomllib.loads((ROOT / "koogcli" / "config" / "example.toml").read_text())
+
+
+def test_two_serve_tokens_with_one_string_are_an_error(tmp_path: Path) -> None:
+    """Only the first grant would ever apply; the error never repeats the secret."""
+    secret = "s3cret-token-0123456789"
+    text = f'[[serve.tokens]]\ntoken = "{secret}"\n[[serve.tokens]]\ntoken = "{secret}"\n'
+    with pytest.raises(ConfigError, match="token 2 repeats an earlier token") as info:
+        load_text(tmp_path, text)
+    assert secret not in info.value.message
+
+
+def test_an_origin_wildcard_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"serve\.allowed_origins: '\*' is a wildcard"):
+        load_text(tmp_path, '[serve]\nallowed_origins = ["*"]\n')
+    loaded = load_text(tmp_path, '[serve]\nallowed_origins = ["http://localhost:3000"]\n')
+    assert loaded.settings.serve.allowed_origins == ["http://localhost:3000"]
