@@ -125,6 +125,9 @@ def _memory_add(ctx: AppContext, grant: Grant, request: Request, body: Any) -> A
     meta = body.get("metadata") or {}
     if not isinstance(meta, dict):
         raise BadRequest("'metadata' must be an object of strings", "metadata")
+    for key, value in meta.items():
+        if not isinstance(value, str):  # never stored as Python's repr of it
+            raise BadRequest(f"'metadata.{key}' must be a string", f"metadata.{key}")
     namespace = state.namespace(grant, bodies.string(body, "namespace"))
     record = memory.add(ctx, text, namespace, {str(k): str(v) for k, v in meta.items()})
     return views.record_dict(record)

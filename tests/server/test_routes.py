@@ -100,3 +100,18 @@ def test_a_bad_body_is_a_400_on_every_route(
     answer = client.post(path, content=body, headers={"Content-Type": "application/json"})
     assert answer.status_code == 400, (path, body, answer.text)
     assert ctx.history.sessions() == []
+
+
+@pytest.mark.parametrize("value", [3, True, None, ["a"], {"b": 1}])
+def test_memory_metadata_that_is_not_a_string_is_a_400_naming_it(
+    served: tuple[TestClient, Any], value: object
+) -> None:
+    client, ctx = served
+    answer = client.post(
+        "/koog/v1/memory", json={"text": "a fact", "metadata": {"team": "infra", "n": value}}
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == "metadata.n"
+    assert ctx.long_term_memory.records(None) == []
+    kept = client.post("/koog/v1/memory", json={"text": "a fact", "metadata": {"team": "infra"}})
+    assert kept.status_code in (200, 201), kept.text
