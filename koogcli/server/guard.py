@@ -9,6 +9,8 @@ layer around the app:
   reaches the server under a name of its own). CORS headers go to allowed origins only.
 - **Bodies are bounded**: over `[serve] max_body_bytes` is 413, told by `Content-Length`
   before any byte of the body is read, or as soon as a chunked body passes it.
+- **Only the server's user without a token**: on loopback with no `[serve] tokens`, a
+  connection whose socket another local user owns is 403 (server/peers.py).
 - **The access log**: one line per request on stderr, written when the answer ends.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import re
 import sys
 import time
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from koogcli.config.schema import ServeSettings
+from koogcli.server import peers
 from koogcli.server.errors import Refused
 from koogcli.server.wire import error_body
 
@@ -92,6 +96,9 @@ class Guard:
         self.hosts = frozenset(h.lower() for h in settings.allowed_hosts)
         self.limit = settings.max_body_bytes
         self.log = settings.access_log
+        # Without tokens only the user running the server is served (server/peers.py).
+        self.own_uid = os.geteuid() if hasattr(os, "geteuid") else None
+        self.check_peers = not settings.tokens and self.own_uid is not None and peers.supported()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -139,6 +146,14 @@ class Guard:
                 "invalid_request_error",
                 "host_not_allowed",
             )
+        if self.check_peers and not self._own_user(scope):
+            return Refused(
+                403,
+                "this server serves only the user who runs it; another user needs a token "
+                "(configure [serve] tokens and send Authorization: Bearer TOKEN)",
+                "permission_error",
+                "not_the_servers_user",
+            )
         if origin is not None and origin not in self.origins:
             return Refused(
                 403,
@@ -161,6 +176,21 @@ class Guard:
             if length.isdigit() and int(length) > self.limit:
                 return _too_large(self.limit)
         return None
+
+    def _own_user(self, scope: Scope) -> bool:
+        """The client's socket belongs to the server's user (a connection the kernel does
+        not list, or lists under another uid, does not)."""
+        client, server = scope.get("client"), scope.get("server")
+        if not client or not server:
+            return False
+        try:
+            ipaddress.ip_address(str(client[0]).split("%", 1)[0])
+        except ValueError:  # not a TCP peer (an in-process client): nobody else to tell
+            return True
+        return (
+            peers.owner((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))
+            == self.own_uid
+        )
 
     def _host_allowed(self, host: str) -> bool:
         host = host.lower().rstrip(".")

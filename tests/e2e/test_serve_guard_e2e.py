@@ -596,3 +596,57 @@ def test_a_client_call_stored_before_the_mark_is_not_compensated_either(
     assert changed == 1
     _cli_rollback_leaves_the_call(env, "old")
     assert not tool_log.exists() or tool_log.read_text() == ""
+
+
+AS_ANOTHER_USER = """
+import json, sys, urllib.error, urllib.request
+base = sys.argv[1]
+for path, body in (
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+    ("/koog/v1/memory/search", {"query": "secret"}),
+):
+    request = urllib.request.Request(
+        base + path, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            print(answer.status)
+    except urllib.error.HTTPError as err:
+        print(err.code, json.loads(err.read())["error"]["code"])
+"""
+
+
+def test_another_local_user_is_refused_and_the_servers_user_is_served(
+    serve: KoogServe, server: FakeOpenAIServer, run_koog: Callable[..., Any]
+) -> None:
+    """SPEC §6 (issue 45, acceptance 2): without tokens, only the user who runs koog serve
+    is served; the data dir is 0700, and loopback is open to every local user."""
+    import os
+    import shutil
+
+    assert run_koog("memory", "add", "the secret is 42").returncode == 0
+    base = serve.url.removesuffix("/v1")
+    mine = http(
+        "POST",
+        f"{serve.url}/chat/completions",
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert mine[0] == 200
+    assert http("POST", f"{base}/koog/v1/memory/search", {"query": "secret"})[0] == 200
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or python is None:
+        pytest.skip("acting as another user needs root and a system python3 (CI has both)")
+    other = subprocess.run(
+        [python, "-c", AS_ANOTHER_USER, base],
+        user="nobody",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert other.stdout.split("\n")[:2] == [
+        "403 not_the_servers_user",
+        "403 not_the_servers_user",
+    ], other.stderr
+    assert len([r for r in server.requests if "messages" in r]) == 1  # only the owner's
