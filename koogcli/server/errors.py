@@ -7,8 +7,10 @@ storage trouble 500, an upstream that could not be reached 502.
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
+from typing import TypeVar, cast
 
 from starlette.responses import JSONResponse
 
@@ -26,6 +28,8 @@ from koogcli.server.wire import BadRequest, error_body
 from koogcli.services.stored_responses import ResponseNotFoundError
 from koogcli.services.turn.placement import SessionBusyError
 from koogcli.services.turn.request import TurnAbandonedError
+
+T = TypeVar("T")
 
 
 class Refused(Exception):
@@ -46,11 +50,14 @@ def described(exc: BaseException) -> tuple[int, dict[str, object]]:
     if isinstance(exc, BadRequest):
         return 400, error_body(exc.message, "invalid_request_error", None, exc.param)
     if isinstance(exc, ModelError) and exc.status is not None and exc.upstream is not None:
-        return exc.status, {"error": dict(exc.upstream)}  # the upstream's own words
+        # The upstream's own words, less any key it quoted (its masked form included).
+        return exc.status, {"error": without_keys(dict(exc.upstream))}
     if isinstance(exc, KoogError):
         status, kind, code = _koog_status(exc)
         text = exc.message if not exc.hint else f"{exc.message} ({exc.hint})"
-        return status, error_body(text, kind, code)
+        return status, error_body(
+            without_keys(text) if isinstance(exc, ModelError) else text, kind, code
+        )
     if type(exc).__name__ == "ClientDisconnect":  # starlette's: gone while sending the body
         return 499, error_body(
             "the client closed the connection before sending the whole body",
@@ -62,6 +69,30 @@ def described(exc: BaseException) -> tuple[int, dict[str, object]]:
         f"internal error: {type(exc).__name__}; the server's log has the details",
         "server_error",
     )
+
+
+# What an API key looks like in an upstream's error text: OpenAI's and Anthropic's keys
+# (`sk-...`, `sk-proj-...`, `sk-ant-...`, masked with `*` or not), a bearer credential, and
+# `api_key=...` in a quoted request.
+_KEYS = re.compile(
+    r"\b(?:sk|pk|rk)-[A-Za-z0-9*_\-]{6,}"
+    r"|\bBearer\s+[A-Za-z0-9*_\-~+/]{6,}=*"
+    r"|\b(api[_-]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}",
+    re.IGNORECASE,
+)
+
+
+def without_keys(value: T) -> T:
+    """`value` (text, or an error object's strings) with key-shaped strings replaced: an
+    upstream quoting the key it was sent must not show it to every client (SPEC §6: the
+    upstream key never leaves the server)."""
+    if isinstance(value, str):
+        return cast(T, _KEYS.sub(lambda m: (m.group(1) or "") + "[key removed]", value))
+    if isinstance(value, dict):
+        return cast(T, {k: without_keys(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return cast(T, [without_keys(v) for v in value])
+    return value
 
 
 def response(exc: BaseException) -> JSONResponse:

@@ -534,3 +534,26 @@ def test_a_cut_upstream_stream_is_an_error_to_the_client_and_nothing_is_stored(
     ]
     assert finishes[-1] == "length"
     assert _history(run_koog, "cut")[-1]["meta"]["finish_reason"] == "length"
+
+
+def test_an_upstream_error_quoting_the_key_reaches_the_client_without_it(
+    serve: KoogServe, server: FakeOpenAIServer
+) -> None:
+    """The upstream's status and words pass through, less the key it quoted: masked the
+    way OpenAI masks it, or whole."""
+    client = serve.client(default_headers={"X-Koog-Session": "keyed"})
+    server.enqueue(
+        {
+            "status": 401,
+            "message": f"Incorrect API key provided: sk-proj-****{API_KEY[-4:]}; sent {API_KEY}.",
+            "code": "invalid_api_key",
+        }
+    )
+    with pytest.raises(openai.AuthenticationError) as raised:
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        )
+    said = json.dumps(raised.value.body)
+    assert "Incorrect API key provided: [key removed]; sent [key removed]." in said
+    assert API_KEY not in said and API_KEY[-4:] not in said
+    assert raised.value.status_code == 401
