@@ -145,7 +145,7 @@ def arguments_text(arguments: str) -> str:
 
     try:
         parsed = json.loads(arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # a client's text: too deep stays text
         return arguments
     if isinstance(parsed, dict):
         values = [v if isinstance(v, str) else json.dumps(v) for v in parsed.values()]

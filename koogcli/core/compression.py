@@ -359,6 +359,8 @@ def read_facts(concept: Concept, answer: str) -> list[str]:
         data = json.loads(match.group(0) if match else answer)
     except json.JSONDecodeError as exc:
         raise InvalidAnswer(f"the answer is not JSON ({exc.msg} at character {exc.pos})") from exc
+    except RecursionError:
+        raise InvalidAnswer("the answer is JSON nested too deep") from None
     if not isinstance(data, dict):
         raise InvalidAnswer("the answer is JSON but not an object")
     if concept.multiple:

@@ -268,7 +268,7 @@ def stop_reason(answer: Answer) -> str:
 def _input(call: ToolCall) -> object:
     try:
         return json.loads(call.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what a parser takes
         return {}
 
 

@@ -187,7 +187,7 @@ def _byline(shared: SharedConversation) -> str:
 def _arguments(text: str) -> str:
     try:
         return json.dumps(json.loads(text), ensure_ascii=False, indent=2)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to lay out: as sent
         return text
 
 

@@ -87,5 +87,5 @@ def parsed_result(text: str | None) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a server's text: nested too deep stays text
         return text

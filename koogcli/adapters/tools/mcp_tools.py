@@ -332,6 +332,8 @@ def _arguments(arguments: str) -> dict[str, Any] | ToolOutcome:
         parsed = json.loads(arguments or "{}")
     except ValueError as exc:
         return ToolOutcome(f"Error: the arguments are not JSON: {exc}", True, ran=False)
+    except RecursionError:
+        return ToolOutcome("Error: the arguments are nested too deep", True, ran=False)
     if not isinstance(parsed, dict):
         return ToolOutcome("Error: the arguments must be a JSON object", True, ran=False)
     return parsed
