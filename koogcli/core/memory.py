@@ -144,13 +144,23 @@ def query_from(messages: Sequence[Message], spec: str) -> str | None:
     return "\n".join(users[-count:])
 
 
+def content_key(text: str) -> str:
+    """What a forgotten record's text is remembered by (a digest, never the text): a copy
+    of it in a fork, an export or an import is not ingested again (§5.19)."""
+    import hashlib
+
+    return "text:" + hashlib.sha256(text.strip().encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def records_from_messages(
     messages: Sequence[Message], roles: Sequence[str], namespace: str, session: str
 ) -> list[MemoryRecord]:
-    """Koog's message-passing extractor: one record per message of the given roles."""
+    """Koog's message-passing extractor: one record per message of the given roles; a
+    message `memory recall` pinned holds records already in memory (or forgotten since),
+    and is never one."""
     records = []
     for m in messages:
-        if m.role not in roles or not m.text.strip():
+        if m.role not in roles or not m.text.strip() or m.meta.get("kind") == "memory":
             continue
         records.append(
             MemoryRecord(

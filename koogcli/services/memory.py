@@ -237,8 +237,12 @@ def ingest_messages(
 ) -> IngestResult:
     """Records for messages not ingested before (each message's source key is unique)."""
     records = core.records_from_messages(messages, roles, namespace, session.value)
-    known = ctx.long_term_memory.known_sources(namespace, [r.source for r in records if r.source])
-    fresh = [r for r in records if r.source not in known]
+    keys = [r.source for r in records if r.source] + [core.content_key(r.content) for r in records]
+    known = ctx.long_term_memory.known_sources(namespace, keys)
+    # Never twice from one message, and never again a text that was forgotten (§5.19).
+    fresh = [
+        r for r in records if r.source not in known and core.content_key(r.content) not in known
+    ]
     added = _store(ctx, fresh)
     return IngestResult(namespace, len(added), len(records) - len(added))
 

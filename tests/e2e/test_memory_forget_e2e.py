@@ -104,3 +104,28 @@ def test_forgotten_sources_stay_forgotten_in_every_namespace(backend: str, run_k
     assert run_koog("memory", "add", "hunter2 is the old password", "-n", "other").returncode == 0
     listed = run_koog("memory", "list", "--all-namespaces", "--json")
     assert "hunter2 is the old password" in listed.stdout
+
+
+def test_a_forgotten_fact_comes_back_from_no_copy(
+    backend: str, run_koog: Run, tmp_path: Path
+) -> None:
+    """Issue 45, acceptance 5: recall pins the fact into another session, forget --session
+    forgets it, and ingesting the pinned copy, a fork and an export imported elsewhere adds
+    it to no record."""
+    assert run_koog("chat", "-s", "src", f"remember: {SECRET}").returncode == 0
+    assert run_koog("chat", "-s", "pin", "hello").returncode == 0
+    recalled = run_koog("memory", "recall", "vault combination", "-s", "pin")
+    assert recalled.returncode == 0, recalled.stderr
+    assert SECRET in run_koog("history", "show", "-s", "pin").stdout
+    assert run_koog("memory", "forget", "--session", "src", "--yes").returncode == 0
+    assert run_koog("history", "fork", "-s", "src", "--at", "2", "src2").returncode == 0
+    exported = tmp_path / "src.json"
+    assert run_koog("history", "export", "-s", "src", "-o", str(exported)).returncode == 0
+    assert run_koog("history", "import", "-s", "src3", str(exported)).returncode == 0
+    for copy in ("pin", "src2", "src3", "src"):
+        done = run_koog("memory", "ingest", "-s", copy, "--json")
+        assert done.returncode == 0, (copy, done.stderr)
+    listed = run_koog("memory", "list", "--all-namespaces", "--json")
+    assert "zebra-quartz" not in listed.stdout
+    for mode in MODES:
+        assert not [c for c in _search(run_koog, "vault combination", mode) if "zebra" in c]

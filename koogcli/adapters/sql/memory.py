@@ -7,8 +7,8 @@ forgetting, namespaces and metadata filters are written once here; only ranking 
   a word.
 - keyword: Koog's substring rule over the lower-cased content, in insertion order (`seq`).
 - embeddings: one vector per record and model, written in the record's transaction.
-- A forgotten record's source is remembered, so ingestion never adds it again, in any
-  namespace.
+- A forgotten record's source and a digest of its text are remembered (never the text),
+  so ingestion never adds it again, in any namespace, from any copy of its message.
 Reads of a memory never written return nothing and create nothing.
 """
 
@@ -22,7 +22,14 @@ from typing import Any
 
 from koogcli.adapters.sql.dialect import Dialect
 from koogcli.adapters.sql.memory_scores import Scored, above, fuse, record_from_row
-from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit, tokenize
+from koogcli.core.memory import (
+    MemoryQuery,
+    MemoryRecord,
+    Namespaces,
+    SearchHit,
+    content_key,
+    tokenize,
+)
 from koogcli.core.messages import utc_now
 
 COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
@@ -213,9 +220,12 @@ class SqlMemoryStore:
         with self._write() as cur:
             for record in found:
                 self._delete_in(cur, record.id)
+            # Its source, and a digest of its text: a copy of the message elsewhere (a fork,
+            # an export imported) has another source but the same text.
+            keys = [(r.namespace, r.source, now) for r in found if r.source]
+            keys += [(r.namespace, content_key(r.content), now) for r in found]
             cur.executemany(
-                f"INSERT INTO {self.FORGOTTEN} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                [(r.namespace, r.source, now) for r in found if r.source],
+                f"INSERT INTO {self.FORGOTTEN} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", keys
             )
             self._scrub(cur)
         return found
