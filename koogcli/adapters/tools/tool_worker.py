@@ -154,11 +154,13 @@ def _child(
         os.dup2(2, 1)  # what the tool or its children print goes to stderr
         sys.stdout = sys.stderr = os.fdopen(os.dup(2), "w", buffering=1, closefd=True)
         try:
-            outcome = {"text": truncated(render(function(**kwargs)), max_bytes), "error": False}
+            value = function(**kwargs)
+            _live_on()  # it returned: its receipt is written even if koog dies from now on
+            outcome = {"text": truncated(render(value), max_bytes), "error": False}
         except BaseException as exc:  # even sys.exit() is only the tool's error
+            _live_on()  # (rendering the result was the first thing to do after returning)
             text = truncated(f"Error: {type(exc).__name__}: {exc}", max_bytes)
             outcome = {"text": text, "error": True}
-        _live_on()  # it returned: its receipt is written even if koog dies now
         data = json.dumps(outcome, ensure_ascii=False).encode("utf-8", "surrogatepass")
         if receipt is not None:
             with contextlib.suppress(BaseException):  # no receipt: still the result, sent
