@@ -5,7 +5,9 @@ waiting request holds no worker thread:
   with at most `[serve] session_queue` waiting behind it (409 past that, and after
   `session_wait_seconds` of waiting);
 - with tokens, one token's requests hold at most `[serve] token_share` of the workers, so
-  one client's burst never starves another's sessions.
+  one client's burst never starves another's sessions; without tokens, the requests that
+  name no session (stateless) are one such client, so a burst of them leaves workers for
+  the sessions.
 
 Everything here runs on the event loop's thread; `release` may be called from any thread.
 """
@@ -25,11 +27,15 @@ class _Line:
     waiting: int = 0
 
 
+STATELESS = "(stateless)"
+
+
 class Admission:
-    def __init__(self, queue: int, wait_seconds: float, per_token: int | None) -> None:
+    def __init__(self, queue: int, wait_seconds: float, share: int, by_token: bool) -> None:
         self.queue = queue
         self.wait_seconds = wait_seconds
-        self.per_token = per_token
+        self.share = share
+        self.by_token = by_token
         self._lines: dict[str, _Line] = {}
         self._tokens: dict[str, asyncio.Semaphore] = {}
 
@@ -38,13 +44,15 @@ class Admission:
         loop = asyncio.get_running_loop()
         line = await self._line(family) if family is not None else None
         semaphore = None
-        if self.per_token is not None:
-            semaphore = self._tokens.setdefault(token, asyncio.Semaphore(self.per_token))
+        client = token if self.by_token else (STATELESS if family is None else None)
+        if client is not None:
+            semaphore = self._tokens.setdefault(client, asyncio.Semaphore(self.share))
             try:
                 await asyncio.wait_for(semaphore.acquire(), self.wait_seconds)
             except TimeoutError:
                 self._leave(family, line)
-                raise _busy("this token's requests hold their share of the workers") from None
+                whose = "this token's" if self.by_token else "stateless"
+                raise _busy(f"{whose} requests hold their share of the workers") from None
         done = False
 
         def release() -> None:

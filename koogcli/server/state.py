@@ -26,9 +26,12 @@ class ServerState:
         self.settings: ServeSettings = ctx.settings.serve
         self.gate = SessionGate(self.settings.session_wait_seconds)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="koog-turn")
-        share = max(1, int(workers * self.settings.token_share)) if self.settings.tokens else None
+        share = max(1, int(workers * self.settings.token_share))
         self.admission = Admission(
-            self.settings.session_queue, self.settings.session_wait_seconds, share
+            self.settings.session_queue,
+            self.settings.session_wait_seconds,
+            share,
+            by_token=bool(self.settings.tokens),
         )
         self._guard = threading.Lock()
         self._by_namespace: dict[str, AppContext] = {}

@@ -54,6 +54,28 @@ def test_a_burst_on_one_session_never_delays_another(
     assert found.statuses == {200: 70}, found  # all of them waited their turn and answered
 
 
+def test_a_burst_of_stateless_requests_never_delays_a_session(
+    koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    """Issue 45, acceptance 3: without tokens, requests that name no session are one client
+    of the share rule: 70 of them held 4 s upstream take half the workers at most, and a
+    session's request answers at its usual speed (before: it waited for a worker, 4 s)."""
+
+    def slow(body: dict[str, object]) -> dict[str, object]:
+        said = str(body["messages"][-1]["content"])  # type: ignore[index]
+        return {"delay": 4.0, "content": "slow"} if said.startswith("burst") else {"content": "hi"}
+
+    started = KoogServe(koog_env).start()
+    try:
+        found = limit_probes.burst(
+            started.url, 70, 4.0, lambda: setattr(server, "responder", slow), on=None
+        )
+    finally:
+        assert started.stop() == 0
+    assert found.during < found.usual + 2.0, found
+    assert found.statuses == {200: 70}, found
+
+
 def test_the_queue_bound_answers_409_at_once(
     koog_env: dict[str, str], isolated: Path, server: FakeOpenAIServer
 ) -> None:

@@ -82,8 +82,8 @@ def big_body(url: str, size: int, chunked: bool = False) -> BigBody:
     return BigBody(status, seconds, sent[0] / (1 << 20))
 
 
-def turn_seconds(url: str, session: str, text: str) -> tuple[int, float]:
-    """One chat completion on `session`: its status and wall time."""
+def turn_seconds(url: str, session: str | None, text: str) -> tuple[int, float]:
+    """One chat completion on `session` (None: stateless): its status and wall time."""
     host, port = _where(url)
     body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]})
     start = time.perf_counter()
@@ -93,7 +93,10 @@ def turn_seconds(url: str, session: str, text: str) -> tuple[int, float]:
             "POST",
             "/v1/chat/completions",
             body,
-            {"Content-Type": "application/json", "X-Koog-Session": session},
+            {
+                "Content-Type": "application/json",
+                **({"X-Koog-Session": session} if session else {}),
+            },
         )
         answer = conn.getresponse()
         answer.read()
@@ -109,14 +112,16 @@ class Burst:
     statuses: dict[int, int]  # the burst's answers: status → count
 
 
-def burst(url: str, count: int, hold: float, delayed: Callable[[], object]) -> Burst:
-    """`count` requests at once on one session whose first answer the upstream holds for
-    `hold` seconds (`delayed()` scripts that), and meanwhile one request on another
-    session: how long it takes, against its usual time."""
+def burst(
+    url: str, count: int, hold: float, delayed: Callable[[], object], on: str | None = "busy"
+) -> Burst:
+    """`count` requests at once on session `on` (None: stateless, each its own) whose
+    answers the upstream holds for `hold` seconds (`delayed()` scripts that), and meanwhile
+    one request on another session: how long it takes, against its usual time."""
     usual = min(turn_seconds(url, f"quiet-{i}", "hello")[1] for i in range(3))
     delayed()
     with ThreadPoolExecutor(count) as pool:
-        futures = [pool.submit(turn_seconds, url, "busy", f"burst {i}") for i in range(count)]
+        futures = [pool.submit(turn_seconds, url, on, f"burst {i}") for i in range(count)]
         time.sleep(min(0.5, hold / 3))  # the burst has arrived and waits
         status, during = turn_seconds(url, "other", "are you there")
         assert status == 200, status
