@@ -63,6 +63,7 @@ def parse_messages(raw: bytes) -> MessagesBody:
     given = body.get("messages")
     if not isinstance(given, list) or not given:
         raise BadRequest("'messages' must be a non-empty array", "messages")
+    bodies.conversation(given, "messages")
     system = _system(body.get("system"))
     said: list[Message] = [_wire("system", system)] if system else []
     for index, m in enumerate(given):

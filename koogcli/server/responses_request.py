@@ -50,7 +50,7 @@ def parse_responses(raw: bytes) -> ResponsesBody:
     if isinstance(given, str):
         items: list[Any] = [{"type": "message", "role": "user", "content": given}]
     elif isinstance(given, list) and given:
-        items = given
+        items = bodies.conversation(given, "input")
     else:
         raise BadRequest("'input' must be a string or a non-empty array of items", "input")
     said = _messages(items)

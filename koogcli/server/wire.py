@@ -46,6 +46,7 @@ def parse_chat(raw: bytes) -> ChatBody:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty array", "messages")
+    bodies.conversation(messages, "messages")
     if body.get("n") not in (None, 1) or isinstance(body.get("n"), bool):
         raise BadRequest("koog stores one reply per turn: 'n' must be 1", "n")
     model = bodies.string(body, "model")

@@ -115,3 +115,27 @@ def test_memory_metadata_that_is_not_a_string_is_a_400_naming_it(
     assert ctx.long_term_memory.records(None) == []
     kept = client.post("/koog/v1/memory", json={"text": "a fact", "metadata": {"team": "infra"}})
     assert kept.status_code in (200, 201), kept.text
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/chat/completions", "messages"),
+        ("/v1/responses", "input"),
+        ("/v1/messages", "messages"),
+    ],
+)
+def test_a_body_of_more_messages_than_the_bound_is_a_400_and_stores_nothing(
+    served: tuple[TestClient, Any], fake_model: FakeChatModel, path: str, field: str
+) -> None:
+    """Issue 45: what one request may cost is bounded (245,000 tiny messages in 8 MiB took
+    31 s of CPU); the bound is well above a long agent session."""
+    from koogcli.server.bodies import MAX_MESSAGES
+
+    client, ctx = served
+    tiny = [{"role": "user", "content": "x"}] * (MAX_MESSAGES + 1)
+    body: dict[str, object] = {"model": "m", "max_tokens": 8, field: tiny}
+    answer = client.post(path, json=body, headers={"X-Koog-Session": "big"})
+    assert answer.status_code == 400, answer.text
+    assert f"at most {MAX_MESSAGES:,}" in answer.text
+    assert ctx.history.sessions() == [] and fake_model.requests == []
