@@ -336,7 +336,8 @@ class OpenAIChatModel:
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(
                 f"cannot connect to {url}",
-                hint="check that the server runs and llm.base_url / OPENAI_BASE_URL",
+                hint="check that the server is running and that llm.base_url (or OPENAI_BASE_URL) "
+                "points at it",
             )
         if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
             return ModelError(f"{url}: {type(exc).__name__}: {self.endpoint.scrub(str(exc))}")
