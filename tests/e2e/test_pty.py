@@ -172,6 +172,13 @@ def test_ctrl_x_ctrl_e_edits_the_message_in_the_editor(
     child.send("\r")
     expect(child, "got it")
     expect(child, PROMPT)
-    child.sendcontrol("d")
-    child.expect(pexpect.EOF)
+    # The prompt drawn is not yet the prompt reading keys: under CI's load a Ctrl-D sent in
+    # between reached the terminal before raw mode and was lost (1 run in 5). Sent again
+    # until koog ends; a Ctrl-D it reads ends it the first time.
+    for _ in range(3):
+        child.sendcontrol("d")
+        if child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=5) == 0:
+            break
+    else:
+        raise AssertionError("koog did not end on Ctrl-D")
     assert server.chat_requests[-1]["messages"][-1]["content"] == "written in the editor"
