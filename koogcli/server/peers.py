@@ -32,19 +32,25 @@ def _word(four: bytes) -> str:
     return f"{value:08X}"
 
 
-def _hex_forms(host: str, port: int) -> set[str]:
-    """`ADDRESS:PORT` as the kernel's tables write it: each 32-bit word of the address in
-    the machine's byte order (little-endian here), in the IPv4 table's form and the IPv6
-    one's (an IPv4 client of a dual-stack socket appears as ::ffff:a.b.c.d)."""
+def _forms(host: str) -> tuple[bytes | None, bytes]:
+    """A host's address as an IPv4 socket would name it (None for an IPv6 address) and as
+    an IPv6 one would (an IPv4 client of a dual-stack socket appears as ::ffff:a.b.c.d)."""
     address = ipaddress.ip_address(host.split("%", 1)[0])
-    forms = set()
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     if isinstance(address, ipaddress.IPv4Address):
-        forms.add(_word(address.packed))
-        address = ipaddress.IPv6Address(f"::ffff:{address}")
-    packed = address.packed
-    forms.add("".join(_word(packed[i : i + 4]) for i in (0, 4, 8, 12)))
+        return address.packed, ipaddress.IPv6Address(f"::ffff:{address}").packed
+    return None, address.packed
+
+
+def _hex_forms(host: str, port: int) -> set[str]:
+    """`ADDRESS:PORT` as the kernel's tables write it: each 32-bit word of the address in
+    the machine's byte order (little-endian here), in the IPv4 table's form and the IPv6
+    one's."""
+    v4, v6 = _forms(host)
+    forms = {"".join(_word(v6[i : i + 4]) for i in (0, 4, 8, 12))}
+    if v4 is not None:
+        forms.add(_word(v4))
     return {f"{f}:{port:04X}" for f in forms}
 
 
@@ -75,18 +81,11 @@ _UID_AT = _HEADER.size + 4 + 48 + 12  # inet_diag_msg: family..retrans, id, expi
 def _asked(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     """sock_diag: one exact lookup of the client's socket, as an IPv4 socket and then as
     an IPv6 one (a client may reach 127.0.0.1 through either)."""
-    source = ipaddress.ip_address(client[0].split("%", 1)[0])
-    target = ipaddress.ip_address(server[0].split("%", 1)[0])
+    (source4, source6), (target4, target6) = _forms(client[0]), _forms(server[0])
     tries: list[tuple[int, bytes, bytes]] = []
-    if isinstance(source, ipaddress.IPv6Address) and source.ipv4_mapped is not None:
-        source = source.ipv4_mapped
-    if isinstance(target, ipaddress.IPv6Address) and target.ipv4_mapped is not None:
-        target = target.ipv4_mapped
-    if isinstance(source, ipaddress.IPv4Address) and isinstance(target, ipaddress.IPv4Address):
-        tries.append((socket.AF_INET, source.packed, target.packed))
-        source = ipaddress.IPv6Address(f"::ffff:{source}")
-        target = ipaddress.IPv6Address(f"::ffff:{target}")
-    tries.append((socket.AF_INET6, source.packed, target.packed))
+    if source4 is not None and target4 is not None:
+        tries.append((socket.AF_INET, source4, target4))
+    tries.append((socket.AF_INET6, source6, target6))
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as link:
         link.settimeout(1.0)
         for family, src, dst in tries:

@@ -237,11 +237,14 @@ def ingest_messages(
 ) -> IngestResult:
     """Records for messages not ingested before (each message's source key is unique)."""
     records = core.records_from_messages(messages, roles, namespace, session.value)
-    keys = [r.source for r in records if r.source] + [core.content_key(r.content) for r in records]
+    texts = [core.content_key(r.content) for r in records]  # each digest computed once
+    keys = [r.source for r in records if r.source] + texts
     known = ctx.long_term_memory.known_sources(namespace, keys)
     # Never twice from one message, and never again a text that was forgotten (§5.19).
     fresh = [
-        r for r in records if r.source not in known and core.content_key(r.content) not in known
+        r
+        for r, text in zip(records, texts, strict=True)
+        if r.source not in known and text not in known
     ]
     added = _store(ctx, fresh)
     return IngestResult(namespace, len(added), len(records) - len(added))
