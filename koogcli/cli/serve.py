@@ -66,6 +66,7 @@ def serve(
     bound_host, bound_port = listener.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     upstream = masked(app_ctx.settings.llm.base_url or "https://api.openai.com/v1")
+    process.StopAsked.listen()  # a stop from now on is acted on once serving begins
     render.out(
         f"koog serve: http://{shown}:{bound_port}/v1 · storage: {where.get('backend')} "
         f"({where.get('where', '')}) · upstream: {upstream} ({app_ctx.settings.llm.model})"
@@ -90,8 +91,6 @@ def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, co
     from types import FrameType
 
     failed = False
-    app_ctx.storage.prepare()  # created or upgraded once, not raced by the workers
-    app_ctx.storage.close()  # each worker opens its own connections
     workers: dict[int, float] = {}  # pid -> when it started
     stopping = False
     supervisor = os.getpid()
@@ -129,6 +128,10 @@ def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, co
 
     for sig in signals:
         signal.signal(sig, stop)
+    if process.StopAsked.signal is not None:  # asked before the handlers above
+        stopping = True
+    app_ctx.storage.prepare()  # created or upgraded once, not raced by the workers
+    app_ctx.storage.close()  # each worker opens its own connections
     for _ in range(count):
         start()
     quick = 0  # workers in a row that died within seconds of starting
@@ -186,6 +189,12 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:
             if self.should_exit and sig == signal.SIGINT:
                 self.force_exit = True
             self.should_exit = True
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            """A stop asked before uvicorn took the signals ends it here."""
+            await super().startup(sockets=sockets)
+            if process.StopAsked.signal is not None:
+                self.should_exit = True
 
     with process.serving():
         Server(config).run(sockets=[listener])
