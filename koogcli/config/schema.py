@@ -31,9 +31,15 @@ def _check_regex(value: str | None) -> str | None:
     return value
 
 
+WireApi = Literal["chat", "responses", "messages"]
+
+
 class LLMSettings(_Strict):
     model: str = Field(default="gpt-4o-mini", min_length=1)
     base_url: str = ""
+    # The upstream's protocol: OpenAI chat completions, the Responses API, or Anthropic
+    # Messages (SPEC §6); `[models."NAME"] wire_api` for one model.
+    wire_api: WireApi = "chat"
     api_key_env: str = Field(default="OPENAI_API_KEY", min_length=1)
     system_prompt: str = "You are a helpful assistant."
     # Unset values are left out of requests: OpenAI's reasoning models reject temperature.
@@ -49,6 +55,12 @@ class LLMSettings(_Strict):
     context_tokens: int | None = Field(default=None, ge=1)
     # Provider-specific request fields, sent verbatim (top_k, min_p, seed, ...).
     extra_body: dict[str, object] = {}
+
+    def key_env(self, wire: str) -> str:
+        """Where the key is read: `api_key_env` when set, else the protocol's own."""
+        if "api_key_env" in self.model_fields_set or wire != "messages":
+            return self.api_key_env
+        return "ANTHROPIC_API_KEY"
 
 
 class ChatSettings(_Strict):
@@ -76,6 +88,10 @@ class ModelSpec(_Strict):
     """What koog knows about one model (`[models."NAME"]`), over the `[llm]` values."""
 
     context_tokens: int | None = Field(default=None, ge=1)
+    # This model's protocol and server, when they are not `[llm]`'s.
+    wire_api: WireApi | None = None
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, min_length=1)
 
 
 class RoleSpec(_Strict):

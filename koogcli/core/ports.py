@@ -140,6 +140,8 @@ class Completion:
     usage: Usage | None = None
     finish_reason: str | None = None
     reasoning: str = ""  # the upstream's reasoning text (`reasoning_content`), if it sent any
+    # What a native upstream needs sent back with this reply (core/native_replay.py).
+    native: Mapping[str, object] | None = None
 
 
 class ChatModel(Protocol):

@@ -29,6 +29,7 @@ from koogcli.core.ports import (
     StorageBackend,
     ToolBox,
 )
+from koogcli.services import model_settings
 from koogcli.services.context import AppContext, EmbedderFactory, ModelFactory, Parts
 
 if TYPE_CHECKING:
@@ -37,27 +38,74 @@ if TYPE_CHECKING:
     from koogcli.adapters.tools.mcp_hub import McpHub
     from koogcli.adapters.tools.python_tools import PythonToolBox
     from koogcli.config.loader import LoadedConfig
-    from koogcli.config.schema import PreprocessorSpec
+    from koogcli.config.schema import LLMSettings, PreprocessorSpec
     from koogcli.core.preprocessors import Pipeline
 
 
 def openai_model_factory(ctx: AppContext) -> ChatModel:
-    return _openai_chat(ctx)
+    return _chat(ctx)
 
 
 def forwarding_model_factory(ctx: AppContext) -> ChatModel:
     """`koog serve`'s model: streamed requests forwarded as bytes (model/forwarding.py)."""
-    return _openai_chat(ctx, forward=True)
+    return _chat(ctx, forward=True)
 
 
-def _openai_chat(ctx: AppContext, forward: bool = False) -> OpenAIChatModel:
+def _chat(ctx: AppContext, forward: bool = False) -> ChatModel:
+    """The model client: chat completions, or each model's own protocol and server
+    (`[models."NAME"]` wire_api, base_url, api_key_env over `[llm]`)."""
+    llm = ctx.settings.llm
+    if llm.wire_api == "chat" and not any(
+        spec.wire_api or spec.base_url or spec.api_key_env for spec in ctx.settings.models.values()
+    ):
+        return _openai_chat(ctx, llm, forward)
+    from koogcli.adapters.model.wire_router import WireRouter
+
+    def build(model: str) -> tuple[tuple[str, ...], Callable[[], ChatModel]]:
+        chosen = model_settings.llm_for(ctx.settings, model)
+        where = (chosen.wire_api, chosen.base_url, chosen.key_env(chosen.wire_api))
+        if chosen.wire_api == "chat":
+            return where, lambda: _openai_chat(ctx, chosen, forward)
+        return where, lambda: _native(ctx, chosen)
+
+    return WireRouter(build)
+
+
+def _native(ctx: AppContext, llm: LLMSettings) -> ChatModel:
+    from koogcli.adapters.model.openai_model import RequestOptions, resolve_endpoint
+
+    wire = llm.wire_api
+    model_settings.require_key(llm, ctx.env)
+    options = RequestOptions(llm.max_tokens, llm.reasoning_effort, dict(llm.extra_body))
+    if wire == "messages":
+        from koogcli.adapters.model.messages_upstream import (
+            ANTHROPIC_DEFAULT_URL,
+            MessagesChatModel,
+        )
+
+        endpoint = resolve_endpoint(
+            llm.base_url or ANTHROPIC_DEFAULT_URL,
+            llm.key_env(wire),
+            ctx.env,
+            llm.timeout_seconds,
+            llm.max_retries,
+        )
+        return MessagesChatModel(endpoint, options)
+    from koogcli.adapters.model.responses_upstream import ResponsesChatModel
+
+    endpoint = resolve_endpoint(
+        llm.base_url, llm.key_env(wire), ctx.env, llm.timeout_seconds, llm.max_retries
+    )
+    return ResponsesChatModel(endpoint, options)
+
+
+def _openai_chat(ctx: AppContext, llm: LLMSettings, forward: bool = False) -> OpenAIChatModel:
     from koogcli.adapters.model.openai_model import (
         OpenAIChatModel,
         RequestOptions,
         resolve_endpoint,
     )
 
-    llm = ctx.settings.llm
     endpoint = resolve_endpoint(
         llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries
     )
@@ -71,7 +119,9 @@ def _openai_chat(ctx: AppContext, forward: bool = False) -> OpenAIChatModel:
 def openai_embedder_factory(ctx: AppContext) -> Embedder:
     from koogcli.adapters.model.openai_model import OpenAIEmbedder
 
-    return OpenAIEmbedder(_openai_chat(ctx), ctx.settings.long_term_memory.embeddings.model)
+    return OpenAIEmbedder(
+        _openai_chat(ctx, ctx.settings.llm), ctx.settings.long_term_memory.embeddings.model
+    )
 
 
 def build(
@@ -242,6 +292,9 @@ def find_endpoint(ctx: AppContext) -> tuple[AppContext, str | None]:
     from koogcli.core.urls import is_loopback
 
     llm = ctx.settings.llm
+    if llm.wire_api != "chat":  # a provider's own protocol: no local server is guessed
+        model_settings.require_key(llm, ctx.env)
+        return ctx, None
     try:
         endpoint = resolve_endpoint(
             llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries

@@ -87,6 +87,14 @@ from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes.native_upstreams import (
+    MessagesCache,
+    answer_messages,
+    answer_responses,
+    item_text,
+    items_of,
+)
+
 
 class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -107,6 +115,10 @@ class FakeOpenAIServer:
         self.prompt_cache = True
         self.slot: list[tuple[str, ...]] | None = None  # the last answered request's tokens
         self.cache_log: list[dict[str, int]] = []
+        self.native_log: list[dict[str, Any]] = []  # Messages and Responses (native_upstreams.py)
+        self.messages_cache = MessagesCache()
+        self.stored_responses: dict[str, list[dict[str, Any]]] = {}
+        self.items_slot: list[tuple[str, ...]] | None = None
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -148,6 +160,10 @@ class FakeOpenAIServer:
             self.prompt_cache = True
             self.slot = None
             self.cache_log = []
+            self.native_log = []
+            self.messages_cache = MessagesCache()
+            self.stored_responses = {}
+            self.items_slot = None
 
     def use_profile(self, name: str) -> None:
         """Behave like one kind of real endpoint (PROFILES)."""
@@ -161,10 +177,15 @@ class FakeOpenAIServer:
                 return self.queue.popleft()
             if self.responder is not None:
                 return dict(self.responder(body))
+        messages = body.get("messages")
+        if messages is None and "input" in body:  # the Responses API's items
+            messages = [
+                {"role": i.get("role"), "content": item_text(i)} for i in items_of(body["input"])
+            ]
         last_user = next(
             (
                 text_of(m.get("content"))
-                for m in reversed(body.get("messages", []))
+                for m in reversed(messages or [])
                 if m.get("role") == "user"
             ),
             "",
@@ -184,6 +205,13 @@ class FakeOpenAIServer:
             figures = {"prompt_tokens": total, "cached_tokens": cached}
             self.cache_log.append(figures)
         return figures
+
+    def prefill_items(self, tokens: list[tuple[str, ...]]) -> dict[str, int]:
+        """The Responses API's automatic prefix cache, one slot (called holding the lock)."""
+        total = sum(map(len, tokens))
+        shared = 0 if self.items_slot is None else common_prefix(self.items_slot, tokens)
+        self.items_slot = tokens
+        return {"prompt_tokens": total, "cached_tokens": min(shared, max(total - 1, 0))}
 
     @property
     def prefilled_tokens(self) -> int:
@@ -225,6 +253,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/_control/requests":
             with self.fake.lock:
                 self._json(200, list(self.fake.requests))
+        elif self.path == "/_control/native":
+            with self.fake.lock:
+                self._json(200, list(self.fake.native_log))
         elif self.path == "/_control/cache":
             prefilled = self.fake.prefilled_tokens
             with self.fake.lock:
@@ -245,6 +276,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path.endswith("/embeddings"):
             self._embeddings(body)
+            return
+        if self.path.endswith("/v1/messages"):
+            answer_messages(self, body)
+            return
+        if self.path.endswith("/v1/responses"):
+            answer_responses(self, body)
             return
         if not self.path.endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})

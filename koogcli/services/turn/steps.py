@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from koogcli.core import native_replay, wire_marks
 from koogcli.core import why as why_core
-from koogcli.core import wire_marks
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.messages import (
     CLIENT_TOOLS,
@@ -235,6 +235,8 @@ def _model_step(turn: TurnState) -> None:
         meta[FINISH_KEY] = completion.finish_reason  # a reply cut short says so where shown
     if completion.reasoning:
         meta[REASONING_KEY] = completion.reasoning  # kept beside the reply, never summarised
+    if completion.native is not None:
+        meta[native_replay.KEY] = dict(completion.native)  # sent back as it came
     if completion.usage is not None:
         meta["usage"] = completion.usage.to_dict()
         if context_limit(ctx, turn.model) is not None:

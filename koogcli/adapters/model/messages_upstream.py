@@ -1,0 +1,400 @@
+"""ChatModel over Anthropic's Messages API (`[llm] wire_api = "messages"`), spoken natively.
+
+The request: the leading system messages as `system` blocks, tools as Anthropic tools,
+the conversation with tool calls as `tool_use` and their results as `tool_result` blocks
+(one message per run of one role, as the API wants), and two cache breakpoints: the end of
+the stable prefix (tools and system) and the newest message, so every turn reads what the
+previous one wrote. `reasoning_effort` asks for thinking with a budget; the thinking
+blocks a reply came with (signatures, `redacted_thinking`) are kept beside it
+(core/native_replay.py) and sent back unchanged in later requests, unless what came before
+them changed (a window moved, a compression), which the API would refuse.
+
+The reply streams as Anthropic's events: text to `on_delta`, thinking to `on_reasoning`,
+tool input assembled from its JSON pieces; usage counts the cache reads and writes in the
+prompt and reports the reads as cached tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
+from typing import Any
+
+from koogcli.adapters.model.native_http import (
+    NativeHttp,
+    broken,
+    events,
+    explained,
+)
+from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
+from koogcli.core import content_parts, native_replay
+from koogcli.core.errors import ModelError, ResponseFormatError
+from koogcli.core.messages import Message, ToolCall
+from koogcli.core.ports import Completion, ModelRequest
+from koogcli.core.usage import Usage
+
+ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com/v1"
+ANTHROPIC_VERSION = "2023-06-01"
+WIRE = "messages"
+# Thinking budgets for `reasoning_effort`; the API's smallest is 1024.
+BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+DEFAULT_MAX_TOKENS = 8192
+_EPHEMERAL = {"type": "ephemeral"}
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+    "pause_turn": "stop",
+}
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class Wire:
+    """A request's system blocks and messages, with the digest of what precedes each
+    assistant message (what its thinking is bound to)."""
+
+    def __init__(self, system: list[dict[str, Any]]) -> None:
+        self.system = system
+        self.messages: list[dict[str, Any]] = []
+        self._settled = hashlib.sha256(_dumps(system))  # every message but the last
+
+    def prefix(self) -> str:
+        """The digest of the system and every message so far."""
+        running = self._settled.copy()
+        if self.messages:
+            running.update(_dumps(self.messages[-1]))
+        return running.hexdigest()
+
+    def add(self, role: str, blocks: list[dict[str, Any]]) -> None:
+        """A message, or more blocks for the last one when it has the same role."""
+        if not blocks:
+            return
+        if self.messages and self.messages[-1]["role"] == role:
+            self.messages[-1]["content"].extend(blocks)
+            return
+        if self.messages:
+            self._settled.update(_dumps(self.messages[-1]))
+        self.messages.append({"role": role, "content": blocks})
+
+
+def to_wire(messages: Sequence[Message]) -> Wire:
+    """koog's messages as Messages' system blocks and alternating messages."""
+    leading = 0
+    while leading < len(messages) and messages[leading].role == "system":
+        leading += 1
+    wire = Wire([{"type": "text", "text": m.text} for m in messages[:leading] if m.text])
+    for m in messages[leading:]:
+        if m.role == "assistant":
+            kept = native_replay.items_of(m, WIRE, wire.prefix())
+            if wire.messages and wire.messages[-1]["role"] == "assistant":
+                kept = []  # thinking opens a message; a second one in a row cannot carry it
+            wire.add("assistant", kept + _assistant_blocks(m))
+        elif m.role == "tool":
+            result = {"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.text}
+            wire.add("user", [result])
+        elif m.role == "system":  # a summary or note after the start: the user's turn
+            wire.add("user", [{"type": "text", "text": f"[system] {m.text}"}])
+        else:
+            wire.add("user", _user_blocks(m))
+    return wire
+
+
+def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text.strip() else []
+    for call in m.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id or "", "name": call.name, "input": _input(call)}
+        )
+    if not blocks:
+        blocks.append({"type": "text", "text": "(no answer)"})
+    return blocks
+
+
+def _input(call: ToolCall) -> dict[str, Any]:
+    try:
+        value = json.loads(call.arguments or "{}")
+    except ValueError:
+        return {"arguments": call.arguments}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _user_blocks(m: Message) -> list[dict[str, Any]]:
+    given = content_parts.parts(m) if content_parts.KEY in m.meta else None
+    if given is None:
+        return [{"type": "text", "text": m.text or " "}]
+    blocks: list[dict[str, Any]] = []
+    for part in content_parts.with_text(given, m.text):
+        kind = part.get("type")
+        if kind == "text":
+            if str(part.get("text") or "").strip():
+                blocks.append({"type": "text", "text": str(part["text"])})
+        elif kind == "image_url":
+            blocks.append(_image(part.get("image_url")))
+        else:
+            label = " ".join(content_parts.labels(m)) or str(kind)
+            blocks.append({"type": "text", "text": f"[{label}]"})
+    return blocks or [{"type": "text", "text": " "}]
+
+
+def _image(value: Any) -> dict[str, Any]:
+    url = value.get("url") if isinstance(value, Mapping) else value
+    url = str(url or "")
+    if url.startswith("data:") and ";base64," in url:
+        head, data = url[5:].split(";base64,", 1)
+        source = {"type": "base64", "media_type": head or "image/png", "data": data}
+        return {"type": "image", "source": source}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _tools(tools: Sequence[Mapping[str, object]]) -> list[dict[str, Any]]:
+    out = []
+    for spec in tools:
+        function = spec.get("function")
+        if not isinstance(function, Mapping):
+            continue
+        schema = function.get("parameters") or {"type": "object", "properties": {}}
+        tool: dict[str, Any] = {"name": function.get("name"), "input_schema": schema}
+        if function.get("description"):
+            tool["description"] = function["description"]
+        out.append(tool)
+    return out
+
+
+def _tool_choice(value: object) -> dict[str, Any] | None:
+    if value == "required":
+        return {"type": "any"}
+    if value in ("auto", "none"):
+        return {"type": value}
+    if isinstance(value, Mapping):
+        function = value.get("function")
+        if isinstance(function, Mapping) and function.get("name"):
+            return {"type": "tool", "name": function["name"]}
+    return None
+
+
+def request_body(request: ModelRequest, options: RequestOptions) -> tuple[dict[str, Any], str]:
+    """The Messages request for `request`, and the digest its reply's thinking is bound to."""
+    if request.response_format is not None:
+        raise ResponseFormatError("the Messages API takes no response_format")
+    wire = to_wire(request.messages)
+    prefix = wire.prefix()
+    tools = _tools(request.tools)
+    body: dict[str, Any] = {"model": request.model, "messages": wire.messages}
+    if wire.system:
+        body["system"] = wire.system
+    if tools:
+        body["tools"] = tools
+    _breakpoints(body)
+    max_tokens = options.max_tokens or DEFAULT_MAX_TOKENS
+    effort = options.reasoning_effort
+    if effort is not None and effort != "none":
+        budget = BUDGETS.get(effort, BUDGETS["medium"])
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        max_tokens = max(max_tokens, budget + 1024)
+    elif request.temperature is not None:
+        body["temperature"] = request.temperature
+    body["max_tokens"] = max_tokens
+    extra = dict(request.extra)
+    choice = _tool_choice(extra.pop("tool_choice", None))
+    if choice is not None and tools:
+        body["tool_choice"] = choice
+    if "stop" in extra:
+        stop = extra.pop("stop")
+        body["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    for key in ("top_p", "top_k", "metadata"):
+        if key in extra:
+            body[key] = extra[key]
+    body.update(options.extra_body)
+    body["stream"] = request.stream
+    return body, prefix
+
+
+def _breakpoints(body: dict[str, Any]) -> None:
+    """Cache breakpoints: the end of the stable prefix, and the newest message."""
+    stable = body.get("system") or body.get("tools")
+    if stable:
+        stable[-1] = {**stable[-1], "cache_control": _EPHEMERAL}
+    if body["messages"]:
+        newest = body["messages"][-1]["content"]
+        newest[-1] = {**newest[-1], "cache_control": _EPHEMERAL}
+
+
+class MessagesChatModel:
+    def __init__(self, endpoint: Endpoint, options: RequestOptions | None = None) -> None:
+        self.endpoint = endpoint
+        self.options = options or RequestOptions()
+        headers = {
+            "x-api-key": endpoint.api_key,
+            "anthropic-version": ANTHROPIC_VERSION,
+            "accept": "application/json",
+        }
+        self.http = NativeHttp(endpoint.base_url, headers, endpoint.timeout, endpoint.max_retries)
+
+    def complete(
+        self,
+        request: ModelRequest,
+        on_delta: Callable[[str], None] | None = None,
+        on_reasoning: Callable[[str], None] | None = None,
+    ) -> Completion:
+        body, prefix = request_body(request, self.options)
+        url = self.endpoint.shown_url
+        try:
+            response = self.http.post("/messages", body)
+        except Exception as exc:
+            raise explained(exc, self.http, url, request.model, self.endpoint.api_key_env) from exc
+        reader = _Reply(prefix)
+        try:
+            with closing(response):
+                if not request.stream or "json" in response.headers.get("content-type", ""):
+                    reader.whole(json.loads(response.read()), on_delta, on_reasoning)
+                else:
+                    for event in events(response):
+                        reader.event(event, on_delta, on_reasoning)
+        except ModelError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, (self.http.httpx.HTTPError, ValueError)):
+                raise broken(url, exc) from exc
+            raise
+        return reader.completion(url)
+
+    def list_models(self) -> list[str]:
+        try:
+            found = self.http.get("/models")
+        except Exception as exc:
+            raise explained(
+                exc, self.http, self.endpoint.shown_url, "", self.endpoint.api_key_env
+            ) from exc
+        data = found.get("data") if isinstance(found, Mapping) else None
+        return sorted(str(m.get("id")) for m in data or [] if isinstance(m, Mapping))
+
+
+class _Reply:
+    """A Messages reply assembled from its events (or its whole JSON)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.pieces: dict[int, list[str]] = {}
+        self.usage: dict[str, int] = {}
+        self.stop: str | None = None
+        self.ended = False
+
+    def whole(
+        self,
+        message: Mapping[str, Any],
+        on_delta: Callable[[str], None] | None,
+        on_reasoning: Callable[[str], None] | None,
+    ) -> None:
+        for index, block in enumerate(message.get("content") or []):
+            if isinstance(block, Mapping):
+                self.blocks[index] = dict(block)
+                if block.get("type") == "thinking" and on_reasoning:
+                    on_reasoning(str(block.get("thinking", "")))
+                if block.get("type") == "text" and on_delta:
+                    on_delta(str(block.get("text", "")))
+        self._usage(message.get("usage"))
+        self.stop = message.get("stop_reason")
+        self.ended = True
+
+    def event(
+        self,
+        event: Mapping[str, Any],
+        on_delta: Callable[[str], None] | None,
+        on_reasoning: Callable[[str], None] | None,
+    ) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            self._usage((event.get("message") or {}).get("usage"))
+        elif kind == "content_block_start":
+            block = dict(event.get("content_block") or {})
+            self.blocks[int(event.get("index", len(self.blocks)))] = block
+        elif kind == "content_block_delta":
+            self._delta(
+                int(event.get("index", 0)), event.get("delta") or {}, on_delta, on_reasoning
+            )
+        elif kind == "content_block_stop":
+            index = int(event.get("index", 0))
+            built = self.blocks.get(index)
+            if built is not None and built.get("type") == "tool_use" and index in self.pieces:
+                text = "".join(self.pieces.pop(index))
+                built["input"] = json.loads(text) if text.strip() else {}
+        elif kind == "message_delta":
+            self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
+            self._usage(event.get("usage"))
+        elif kind == "message_stop":
+            self.ended = True
+        elif kind == "error":
+            error = event.get("error") or {}
+            said = error.get("message") if isinstance(error, Mapping) else None
+            raise ModelError(
+                f"the upstream failed during the reply: {said or 'an error event'}",
+                hint="retry; nothing of this turn was stored",
+            )
+
+    def _delta(
+        self,
+        index: int,
+        delta: Mapping[str, Any],
+        on_delta: Callable[[str], None] | None,
+        on_reasoning: Callable[[str], None] | None,
+    ) -> None:
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = str(delta.get("text", ""))
+            block["text"] = block.get("text", "") + text
+            if on_delta and text:
+                on_delta(text)
+        elif kind == "thinking_delta":
+            text = str(delta.get("thinking", ""))
+            block["thinking"] = block.get("thinking", "") + text
+            if on_reasoning and text:
+                on_reasoning(text)
+        elif kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + str(delta.get("signature", ""))
+        elif kind == "input_json_delta":
+            self.pieces.setdefault(index, []).append(str(delta.get("partial_json", "")))
+
+    def _usage(self, usage: object) -> None:
+        if isinstance(usage, Mapping):
+            for key, value in usage.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self.usage[key] = value
+
+    def completion(self, url: str) -> Completion:
+        if not self.ended:
+            raise ModelError(
+                f"the server at {url} ended the stream before the reply was complete",
+                hint="retry; nothing of this turn was stored",
+            )
+        ordered = [self.blocks[i] for i in sorted(self.blocks)]
+        text = "".join(str(b.get("text", "")) for b in ordered if b.get("type") == "text")
+        thinking = "".join(
+            str(b.get("thinking", "")) for b in ordered if b.get("type") == "thinking"
+        )
+        calls = tuple(
+            ToolCall(
+                str(b.get("id") or ""),
+                str(b.get("name") or ""),
+                json.dumps(b.get("input") or {}, ensure_ascii=False),
+            )
+            for b in ordered
+            if b.get("type") == "tool_use"
+        )
+        kept = [b for b in ordered if b.get("type") in ("thinking", "redacted_thinking")]
+        read = self.usage.get("cache_read_input_tokens", 0)
+        written = self.usage.get("cache_creation_input_tokens", 0)
+        prompt = self.usage.get("input_tokens", 0) + read + written
+        output = self.usage.get("output_tokens", 0)
+        usage = Usage(prompt, output, prompt + output, read)
+        native = native_replay.stored(WIRE, kept, self.prefix) if kept else None
+        finish = _FINISH.get(str(self.stop), "stop") if self.stop else "stop"
+        return Completion(text, calls, usage, finish, thinking, native)

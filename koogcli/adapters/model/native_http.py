@@ -1,0 +1,189 @@
+"""HTTP for the native upstreams (Anthropic Messages, the Responses API): one pooled httpx
+client, JSON bodies sent as bytes, retries as the providers ask (408, 409, 429, 5xx and
+Anthropic's 529, Retry-After honoured up to a minute), server-sent events read as JSON, and
+every failure turned into one ModelError naming what to check.
+
+The HTTP package is the openai SDK's own (`httpx2` in current releases, `httpx` before),
+so nothing new is installed; it is imported only when a native upstream is used.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from koogcli.adapters.model.forwarding import _LONGEST_RETRY_AFTER, _backoff, _events
+from koogcli.adapters.model.refusals import error_detail, refusal
+from koogcli.core.errors import ModelError
+
+_RETRIED = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass
+class HttpFailure(Exception):
+    """An upstream's error answer, shaped as refusals.py reads one."""
+
+    status_code: int
+    body: Any
+    message: str
+    retry_after: str | None = None
+
+
+class NativeHttp:
+    """POSTs to one upstream: `base_url` + path, with the protocol's headers."""
+
+    def __init__(
+        self, base_url: str, headers: Mapping[str, str], timeout: float, max_retries: int
+    ) -> None:
+        self.httpx = httpx = _package()
+        self.base_url = base_url.rstrip("/")
+        self.headers = dict(headers)
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.client = httpx.Client(timeout=timeout, follow_redirects=False)
+
+    def post(
+        self, path: str, body: Mapping[str, Any], extra_headers: Mapping[str, str] = {}
+    ) -> Any:
+        """The upstream's response (streamed: read or iterate it), or HttpFailure / a
+        connection error after the retries."""
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        headers = {**self.headers, **extra_headers, "content-type": "application/json"}
+        url = self.base_url + path
+        for attempt in range(self.max_retries + 1):
+            last = attempt == self.max_retries
+            request = self.client.build_request("POST", url, content=content, headers=headers)
+            try:
+                response = self.client.send(request, stream=True)
+            except self.httpx.HTTPError:
+                if last:
+                    raise
+                time.sleep(_backoff(attempt))
+                continue
+            if response.status_code < 400:
+                return response
+            if not last and response.status_code in _RETRIED:
+                wait = _retry_after(response.headers.get("retry-after"))
+                response.close()
+                time.sleep(wait if wait is not None else _backoff(attempt))
+                continue
+            raise failure_of(response)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def get(self, path: str) -> Any:
+        response = self.client.get(self.base_url + path, headers=self.headers)
+        if response.status_code >= 400:
+            raise failure_of(response)
+        return response.json()
+
+
+def _package() -> Any:
+    """The HTTP package the openai SDK is built on: `httpx2` in current releases."""
+    import importlib
+
+    for name in ("httpx2", "httpx"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ModelError("no HTTP package found (httpx2 or httpx)", hint="reinstall koog")
+
+
+def failure_of(response: Any) -> HttpFailure:
+    raw = response.read()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = {"error": {"message": raw.decode(errors="replace")[:300]}}
+    err = body.get("error", body) if isinstance(body, dict) else {}
+    message = err.get("message") if isinstance(err, dict) else None
+    response.close()
+    return HttpFailure(
+        response.status_code,
+        body,
+        message if isinstance(message, str) else f"HTTP {response.status_code}",
+        response.headers.get("retry-after"),
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        wait = float(value) if value else None
+    except ValueError:
+        return None
+    return wait if wait is not None and 0 < wait <= _LONGEST_RETRY_AFTER else None
+
+
+def events(response: Any) -> Iterator[dict[str, Any]]:
+    """Each server-sent event's data as a JSON object (others skipped)."""
+    for data in _events(response.iter_lines()):
+        if data.startswith("[DONE]"):
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
+
+
+def explained(exc: Exception, http: NativeHttp, url: str, model: str, key_env: str) -> ModelError:
+    """One ModelError for any failure of a native request, with the upstream's status and
+    words kept for serve (error.upstream, error.status)."""
+    retries = f" after {http.max_retries} retries" if http.max_retries else ""
+    if isinstance(exc, HttpFailure):
+        error = _status_error(exc, url, model, key_env, retries)
+        error.status = exc.status_code
+        err = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            error.upstream = {k: err.get(k) for k in ("message", "type", "param", "code")}
+        error.retry_after = exc.retry_after
+        return error
+    if isinstance(exc, http.httpx.TimeoutException):
+        return ModelError(
+            f"{url} did not answer within {http.timeout:g}s{retries}",
+            hint="raise llm.timeout_seconds or check the server",
+        )
+    if isinstance(exc, http.httpx.HTTPError):
+        return ModelError(
+            f"cannot connect to {url}",
+            hint="check that the server is running and that llm.base_url points at it",
+        )
+    if isinstance(exc, ValueError):
+        return ModelError(f"{url} sent a reply koog cannot read: {exc}")
+    raise exc
+
+
+def _status_error(exc: HttpFailure, url: str, model: str, key_env: str, retries: str) -> ModelError:
+    status = exc.status_code
+    if status in (401, 403):
+        return ModelError(
+            f"{url} rejected the API key (HTTP {status})",
+            hint=f"check the key in {key_env} (config llm.api_key_env)",
+        )
+    if status == 404:
+        return ModelError(
+            f"model {model!r} not found at {url} (HTTP 404{error_detail(exc)})",
+            hint="check llm.model / --model / KOOG_MODEL, llm.wire_api and the base URL",
+        )
+    if status == 429:
+        return ModelError(
+            f"{url} is rate limiting requests (HTTP 429){retries}",
+            hint="wait and retry, or raise llm.max_retries",
+        )
+    if status in (400, 413, 422):
+        refused = refusal(exc, model, url)
+        if refused is not None:
+            return refused
+    retried = retries if status in _RETRIED else ""
+    return ModelError(f"{url} answered HTTP {status}{error_detail(exc)}{retried}")
+
+
+def broken(url: str, exc: BaseException) -> ModelError:
+    return ModelError(
+        f"the connection to {url} broke during the reply: {exc}",
+        hint="retry; nothing of this turn was stored",
+    )

@@ -1,0 +1,260 @@
+"""ChatModel over the Responses API (`[llm] wire_api = "responses"`), spoken natively.
+
+Stateless by design, as Codex uses it: `store: false`, the whole conversation sent as
+input items each time (the leading system messages as `instructions`), so the upstream's
+automatic prefix cache reads every earlier turn again. With `reasoning_effort` set, the
+request asks for reasoning and its `encrypted_content`; the reasoning items a reply came
+with are kept beside it (core/native_replay.py) and replayed byte for byte before that
+reply in later requests.
+
+The reply streams as the API's events: output text to `on_delta`, reasoning summaries to
+`on_reasoning`; the finished response (`response.completed`) gives the items, the tool
+calls and the usage, whose `input_tokens_details.cached_tokens` is the cache read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
+from typing import Any
+
+from koogcli.adapters.model.native_http import NativeHttp, broken, events, explained
+from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
+from koogcli.core import content_parts, native_replay
+from koogcli.core.errors import ModelError
+from koogcli.core.messages import Message, ToolCall
+from koogcli.core.ports import Completion, ModelRequest
+from koogcli.core.usage import Usage
+
+WIRE = "responses"
+
+
+def input_items(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """The instructions (leading system messages) and the input items of a conversation."""
+    leading = 0
+    while leading < len(messages) and messages[leading].role == "system":
+        leading += 1
+    instructions = "\n\n".join(m.text for m in messages[:leading] if m.text)
+    items: list[dict[str, Any]] = []
+    for m in messages[leading:]:
+        if m.role == "assistant":
+            items.extend(native_replay.items_of(m, WIRE, None))
+            if m.text:
+                text = {"type": "output_text", "text": m.text, "annotations": []}
+                items.append({"type": "message", "role": "assistant", "content": [text]})
+            for call in m.tool_calls:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.id or "",
+                        "name": call.name,
+                        "arguments": call.arguments or "{}",
+                    }
+                )
+        elif m.role == "tool":
+            items.append(
+                {"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.text}
+            )
+        else:
+            role = "developer" if m.role == "system" else "user"
+            items.append({"type": "message", "role": role, "content": _content(m)})
+    return instructions, items
+
+
+def _content(m: Message) -> list[dict[str, Any]]:
+    given = content_parts.parts(m) if content_parts.KEY in m.meta else None
+    if given is None:
+        return [{"type": "input_text", "text": m.text}]
+    out: list[dict[str, Any]] = []
+    for part in content_parts.with_text(given, m.text):
+        kind = part.get("type")
+        if kind == "text":
+            out.append({"type": "input_text", "text": str(part.get("text") or "")})
+        elif kind == "image_url":
+            value = part.get("image_url")
+            url = value.get("url") if isinstance(value, Mapping) else value
+            out.append({"type": "input_image", "image_url": str(url or "")})
+        elif kind == "file" and isinstance(part.get("file"), Mapping):
+            out.append({"type": "input_file", **dict(part["file"])})
+    return out or [{"type": "input_text", "text": m.text}]
+
+
+def _tools(tools: Sequence[Mapping[str, object]]) -> list[dict[str, Any]]:
+    out = []
+    for spec in tools:
+        function = spec.get("function")
+        if isinstance(function, Mapping):
+            out.append({"type": "function", **dict(function)})
+    return out
+
+
+def request_body(request: ModelRequest, options: RequestOptions) -> dict[str, Any]:
+    instructions, items = input_items(request.messages)
+    body: dict[str, Any] = {"model": request.model, "input": items, "store": False}
+    if instructions:
+        body["instructions"] = instructions
+    tools = _tools(request.tools)
+    if tools:
+        body["tools"] = tools
+    extra = dict(request.extra)
+    choice = extra.pop("tool_choice", None)
+    if choice is not None and tools:
+        function = choice.get("function") if isinstance(choice, Mapping) else None
+        body["tool_choice"] = (
+            {"type": "function", "name": function.get("name")}
+            if isinstance(function, Mapping)
+            else choice
+        )
+    effort = options.reasoning_effort
+    if effort is not None:
+        body["reasoning"] = {"effort": effort, "summary": "auto"}
+        body["include"] = ["reasoning.encrypted_content"]
+    elif request.temperature is not None:
+        body["temperature"] = request.temperature
+    if options.max_tokens is not None:
+        body["max_output_tokens"] = options.max_tokens
+    if request.response_format is not None:
+        body["text"] = {"format": _text_format(request.response_format)}
+    for key in ("top_p", "metadata", "parallel_tool_calls"):
+        if key in extra:
+            body[key] = extra[key]
+    body.update(options.extra_body)
+    body["stream"] = request.stream
+    return body
+
+
+def _text_format(response_format: Mapping[str, object]) -> dict[str, Any]:
+    """Chat completions' `response_format` in the Responses API's `text.format` shape."""
+    schema = response_format.get("json_schema")
+    if response_format.get("type") == "json_schema" and isinstance(schema, Mapping):
+        return {"type": "json_schema", **dict(schema)}
+    return {"type": str(response_format.get("type", "text"))}
+
+
+class ResponsesChatModel:
+    def __init__(self, endpoint: Endpoint, options: RequestOptions | None = None) -> None:
+        self.endpoint = endpoint
+        self.options = options or RequestOptions()
+        headers = {"authorization": f"Bearer {endpoint.api_key}", "accept": "application/json"}
+        self.http = NativeHttp(endpoint.base_url, headers, endpoint.timeout, endpoint.max_retries)
+
+    def complete(
+        self,
+        request: ModelRequest,
+        on_delta: Callable[[str], None] | None = None,
+        on_reasoning: Callable[[str], None] | None = None,
+    ) -> Completion:
+        body = request_body(request, self.options)
+        url = self.endpoint.shown_url
+        try:
+            response = self.http.post("/responses", body)
+        except Exception as exc:
+            raise explained(exc, self.http, url, request.model, self.endpoint.api_key_env) from exc
+        finished: Mapping[str, Any] | None = None
+        streamed = False
+        try:
+            with closing(response):
+                if not request.stream or "json" in response.headers.get("content-type", ""):
+                    finished = json.loads(response.read())
+                else:
+                    for event in events(response):
+                        kind = event.get("type")
+                        if kind == "response.output_text.delta":
+                            streamed = True
+                            if on_delta:
+                                on_delta(str(event.get("delta", "")))
+                        elif kind in (
+                            "response.reasoning_summary_text.delta",
+                            "response.reasoning_text.delta",
+                        ):
+                            if on_reasoning:
+                                on_reasoning(str(event.get("delta", "")))
+                        elif kind in ("response.completed", "response.incomplete"):
+                            finished = event.get("response")
+                        elif kind in ("response.failed", "error"):
+                            raise _failed(event, url)
+        except ModelError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, (self.http.httpx.HTTPError, ValueError)):
+                raise broken(url, exc) from exc
+            raise
+        if not isinstance(finished, Mapping):
+            raise ModelError(
+                f"the server at {url} ended the stream before the reply was complete",
+                hint="retry; nothing of this turn was stored",
+            )
+        return _completion(finished, on_delta if not streamed else None, on_reasoning, streamed)
+
+    def list_models(self) -> list[str]:
+        try:
+            found = self.http.get("/models")
+        except Exception as exc:
+            raise explained(
+                exc, self.http, self.endpoint.shown_url, "", self.endpoint.api_key_env
+            ) from exc
+        data = found.get("data") if isinstance(found, Mapping) else None
+        return sorted(str(m.get("id")) for m in data or [] if isinstance(m, Mapping))
+
+
+def _failed(event: Mapping[str, Any], url: str) -> ModelError:
+    error = event.get("error") or (event.get("response") or {}).get("error") or {}
+    said = error.get("message") if isinstance(error, Mapping) else None
+    return ModelError(
+        f"{url} failed the reply: {said or 'an error event'}",
+        hint="retry; nothing of this turn was stored",
+    )
+
+
+def _completion(
+    response: Mapping[str, Any],
+    on_delta: Callable[[str], None] | None,
+    on_reasoning: Callable[[str], None] | None,
+    streamed: bool,
+) -> Completion:
+    output = [i for i in response.get("output") or [] if isinstance(i, Mapping)]
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ToolCall] = []
+    kept: list[Mapping[str, Any]] = []
+    for item in output:
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, Mapping) and part.get("type") == "output_text":
+                    texts.append(str(part.get("text", "")))
+        elif kind == "function_call":
+            calls.append(
+                ToolCall(
+                    str(item.get("call_id") or item.get("id") or ""),
+                    str(item.get("name") or ""),
+                    str(item.get("arguments") or "{}"),
+                )
+            )
+        elif kind == "reasoning":
+            kept.append(item)
+            for part in item.get("summary") or []:
+                if isinstance(part, Mapping):
+                    thoughts.append(str(part.get("text", "")))
+    text = "".join(texts)
+    if on_delta and text:
+        on_delta(text)
+    if not streamed and on_reasoning and thoughts:
+        on_reasoning("".join(thoughts))
+    given = response.get("usage")
+    raw: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    prompt = int(raw.get("input_tokens") or 0)
+    completion_tokens = int(raw.get("output_tokens") or 0)
+    details = raw.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    usage = Usage(
+        prompt,
+        completion_tokens,
+        prompt + completion_tokens,
+        cached if isinstance(cached, int) else None,
+    )
+    incomplete = response.get("status") == "incomplete"
+    finish = "length" if incomplete else ("tool_calls" if calls else "stop")
+    native = native_replay.stored(WIRE, kept, "") if kept else None
+    return Completion(text, tuple(calls), usage, finish, "".join(thoughts), native)
