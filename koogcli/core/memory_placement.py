@@ -33,6 +33,8 @@ from koogcli.core.messages import Message
 from koogcli.core.tokens import PLACED_TOKENS, text_tokens
 
 KEY = "memory_placed"
+# On a message as sent (never stored): the records' text appended to it.
+ADDED_KEY = "memory_added"
 # The records' estimated tokens as placed (core/tokens.py counts them with the question, so
 # a window, a budget or automatic compression measures what is really sent).
 TOKENS_KEY = PLACED_TOKENS
@@ -79,6 +81,7 @@ def with_context(m: Message, text: str) -> Message:
     if not text:
         return replace(m, meta=meta) if TOKENS_KEY in m.meta else m
     joined = f"{m.text}\n\n{text}" if m.text else text
+    meta[ADDED_KEY] = text  # a passed-through request adds the same to the client's message
     given = content_parts.parts(m)
     if given is not None:
         addition = {"type": content_parts.TEXT, "text": f"\n\n{text}" if m.text else text}

@@ -120,6 +120,18 @@ class TranscriptHit:
 
 
 @dataclass(frozen=True, slots=True)
+class PassThrough:
+    """A serve client's request in the upstream's own protocol, sent as it came (SPEC §6):
+    its body (koog's additions appended to it by the adapter), the headers it forwards, and
+    where the upstream's answer goes as sent (each event's text, or the whole JSON body)."""
+
+    wire: str  # "messages" or "responses"
+    body: Mapping[str, object]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    sink: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     model: str
     messages: Sequence[Message]
@@ -131,6 +143,8 @@ class ModelRequest:
     # Further request fields a client of `koog serve` sent (tool_choice, top_p, seed, ...),
     # passed on as they came.
     extra: Mapping[str, object] = field(default_factory=dict)
+    # Set when the client's request goes upstream as it came (an adapter of its protocol).
+    passthrough: PassThrough | None = None
 
 
 @dataclass(frozen=True, slots=True)

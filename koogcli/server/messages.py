@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from koogcli.core.ports import PassThrough
 from koogcli.server import errors
 from koogcli.server import messages_wire as wire
-from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
+from koogcli.server.turns import Relayed, answered, begin, granted, session_of, sse, streamed
 from koogcli.services.turn.placement import Exchange, Exchanged
+
+# Headers of a client's Messages request the upstream receives unchanged (Anthropic's
+# gateway contract).
+FORWARDED = ("anthropic-beta", "anthropic-version")
 
 
 def _said(exc: BaseException) -> tuple[int, dict[str, Any]]:
@@ -40,9 +46,12 @@ async def create(request: Request) -> Response:
         body = wire.parse_messages(await request.body())
         session, own = session_of(state, grant, request, body.session)
         model = state.model(body.model, known_names=False)
-        asked = Exchange(
-            session, body.conversation, body.client, model, body.stream, grant.allows, own
-        )
+        client = body.client
+        relay = state.wire_of(model) == "messages"
+        if relay:  # the upstream speaks Messages: the request goes as it came
+            forwarded = {h: v for h in FORWARDED if (v := request.headers.get(h)) is not None}
+            client = replace(client, passthrough=PassThrough("messages", body.raw, forwarded))
+        asked = Exchange(session, body.conversation, client, model, body.stream, grant.allows, own)
         ident = wire.new_id()
 
         def answer(done: Exchanged) -> wire.Answer:
@@ -56,7 +65,19 @@ async def create(request: Request) -> Response:
         return failed(exc)
     if not body.stream:
         return await answered(request, turn, wire.message, failed)
+    if relay:
+        return await streamed(request, turn, _relayed, failed)
     return await streamed(request, turn, lambda: _Events(ident, body.model), failed)
+
+
+def _relayed() -> Relayed:
+    def final(text: str) -> bool:
+        return text.startswith("event: message_stop")
+
+    def failure(exc: BaseException) -> list[str]:
+        return [_event(_said(exc)[1])]
+
+    return Relayed(final, failure, _event({"type": "ping"}))
 
 
 class _Events:

@@ -50,6 +50,7 @@ class MessagesBody:
     model: str
     stream: bool
     session: str | None  # metadata.koog_session
+    raw: dict[str, Any]  # the body as sent, for an upstream that speaks Messages
 
 
 def _wire(role: str, content: str | None, **fields: Any) -> Message:
@@ -101,6 +102,7 @@ def parse_messages(raw: bytes) -> MessagesBody:
         model=model,
         stream=bodies.boolean(body, "stream", False),
         session=session or None,
+        raw=body,
     )
 
 

@@ -73,6 +73,13 @@ class ServerState:
             return self.settings.models[asked]
         return asked if known_names else None
 
+    def wire_of(self, model: str | None) -> str:
+        """The protocol the upstream of `model` (None: the configured one) speaks."""
+        from koogcli.services.model_settings import llm_for
+
+        settings = self.ctx.settings
+        return llm_for(settings, model or settings.llm.model).wire_api
+
     def context(self, grant: Grant, headers: Mapping[str, str], user: str | None) -> AppContext:
         """The context whose long-term memory is the request's namespace: the header's,
         else the body's `safety_identifier` or `user`, else the agent's ([serve.clients]),

@@ -94,6 +94,11 @@ class Turn:
             raise ClientGoneError("the client closed the connection; the turn is not stored")
         self._put("reasoning", text)
 
+    def _raw(self, text: str) -> None:
+        if self.gone.is_set():
+            raise ClientGoneError("the client closed the connection; the turn is not stored")
+        self._put("raw", text)
+
     def _request(self, info: RequestInfo) -> None:
         self.info = info
 
@@ -112,6 +117,7 @@ class Turn:
         events = TurnEvents(
             on_delta=self._delta,
             on_reasoning=self._reasoning,
+            on_raw=self._raw,
             on_request=self._request,
             abandoned=self.gone.is_set,
         )
@@ -182,7 +188,9 @@ def granted(request: Request) -> tuple[ServerState, LogEntry, Grant]:
 async def answered(
     request: Request, turn: Turn, render: Callable[[Any], object], failed: ErrorAnswer
 ) -> Response:
-    """The whole reply as one JSON body, once the turn is stored."""
+    """The whole reply as one JSON body, once the turn is stored: the upstream's own, when
+    the request was passed through."""
+    relayed: list[str] = []
     while True:
         try:
             batch = await or_gone(request, turn.mailbox.take())
@@ -192,7 +200,12 @@ async def answered(
         for kind, value in batch:
             if kind == "error":
                 return failed(value)
+            if kind == "raw":
+                relayed.append(value)
             if kind == "done":
+                if relayed:
+                    body = "".join(relayed)
+                    return Response(body, media_type="application/json", headers=turn.headers())
                 return JSONResponse(render(value), headers=turn.headers())
 
 
@@ -211,6 +224,47 @@ class Events(Protocol):
     def failure(self, exc: BaseException) -> Iterable[str]: ...
 
     def keepalive(self) -> str: ...
+
+
+class Relayed:
+    """A passed-through request's stream: the upstream's events as it sent them, koog's own
+    deltas not written again. The event that ends the answer (`final`) is held until the
+    turn is stored, so a client that reads the session right after finds it there."""
+
+    def __init__(
+        self,
+        final: Callable[[str], bool],
+        failure: Callable[[BaseException], Iterable[str]],
+        keepalive: str,
+    ) -> None:
+        self.final = final
+        self.failed = failure
+        self.ping = keepalive
+        self.held: list[str] = []
+
+    def opening(self) -> Iterable[str]:
+        return ()
+
+    def raw(self, text: str) -> Iterable[str]:
+        if self.final(text):
+            self.held.append(text)
+            return ()
+        return (text,)
+
+    def reasoning(self, text: str) -> Iterable[str]:
+        return ()
+
+    def delta(self, text: str) -> Iterable[str]:
+        return ()
+
+    def closing(self, done: Any) -> Iterable[str]:
+        return tuple(self.held)
+
+    def failure(self, exc: BaseException) -> Iterable[str]:
+        return self.failed(exc)
+
+    def keepalive(self) -> str:
+        return self.ping
 
 
 async def streamed(
@@ -247,7 +301,9 @@ async def streamed(
                 if batch is None:
                     batch = await turn.mailbox.take()
                 for kind, value in batch:
-                    if kind == "delta":
+                    if kind == "raw" and isinstance(events, Relayed):
+                        parts.extend(events.raw(value))
+                    elif kind == "delta":
                         parts.extend(events.delta(value))
                     elif kind == "reasoning":
                         parts.extend(events.reasoning(value))

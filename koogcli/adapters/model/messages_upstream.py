@@ -22,14 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
-from koogcli.adapters.model.native_http import (
-    NativeHttp,
-    broken,
-    events,
-    explained,
-)
+from koogcli.adapters.model.native_http import NativeHttp, broken, explained, relayed
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
-from koogcli.core import content_parts, native_replay
+from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError, ResponseFormatError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest
@@ -226,6 +221,43 @@ def _breakpoints(body: dict[str, Any]) -> None:
         newest[-1] = {**newest[-1], "cache_control": _EPHEMERAL}
 
 
+def passed_body(request: ModelRequest, given: Mapping[str, object]) -> dict[str, Any]:
+    """A client's own Messages request as it goes upstream: its messages as they came, the
+    upstream's model name, and koog's memory records after the questions they were found
+    for (the same records in the same place every turn, so the prefix never changes)."""
+    body: dict[str, Any] = json.loads(json.dumps(given))
+    body["model"] = request.model
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        append_memory(messages, request.messages)
+    return body
+
+
+def append_memory(client: list[Any], sent: Sequence[Message]) -> None:
+    """Each question's records as one more text block of the client's question, matched
+    from the newest: koog's questions and the client's user messages that say something
+    (not only tool results)."""
+    added = [m.meta.get(memory_placement.ADDED_KEY) for m in sent if m.role == "user"]
+    questions = [m for m in client if isinstance(m, dict) and m.get("role") == "user" and _says(m)]
+    for text, target in zip(reversed(added), reversed(questions), strict=False):
+        if not isinstance(text, str) or not text:
+            continue
+        content = target.get("content")
+        if isinstance(content, str):
+            content = target["content"] = [{"type": "text", "text": content}]
+        if isinstance(content, list):
+            content.append({"type": "text", "text": text})
+
+
+def _says(m: Mapping[str, Any]) -> bool:
+    content = m.get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") != "tool_result" for b in content
+    )
+
+
 class MessagesChatModel:
     def __init__(self, endpoint: Endpoint, options: RequestOptions | None = None) -> None:
         self.endpoint = endpoint
@@ -243,19 +275,30 @@ class MessagesChatModel:
         on_delta: Callable[[str], None] | None = None,
         on_reasoning: Callable[[str], None] | None = None,
     ) -> Completion:
-        body, prefix = request_body(request, self.options)
+        given = request.passthrough
+        if given is not None and given.wire == WIRE:
+            body, prefix = passed_body(request, given.body), to_wire(request.messages).prefix()
+            headers, sink = dict(given.headers), given.sink
+        else:
+            body, prefix = request_body(request, self.options)
+            headers, sink = {}, None
         url = self.endpoint.shown_url
         try:
-            response = self.http.post("/messages", body)
+            response = self.http.post("/messages", body, headers)
         except Exception as exc:
             raise explained(exc, self.http, url, request.model, self.endpoint.api_key_env) from exc
         reader = _Reply(prefix)
         try:
             with closing(response):
-                if not request.stream or "json" in response.headers.get("content-type", ""):
-                    reader.whole(json.loads(response.read()), on_delta, on_reasoning)
+                if not body.get("stream") or "json" in response.headers.get("content-type", ""):
+                    raw = response.read().decode()
+                    if sink is not None:
+                        sink(raw)
+                    reader.whole(json.loads(raw), on_delta, on_reasoning)
                 else:
-                    for event in events(response):
+                    for text, event in relayed(response):
+                        if sink is not None:
+                            sink(text)
                         reader.event(event, on_delta, on_reasoning)
         except ModelError:
             raise

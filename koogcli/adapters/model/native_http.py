@@ -130,6 +130,35 @@ def events(response: Any) -> Iterator[dict[str, Any]]:
             yield event
 
 
+def relayed(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each server-sent event as the upstream wrote it (its lines and the blank line that
+    ends it) with its data read as JSON; events whose data is not an object are passed on
+    with an empty one."""
+    lines: list[str] = []
+    data: list[str] = []
+    for line in response.iter_lines():
+        if line:
+            lines.append(line)
+            if line.startswith("data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(" ") else value)
+            continue
+        if not lines:
+            continue
+        yield "\n".join(lines) + "\n\n", _object("\n".join(data))
+        lines, data = [], []
+    if lines:
+        yield "\n".join(lines) + "\n\n", _object("\n".join(data))
+
+
+def _object(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data) if data and not data.startswith("[DONE]") else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def explained(exc: Exception, http: NativeHttp, url: str, model: str, key_env: str) -> ModelError:
     """One ModelError for any failure of a native request, with the upstream's status and
     words kept for serve (error.upstream, error.status)."""

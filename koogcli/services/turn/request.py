@@ -10,7 +10,7 @@ from enum import Enum
 from koogcli.core.errors import KoogError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.names import SessionName
-from koogcli.core.ports import StoredHistory, ToolOutcome, Usage
+from koogcli.core.ports import PassThrough, StoredHistory, ToolOutcome, Usage
 from koogcli.core.results import Approval
 from koogcli.core.wire_marks import Mark
 
@@ -33,6 +33,8 @@ class ClientOptions:
     conversation: Mark | None = None
     # Kept on the stored reply (a Responses API response's key: services/stored_responses).
     reply_meta: Mapping[str, object] = field(default_factory=dict)
+    # The client's own request, when it goes upstream as it came (SPEC §6).
+    passthrough: PassThrough | None = None
 
 
 class Recording(Enum):
@@ -102,6 +104,8 @@ class TurnEvents:
     on_delta: Callable[[str], None] | None = None
     # The upstream's reasoning as it arrives (serve passes it on as its protocol does).
     on_reasoning: Callable[[str], None] | None = None
+    # A passed-through request's answer as the upstream sent it (serve writes it out).
+    on_raw: Callable[[str], None] | None = None
     # A model request went out, or a tool started: nothing to show until the next event.
     on_waiting: Callable[[str], None] | None = None
     on_tool_call: Callable[[ToolCall], None] | None = None

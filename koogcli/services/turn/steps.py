@@ -140,6 +140,7 @@ def _model_request(turn: TurnState, prompt: list[Message], offer_tools: bool) ->
     if turn.recording.for_client:
         client = turn.client_options
         temperature = turn.temperature if client.temperature is None else client.temperature
+        given = client.passthrough
         return ModelRequest(
             turn.model,
             prompt,
@@ -148,6 +149,7 @@ def _model_request(turn: TurnState, prompt: list[Message], offer_tools: bool) ->
             client.tools,
             client.response_format,
             client.extra,
+            None if given is None else replace(given, sink=turn.events.on_raw),
         )
     choice = turn.ctx.settings.llm.tool_choice
     return ModelRequest(

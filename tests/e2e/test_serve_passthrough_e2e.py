@@ -1,0 +1,158 @@
+"""`koog serve` in front of a native upstream (issue 43, acceptance 2): a Messages request
+to a `messages` upstream goes as it came (thinking blocks and signatures, `cache_control`,
+`anthropic-beta`), with koog's memory records appended where they stay; the upstream's
+events stream back as sent; the session keeps the thinking, and `koog chat -s` continues
+it natively."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.harbour import FACTS, QUESTIONS
+from tests.support.serving import KoogServe
+
+pytestmark = pytest.mark.e2e
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+BETA = "interleaved-thinking-2025-05-14"
+SYSTEM = [
+    {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}
+]
+
+
+def _config(path: Path, server: FakeOpenAIServer) -> dict[str, str]:
+    path.write_text(
+        f'[llm]\nmodel = "claude-up"\nbase_url = "{server.base_url}"\nwire_api = "messages"\n'
+        "[long_term_memory.retrieval]\nenabled = true\n"
+    )
+    return {"KOOG_CONFIG": str(path), "ANTHROPIC_API_KEY": "upstream-key", "KOOG_MODEL": ""}
+
+
+def _agent_turns(client: anthropic.Anthropic, turns: int, stream: bool) -> list[dict[str, Any]]:
+    """Claude Code's shape: thinking on, the breakpoint moved to the newest message, each
+    reply's blocks sent back as they came."""
+    messages: list[dict[str, Any]] = []
+    for turn in range(turns):
+        for m in messages:
+            for block in m["content"]:
+                block.pop("cache_control", None)
+        question = {
+            "type": "text",
+            "text": QUESTIONS[turn % 4],
+            "cache_control": {"type": "ephemeral"},
+        }
+        messages.append({"role": "user", "content": [question]})
+        asked: dict[str, Any] = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 4096,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "system": SYSTEM,
+            "messages": messages,
+            "extra_headers": {"anthropic-beta": BETA},
+        }
+        if stream:
+            with client.messages.stream(**asked) as events:
+                reply = events.get_final_message()
+        else:
+            reply = client.messages.create(**asked)
+        blocks = [b.model_dump(exclude_none=True) for b in reply.content]
+        assert blocks[0]["type"] == "thinking" and blocks[0]["signature"]
+        messages.append({"role": "assistant", "content": blocks})
+    return messages
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_claude_code_style_turns_pass_through_with_memory_and_keep_the_cache(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    isolated: Path,
+    run_koog: Run,
+    stream: bool,
+) -> None:
+    env = _config(isolated / "relay.toml", server)
+    for fact in FACTS:
+        assert run_koog("memory", "add", fact, env=env).returncode == 0
+    # The same conversation sent straight to the upstream: what its cache reads then.
+    direct = anthropic.Anthropic(
+        base_url=server.base_url.removesuffix("/v1"), api_key="upstream-key", max_retries=0
+    )
+    _agent_turns(direct, 10, stream)
+    direct_reads = sum(e["cache_read"] for e in server.native_log)
+    server.reset()
+    started = KoogServe({**koog_env, **env}).start()
+    try:
+        relayed = anthropic.Anthropic(
+            base_url=started.url.removesuffix("/v1"),
+            api_key="client-key",
+            max_retries=0,
+            default_headers={"X-Koog-Session": "claude-relay"},
+        )
+        conversation = _agent_turns(relayed, 10, stream)
+    finally:
+        assert started.stop() == 0
+    log = server.native_log
+    assert len(log) == 10 and not [e for e in log if "rejected" in e]
+    sent = [r for r in server.requests if r.get("_path", "").endswith("/v1/messages")]
+    assert all(r["_headers"].get("anthropic-beta") == BETA for r in sent)
+    assert all(r["_headers"]["x-api-key"] == "upstream-key" for r in sent)
+    assert all(r["model"] == "claude-up" and r["system"] == SYSTEM for r in sent)
+    for turn, body in enumerate(sent):  # this question's record, after it
+        assert FACTS[turn % 4] in json.dumps(body["messages"][-1]["content"])
+    reads = sum(e["cache_read"] for e in log)
+    assert reads >= 0.9 * direct_reads, (reads, direct_reads)
+    sessions = json.loads(run_koog("history", "list", "--json", env=env).stdout)
+    assert [s["session"] for s in sessions] == ["claude-relay"]
+    stored = json.loads(run_koog("history", "show", "-s", "claude-relay", "--json", env=env).stdout)
+    replies = [m for m in stored if m["role"] == "assistant"]
+    assert len(replies) == 10
+    kept = [r["meta"]["native"]["items"][0] for r in replies]
+    given = [m["content"][0] for m in conversation if m["role"] == "assistant"]
+    assert kept == given  # thinking and signature, as the upstream made them
+    # koog chat continues the session natively: its own system prompt, so the earlier
+    # thinking (bound to the agent's prefix) stays home; the upstream accepts the request.
+    done = run_koog("chat", "-s", "claude-relay", "and the harbour master?", env=env)
+    assert done.returncode == 0, done.stderr
+    assert server.requests[-1]["_path"].endswith("/v1/messages")
+    assert not [e for e in server.native_log if "rejected" in e]
+
+
+def test_an_upstream_refusal_reaches_the_client_in_its_shape_with_its_status(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path
+) -> None:
+    env = _config(isolated / "relay.toml", server)
+    started = KoogServe({**koog_env, **env}).start()
+    try:
+        client = anthropic.Anthropic(
+            base_url=started.url.removesuffix("/v1"), api_key="k", max_retries=0
+        )
+        server.enqueue({"status": 529, "message": "Overloaded"})
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            client.messages.create(
+                model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            )
+        assert raised.value.status_code == 529
+        assert "Overloaded" in str(raised.value.body)
+        bad = [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "x", "signature": "forged"},
+                    {"type": "text", "text": "yo"},
+                ],
+            },
+            {"role": "user", "content": "again"},
+        ]
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(model="m", max_tokens=64, messages=bad)  # type: ignore[arg-type]
+        assert "signature" in str(refused.value.body)
+    finally:
+        assert started.stop() == 0
