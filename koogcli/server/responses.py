@@ -17,13 +17,13 @@ from starlette.routing import Route
 from koogcli.core import wire_marks
 from koogcli.core.errors import KoogError
 from koogcli.core.names import SessionName, generated
-from koogcli.core.ports import Usage
+from koogcli.core.ports import PassThrough, Usage
 from koogcli.server import errors
 from koogcli.server import responses_wire as wire
 from koogcli.server.auth import Grant
 from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
-from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
+from koogcli.server.turns import Relayed, answered, begin, granted, session_of, sse, streamed
 from koogcli.services import stored_responses
 from koogcli.services.turn.placement import FAMILY_MAX, Exchange, Exchanged, family_of
 from koogcli.services.turn.request import ClientOptions
@@ -46,14 +46,23 @@ async def create(request: Request) -> Response:
                 session = own_session(grant)
         key = secrets.token_hex(12)
         family = family_of(session, grant.allows).value if session is not None else None
+        model = state.model(body.model, known_names=False)
+        # A stateless request to a Responses upstream goes as it came (Codex: `store` false,
+        # its reasoning replayed); a stored one is answered with koog's own response ids.
+        relay = (
+            state.wire_of(model) == "responses"
+            and not body.store
+            and body.previous is None
+            and "conversation" not in body.raw
+        )
         client = ClientOptions(
             tools=body.client.tools,
             temperature=body.client.temperature,
             response_format=body.client.response_format,
             extra=body.client.extra,
             reply_meta={stored_responses.KEY: key},
+            passthrough=PassThrough("responses", body.raw) if relay else None,
         )
-        model = state.model(body.model, known_names=False)
         asked = Exchange(session, conversation, client, model, body.stream, grant.allows, own)
         ident = wire.response_id(family if asked.stored else None, key)
         created = int(time.time())
@@ -72,7 +81,16 @@ async def create(request: Request) -> Response:
     if not body.stream:
         return await answered(request, turn, wire.response, _failed)
     pending = wire.Answer(ident, shown, None, None, None, created, echo)
+    if relay:
+        return await streamed(request, turn, lambda: _relayed(pending), _failed)
     return await streamed(request, turn, lambda: _Events(pending), _failed)
+
+
+def _relayed(pending: wire.Answer) -> Relayed:
+    def final(text: str) -> bool:
+        return text.startswith(("event: response.completed", "event: response.incomplete"))
+
+    return Relayed(final, _Events(pending).failure, ": keep-alive\n\n")
 
 
 def own_session(grant: Grant) -> SessionName | None:

@@ -36,6 +36,7 @@ class ResponsesBody:
     session: str | None  # `conversation` (an id or {"id": ...}), else metadata.koog_session
     user: str | None
     echo: Mapping[str, Any] = field(default_factory=dict)  # what the response repeats
+    raw: Mapping[str, Any] = field(default_factory=dict)  # the body as sent
 
 
 def _wire(role: str, content: str | None, **fields: Any) -> Message:
@@ -99,6 +100,7 @@ def parse_responses(raw: bytes) -> ResponsesBody:
         previous=previous or None,
         session=_conversation(body.get("conversation"), metadata),
         user=user or None,
+        raw=body,
         echo=echo,
     )
 

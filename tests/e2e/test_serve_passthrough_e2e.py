@@ -156,3 +156,83 @@ def test_an_upstream_refusal_reaches_the_client_in_its_shape_with_its_status(
         assert "signature" in str(refused.value.body)
     finally:
         assert started.stop() == 0
+
+
+def _responses_config(path: Path, server: FakeOpenAIServer) -> dict[str, str]:
+    path.write_text(
+        f'[llm]\nmodel = "gpt-up"\nbase_url = "{server.base_url}"\nwire_api = "responses"\n'
+        "[long_term_memory.retrieval]\nenabled = true\n"
+    )
+    return {"KOOG_CONFIG": str(path), "OPENAI_API_KEY": "upstream-key", "KOOG_MODEL": ""}
+
+
+def _codex_turns(client: Any, turns: int, stream: bool) -> list[dict[str, Any]]:
+    """Codex's shape: `store` false, encrypted reasoning asked for and every output item
+    replayed as it came."""
+    items: list[dict[str, Any]] = []
+    for turn in range(turns):
+        items.append(
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": QUESTIONS[turn % 4]}],
+            }
+        )
+        asked: dict[str, Any] = {
+            "model": "gpt-5-codex",
+            "instructions": "You are a coding agent.",
+            "input": items,
+            "store": False,
+            "include": ["reasoning.encrypted_content"],
+            "reasoning": {"effort": "low"},
+        }
+        if stream:
+            with client.responses.stream(**asked) as events:
+                reply = events.get_final_response()
+        else:
+            reply = client.responses.create(**asked)
+        output = [o.model_dump(exclude_none=True) for o in reply.output]
+        assert output[0]["type"] == "reasoning" and output[0]["encrypted_content"]
+        items.extend(output)
+    return items
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_codex_style_turns_pass_through_to_a_responses_upstream(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    isolated: Path,
+    run_koog: Run,
+    stream: bool,
+) -> None:
+    import openai
+
+    env = _responses_config(isolated / "relay.toml", server)
+    for fact in FACTS:
+        assert run_koog("memory", "add", fact, env=env).returncode == 0
+    direct = openai.OpenAI(base_url=server.base_url, api_key="upstream-key", max_retries=0)
+    _codex_turns(direct, 8, stream)
+    direct_reads = sum(e["cache_read"] for e in server.native_log)
+    server.reset()
+    started = KoogServe({**koog_env, **env}).start()
+    try:
+        relayed = openai.OpenAI(
+            base_url=started.url,
+            api_key="client-key",
+            max_retries=0,
+            default_headers={"X-Koog-Session": "codex-relay"},
+        )
+        _codex_turns(relayed, 8, stream)
+    finally:
+        assert started.stop() == 0
+    log = server.native_log
+    assert len(log) == 8 and not [e for e in log if "rejected" in e]
+    sent = [r for r in server.requests if r.get("_path", "").endswith("/v1/responses")]
+    assert all(r["model"] == "gpt-up" and r["store"] is False for r in sent)
+    assert all(r["_headers"]["authorization"] == "Bearer upstream-key" for r in sent)
+    for turn, body in enumerate(sent):
+        assert FACTS[turn % 4] in json.dumps(body["input"][-1]["content"])
+    reads = sum(e["cache_read"] for e in log)
+    assert reads >= 0.9 * direct_reads, (reads, direct_reads)
+    stored = json.loads(run_koog("history", "show", "-s", "codex-relay", "--json", env=env).stdout)
+    assert len([m for m in stored if m["role"] == "assistant"]) == 8

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from koogcli.adapters.model.forwarding import _LONGEST_RETRY_AFTER, _backoff, _events
+from koogcli.adapters.model.forwarding import _LONGEST_RETRY_AFTER, _backoff
 from koogcli.adapters.model.refusals import error_detail, refusal
 from koogcli.core.errors import ModelError
 
@@ -115,19 +115,6 @@ def _retry_after(value: str | None) -> float | None:
     except ValueError:
         return None
     return wait if wait is not None and 0 < wait <= _LONGEST_RETRY_AFTER else None
-
-
-def events(response: Any) -> Iterator[dict[str, Any]]:
-    """Each server-sent event's data as a JSON object (others skipped)."""
-    for data in _events(response.iter_lines()):
-        if data.startswith("[DONE]"):
-            return
-        try:
-            event = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            yield event
 
 
 def relayed(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
-from koogcli.adapters.model.native_http import NativeHttp, broken, events, explained
+from koogcli.adapters.model.native_http import NativeHttp, broken, explained, relayed
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
-from koogcli.core import content_parts, native_replay
+from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest
@@ -145,47 +145,37 @@ class ResponsesChatModel:
         on_delta: Callable[[str], None] | None = None,
         on_reasoning: Callable[[str], None] | None = None,
     ) -> Completion:
-        body = request_body(request, self.options)
+        given = request.passthrough
+        sink = None
+        if given is not None and given.wire == WIRE:
+            body, headers, sink = passed_body(request, given.body), dict(given.headers), given.sink
+        else:
+            body, headers = request_body(request, self.options), {}
         url = self.endpoint.shown_url
         try:
-            response = self.http.post("/responses", body)
+            response = self.http.post("/responses", body, headers)
         except Exception as exc:
             raise explained(exc, self.http, url, request.model, self.endpoint.api_key_env) from exc
-        finished: Mapping[str, Any] | None = None
-        streamed = False
+        reader = _Reader(url, on_delta, on_reasoning)
         try:
             with closing(response):
-                if not request.stream or "json" in response.headers.get("content-type", ""):
-                    finished = json.loads(response.read())
+                if not body.get("stream") or "json" in response.headers.get("content-type", ""):
+                    raw = response.read().decode()
+                    if sink is not None:
+                        sink(raw)
+                    reader.finished = json.loads(raw)
                 else:
-                    for event in events(response):
-                        kind = event.get("type")
-                        if kind == "response.output_text.delta":
-                            streamed = True
-                            if on_delta:
-                                on_delta(str(event.get("delta", "")))
-                        elif kind in (
-                            "response.reasoning_summary_text.delta",
-                            "response.reasoning_text.delta",
-                        ):
-                            if on_reasoning:
-                                on_reasoning(str(event.get("delta", "")))
-                        elif kind in ("response.completed", "response.incomplete"):
-                            finished = event.get("response")
-                        elif kind in ("response.failed", "error"):
-                            raise _failed(event, url)
+                    for text, event in relayed(response):
+                        if sink is not None:
+                            sink(text)
+                        reader.event(event)
         except ModelError:
             raise
         except Exception as exc:
             if isinstance(exc, (self.http.httpx.HTTPError, ValueError)):
                 raise broken(url, exc) from exc
             raise
-        if not isinstance(finished, Mapping):
-            raise ModelError(
-                f"the server at {url} ended the stream before the reply was complete",
-                hint="retry; nothing of this turn was stored",
-            )
-        return _completion(finished, on_delta if not streamed else None, on_reasoning, streamed)
+        return reader.completion()
 
     def list_models(self) -> list[str]:
         try:
@@ -196,6 +186,76 @@ class ResponsesChatModel:
             ) from exc
         data = found.get("data") if isinstance(found, Mapping) else None
         return sorted(str(m.get("id")) for m in data or [] if isinstance(m, Mapping))
+
+
+class _Reader:
+    """A Responses answer read from its events: text and reasoning passed on as they come,
+    the finished response kept."""
+
+    def __init__(
+        self,
+        url: str,
+        on_delta: Callable[[str], None] | None,
+        on_reasoning: Callable[[str], None] | None,
+    ) -> None:
+        self.url = url
+        self.on_delta, self.on_reasoning = on_delta, on_reasoning
+        self.finished: Any = None
+        self.streamed = False
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            self.streamed = True
+            if self.on_delta:
+                self.on_delta(str(event.get("delta", "")))
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            if self.on_reasoning:
+                self.on_reasoning(str(event.get("delta", "")))
+        elif kind in ("response.completed", "response.incomplete"):
+            self.finished = event.get("response")
+        elif kind in ("response.failed", "error"):
+            raise _failed(event, self.url)
+
+    def completion(self) -> Completion:
+        if not isinstance(self.finished, Mapping):
+            raise ModelError(
+                f"the server at {self.url} ended the stream before the reply was complete",
+                hint="retry; nothing of this turn was stored",
+            )
+        text_sink = None if self.streamed else self.on_delta
+        return _completion(self.finished, text_sink, self.on_reasoning, self.streamed)
+
+
+def passed_body(request: ModelRequest, given: Mapping[str, object]) -> dict[str, Any]:
+    """A client's own Responses request as it goes upstream: its items as they came, the
+    upstream's model name, and koog's memory records after the questions they were found
+    for (the same records in the same place every turn)."""
+    body: dict[str, Any] = json.loads(json.dumps(given))
+    body["model"] = request.model
+    items = body.get("input")
+    if isinstance(items, str):
+        items = body["input"] = [{"type": "message", "role": "user", "content": items}]
+    if isinstance(items, list):
+        _append_memory(items, request.messages)
+    return body
+
+
+def _append_memory(items: list[Any], sent: Sequence[Message]) -> None:
+    added = [m.meta.get(memory_placement.ADDED_KEY) for m in sent if m.role == "user"]
+    questions = [
+        i
+        for i in items
+        if isinstance(i, dict) and i.get("role") == "user" and i.get("type", "message") == "message"
+    ]
+    for text, target in zip(reversed(added), reversed(questions), strict=False):
+        if not isinstance(text, str) or not text:
+            continue
+        content = target.get("content")
+        if isinstance(content, str):
+            content = target["content"] = [{"type": "input_text", "text": content}]
+        if isinstance(content, list):
+            content.append({"type": "input_text", "text": text})
 
 
 def _failed(event: Mapping[str, Any], url: str) -> ModelError:
