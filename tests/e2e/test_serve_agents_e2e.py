@@ -265,3 +265,62 @@ def test_a_coding_agents_conversation_is_one_koog_session_with_memory(
     # The terminal continues it.
     chat = run_koog("chat", "-s", session, "from the terminal")
     assert chat.returncode == 0 and chat.stdout == "echo: from the terminal\n", chat.stderr
+
+
+NATIVE = [("claude-code", "messages"), ("codex", "responses")]
+
+
+@pytest.mark.parametrize(("which", "wire"), NATIVE)
+def test_an_agent_on_its_own_providers_protocol_passes_through_to_one_session(
+    which: str,
+    wire: str,
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    """Claude Code to a Messages upstream, Codex to a Responses one (SPEC §6): the agent's
+    requests go upstream as they came, with the memory record appended; one session holds
+    the conversation and the tool call; the terminal continues it over the same protocol."""
+    agent: Agent = AGENTS[which]()  # type: ignore[operator]
+    config = tmp_path / "native.toml"
+    config.write_text(
+        f'[llm]\nmodel = "upstream-model"\nwire_api = "{wire}"\n'
+        '[long_term_memory.retrieval]\nenabled = true\nmode = "fulltext"\n'
+    )
+    env = {**koog_env, "KOOG_CONFIG": str(config), "ANTHROPIC_API_KEY": "sk-up", "KOOG_MODEL": ""}
+    served = KoogServe(env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    try:
+        agent.setup(home, served.url)  # type: ignore[attr-defined]
+        _run(agent, agent.first(agents, home, served.url), home, work, served.url)
+        added = run_koog("memory", "add", SECRET, "--json", env=env)
+        assert added.returncode == 0, added.stderr
+        call = {"id": "call_t1", "name": agent.tool, "arguments": json.dumps(agent.arguments)}
+        server.enqueue({"tool_calls": [call]})
+        _run(agent, agent.again(agents, home, served.url), home, work, served.url)
+    finally:
+        assert served.stop() == 0
+    upstream = [r for r in server.requests if r.get("_path", "").endswith(f"/v1/{wire}")]
+    assert upstream and not server.chat_requests
+    assert not [e for e in server.native_log if "rejected" in e]
+    assert any(SECRET in json.dumps(r) for r in upstream)  # the record went with a question
+    listed = [
+        s["session"] for s in json.loads(run_koog("history", "list", "--json", env=env).stdout)
+    ]
+    assert len(listed) == 1 and listed[0].startswith(agent.prefix), listed
+    [session] = listed
+    history = json.loads(run_koog("history", "show", "-s", session, "--json", env=env).stdout)
+    said = [text_of(m.get("content")) for m in history if m["role"] == "user"]
+    for prompt in ("say pong", "run echo about the deploy"):
+        assert sum(prompt in text for text in said) == 1, (prompt, said)
+    calls = [c for m in history for c in m.get("tool_calls") or []]
+    assert [c["function"]["name"] for c in calls] == [agent.tool]
+    results = [text_of(m.get("content")) for m in history if m["role"] == "tool"]
+    assert len(results) == 1 and TOOL_OUTPUT in results[0], results
+    chat = run_koog("chat", "-s", session, "from the terminal", env=env)
+    assert chat.returncode == 0 and chat.stdout == "echo: from the terminal\n", chat.stderr
+    assert server.requests[-1]["_path"].endswith(f"/v1/{wire}")

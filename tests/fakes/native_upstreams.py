@@ -10,8 +10,10 @@ Messages (`POST /v1/messages`):
     message before the assistant message holding it, compared without `cache_control`.
     A replayed block whose signature or prefix changed is a 400 ("Invalid `signature` in
     `thinking` block"). `redacted_thinking` data likewise.
-  - When thinking is on and the request continues a tool loop (the last assistant message
-    has `tool_use`), that message must begin with a thinking block (400 otherwise).
+  - When thinking is `enabled` and the request continues a tool loop (the last assistant
+    message has `tool_use`), that message must begin with a thinking block (400 otherwise);
+    `adaptive` thinking may not have thought at all, so it asks for none (Claude Code sends
+    adaptive thinking and does not send thinking blocks back).
   - Prompt caching at breakpoints: the prompt is tools, then system blocks, then each
     message's blocks; each block with `cache_control` writes the prefix through it to the
     cache, and a request reads the longest cached prefix ending at a breakpoint or up to
@@ -150,8 +152,8 @@ def _thinking_problem(body: dict[str, Any]) -> str | None:
                 data = str(b.get("data", ""))
                 if not data.startswith("R") or data[1:] != _sign(prefix, "redacted"):
                     return f"{where}: Invalid `data` in `redacted_thinking` block"
-    if not _thinking_on(body) or not messages:
-        return None
+    if (body.get("thinking") or {}).get("type") != "enabled" or not messages:
+        return None  # adaptive thinking may have left a turn without any
     last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
     if last is None:
         return None
