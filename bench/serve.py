@@ -3,7 +3,7 @@ for chat completions, the Responses API and Anthropic Messages, at 1 and 10 stre
 
     python bench/serve.py [--turns 20] [--warmup 3] [--streams 1,10] [--delay 0.05]
                           [--protocols chat,responses,messages] [--long 5000]
-                          [--peer litellm]
+                          [--peer litellm] [--passthrough]
 
 The upstream is the local test server (its own process, as a real one would be) answering
 after `--delay` seconds with a few words, word by word. Each stream is a client with its
@@ -16,7 +16,9 @@ CPU per request is koog serve's user + system CPU over the measured requests onl
 `--warmup` turns a stream), divided by their number: the steady state, without start-up.
 `--long N` also measures a session that already holds N messages against one of 10 (chat
 completions, one stream, the client resending it all). `--peer litellm` runs the LiteLLM
-proxy (when installed) on the same upstream and prints the ratios.
+proxy (when installed) on the same upstream and prints the ratios. `--passthrough` also
+measures Messages and Responses requests passed through to an upstream of their own
+protocol (`[llm] wire_api`), each by a koog serve of its own.
 """
 
 from __future__ import annotations
@@ -240,6 +242,7 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=0, help="also a session of N messages")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--peer", choices=["litellm"], default=None)
+    parser.add_argument("--passthrough", action="store_true")
     args = parser.parse_args()
     upstream_process, upstream = _start(
         [PYTHON, "-m", "tests.fakes.openai_server", "--port", "0", "--delay", str(args.delay)],
@@ -290,6 +293,8 @@ def main() -> None:
                     print(line, flush=True)
             if args.long:
                 _long(args, (base, server.pid), upstream)
+            if args.passthrough:
+                _passed_through(args, env, Path(tmp), upstream)
         finally:
             server.terminate()
             server.wait(30)
@@ -297,6 +302,34 @@ def main() -> None:
                 peer[0].terminate()
                 peer[0].wait(30)
     upstream_process.terminate()
+
+
+def _passed_through(
+    args: argparse.Namespace, env: dict[str, str], tmp: Path, upstream: str
+) -> None:
+    """Messages to a Messages upstream, Responses to a Responses one: the client's body
+    goes upstream as it came (issue 43)."""
+    for wire in ("messages", "responses"):
+        config = tmp / f"{wire}.toml"
+        config.write_text(f'[llm]\nwire_api = "{wire}"\n')
+        native = {**env, "KOOG_CONFIG": str(config), "ANTHROPIC_API_KEY": "bench"}
+        process, base = _start([KOOG, "serve", "--port", "0"], native, r"(http://\S+/v1)")
+        try:
+            for streams in map(int, args.streams.split(",")):
+                got = measure(
+                    (base, process.pid),
+                    upstream,
+                    wire,
+                    streams,
+                    args.turns,
+                    args.warmup,
+                    f"pass-{wire}{streams}",
+                )
+                shown = f"{wire}>{wire}"
+                print(f"{shown:20} {streams:7} {got.cpu_ms:7.2f} {got.added_ms:9.1f}", flush=True)
+        finally:
+            process.terminate()
+            process.wait(30)
 
 
 def _long(args: argparse.Namespace, server: tuple[str, int], upstream: str) -> None:
