@@ -236,3 +236,50 @@ def test_codex_style_turns_pass_through_to_a_responses_upstream(
     assert reads >= 0.9 * direct_reads, (reads, direct_reads)
     stored = json.loads(run_koog("history", "show", "-s", "codex-relay", "--json", env=env).stdout)
     assert len([m for m in stored if m["role"] == "assistant"]) == 8
+
+
+def test_a_chat_completions_client_is_translated_to_a_messages_upstream(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path
+) -> None:
+    env = _config(isolated / "relay.toml", server)
+    started = KoogServe({**koog_env, **env}).start()
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a city up.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    try:
+        client = started.client(default_headers={"X-Koog-Session": "translated"})
+        server.enqueue(
+            {"tool_calls": [{"id": "toolu_9", "name": "lookup", "arguments": '{"city": "Oslo"}'}]}
+        )
+        asked = client.chat.completions.create(
+            model="gpt-4o-mini",
+            max_tokens=77,
+            tools=[tool],  # type: ignore[list-item]
+            messages=[{"role": "user", "content": "where?"}],
+        )
+        [call] = asked.choices[0].message.tool_calls or []
+        assert call.function.name == "lookup" and json.loads(call.function.arguments) == {
+            "city": "Oslo"
+        }
+        streamed = client.chat.completions.create(
+            model="gpt-4o-mini",
+            stream=True,
+            messages=[
+                {"role": "user", "content": "where?"},
+                {"role": "assistant", "tool_calls": [call.model_dump()]},  # type: ignore[list-item]
+                {"role": "tool", "tool_call_id": call.id, "content": "Oslo is cold"},
+            ],
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    finally:
+        assert started.stop() == 0
+    assert text == "echo: "  # the test server echoes user text; this message has none
+    first, second = [r for r in server.requests if r.get("_path", "").endswith("/v1/messages")]
+    assert first["max_tokens"] == 77 and first["tools"][0]["input_schema"]["properties"]
+    assert [b["type"] for b in second["messages"][1]["content"]] == ["tool_use"]
+    assert second["messages"][2]["content"][0]["type"] == "tool_result"

@@ -187,7 +187,8 @@ def request_body(request: ModelRequest, options: RequestOptions) -> tuple[dict[s
     if tools:
         body["tools"] = tools
     _breakpoints(body)
-    max_tokens = options.max_tokens or DEFAULT_MAX_TOKENS
+    asked = request.extra.get("max_tokens") or request.extra.get("max_completion_tokens")
+    max_tokens = asked if isinstance(asked, int) else options.max_tokens or DEFAULT_MAX_TOKENS
     effort = options.reasoning_effort
     if effort is not None and effort != "none":
         budget = BUDGETS.get(effort, BUDGETS["medium"])

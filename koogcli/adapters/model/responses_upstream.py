@@ -112,8 +112,10 @@ def request_body(request: ModelRequest, options: RequestOptions) -> dict[str, An
         body["include"] = ["reasoning.encrypted_content"]
     elif request.temperature is not None:
         body["temperature"] = request.temperature
-    if options.max_tokens is not None:
-        body["max_output_tokens"] = options.max_tokens
+    asked = extra.get("max_tokens") or extra.get("max_completion_tokens")
+    limit = asked if isinstance(asked, int) else options.max_tokens
+    if limit is not None:
+        body["max_output_tokens"] = limit
     if request.response_format is not None:
         body["text"] = {"format": _text_format(request.response_format)}
     for key in ("top_p", "metadata", "parallel_tool_calls"):
