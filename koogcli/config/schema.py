@@ -312,6 +312,9 @@ class ServeClient(_Strict):
 
     prefix: str = Field(min_length=1, max_length=20, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     namespace: str | None = Field(default=None, min_length=1)
+    # False: a request too long for the model goes back to the agent in its own words, so
+    # it compacts (SPEC §6); true: koog compresses the session and sends it again.
+    recover_overflow: bool = False
 
 
 # The header each agent names its session with, and its sessions' default prefix.

@@ -59,6 +59,14 @@ class ServerState:
                 return self.settings.clients[client].prefix + given
         return None
 
+    def agent_recovers(self, headers: Mapping[str, str]) -> bool:
+        """`[serve.clients.NAME] recover_overflow` of the agent whose header names the
+        session."""
+        for client, header in SERVE_CLIENT_HEADERS.items():
+            if headers.get(header):
+                return self.settings.clients[client].recover_overflow
+        return True
+
     def _client_namespace(self, headers: Mapping[str, str]) -> str | None:
         for client, header in SERVE_CLIENT_HEADERS.items():
             if headers.get(header):

@@ -18,6 +18,7 @@ import contextlib
 import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from starlette.requests import Request
@@ -165,6 +166,8 @@ async def begin(
 ) -> Turn:
     """Admit the request (one at a time per family, a fair share per token) and start it."""
     ctx = state.context(grant, request.headers, user)
+    if asked.agent_session and not state.agent_recovers(request.headers):
+        asked = replace(asked, client=replace(asked.client, recover_overflow=False))
     session = asked.session
     entry.session = session.value if session is not None else "-"
     entry.placement = "-" if asked.stored else "stateless"

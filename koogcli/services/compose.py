@@ -29,7 +29,6 @@ from koogcli.core.ports import (
     StorageBackend,
     ToolBox,
 )
-from koogcli.services import model_settings
 from koogcli.services.context import AppContext, EmbedderFactory, ModelFactory, Parts
 
 if TYPE_CHECKING:
@@ -62,7 +61,9 @@ def _chat(ctx: AppContext, forward: bool = False) -> ChatModel:
     from koogcli.adapters.model.wire_router import WireRouter
 
     def build(model: str) -> tuple[tuple[str, ...], Callable[[], ChatModel]]:
-        chosen = model_settings.llm_for(ctx.settings, model)
+        from koogcli.services.model_settings import llm_for
+
+        chosen = llm_for(ctx.settings, model)
         where = (chosen.wire_api, chosen.base_url, chosen.key_env(chosen.wire_api))
         if chosen.wire_api == "chat":
             return where, lambda: _openai_chat(ctx, chosen, forward)
@@ -75,7 +76,9 @@ def _native(ctx: AppContext, llm: LLMSettings) -> ChatModel:
     from koogcli.adapters.model.openai_model import RequestOptions, resolve_endpoint
 
     wire = llm.wire_api
-    model_settings.require_key(llm, ctx.env)
+    from koogcli.services.model_settings import require_key
+
+    require_key(llm, ctx.env)
     options = RequestOptions(llm.max_tokens, llm.reasoning_effort, dict(llm.extra_body))
     if wire == "messages":
         from koogcli.adapters.model.messages_upstream import (
@@ -293,7 +296,9 @@ def find_endpoint(ctx: AppContext) -> tuple[AppContext, str | None]:
 
     llm = ctx.settings.llm
     if llm.wire_api != "chat":  # a provider's own protocol: no local server is guessed
-        model_settings.require_key(llm, ctx.env)
+        from koogcli.services.model_settings import require_key
+
+        require_key(llm, ctx.env)
         return ctx, None
     try:
         endpoint = resolve_endpoint(

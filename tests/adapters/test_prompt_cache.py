@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +15,15 @@ from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoin
 from koogcli.core.messages import Message, assistant, system, user
 from koogcli.core.ports import ModelRequest
 from tests.fakes.openai_server import FakeOpenAIServer, count_tokens, prompt_tokens
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    """A server of this test's own: the suite's shared one can take a late request of an
+    earlier test's process between two of these, and the one slot would hold that one."""
+    started = FakeOpenAIServer().start()
+    yield started
+    started.stop()
 
 
 @pytest.fixture(params=["sdk", "forwarded"])
@@ -34,9 +44,6 @@ def test_a_request_extending_the_last_reads_the_cached_prefix(
     model: OpenAIChatModel, stream: bool
 ) -> None:
     one = ask(model, FIRST, stream)
-    # Reported, and at most the opening tokens: the slot is emptied for each test, but the
-    # suite's server is shared within a worker, and a request a process of an earlier test
-    # sent late can land in it.
     assert one.usage.cached_tokens is not None and one.usage.cached_tokens <= 3
     two = ask(model, [*FIRST, assistant(one.text), user("And of Norway?")], stream)
     # All of the first request but its generation prompt was in the slot.

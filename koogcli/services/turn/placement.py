@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from koogcli.core import wire_marks
+from koogcli.core.agent_compaction import is_compaction_request
 from koogcli.core.errors import ConflictError, KoogError, UsageError
 from koogcli.core.messages import CLIENT_TOOLS, Message, new_id, utc_now
 from koogcli.core.names import SessionName
@@ -33,6 +34,9 @@ from koogcli.services.context import AppContext
 from koogcli.services.turn.request import ClientOptions, TurnEvents, TurnRequest, TurnResult
 from koogcli.services.turn.run import run_turn
 
+# meta of the first message an agent's compaction stored: the conversation's new form
+# begins here (`koog why` and `history show` say so).
+COMPACTED_KEY = "agent_compaction"
 # Never parsed and never a path: a stateless request stores nothing.
 STATELESS = SessionName("(stateless)")
 _FORK = re.compile(r"~[0-9]+$")
@@ -67,8 +71,13 @@ class Exchange:
 
     @property
     def stored(self) -> bool:
-        """Whether the turn is stored: a session is named and it is no side request."""
-        return self.session is not None and not (self.agent_session and not self.client.tools)
+        """Whether the turn is stored: a session is named and it is no side request (a
+        tool-less request of an agent, or its compaction request)."""
+        if self.session is None:
+            return False
+        if not self.agent_session:
+            return True
+        return bool(self.client.tools) and not is_compaction_request(self.conversation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +96,19 @@ class Placement:
     conversation: Mark  # the client's whole conversation, as the reply's mark continues it
     known: StoredHistory | None = None  # the session's history as read to place it
     continued: SessionName | None = None  # another member of the family than the one named
+    # An agent's compaction of the session: the history it replaced (the turn's restore
+    # point holds it, so `rollback --latest` undoes the compaction and its turn at once).
+    before: StoredHistory | None = None
+
+    @property
+    def compacted(self) -> bool:
+        return self.before is not None
 
     @property
     def action(self) -> str:
         """What placement did, in words (serve's access log)."""
+        if self.compacted:
+            return f"compacted {self.session.value}"
         if self.forked_from is not None:
             return f"forked {self.session.value} from {self.forked_from}"
         if self.continued is not None:
@@ -162,7 +180,7 @@ def exchange(
     # name, held exclusively while placing; the turn locks a fork itself).
     family = family_of(request.session, request.granted)
     with gate.hold(family), ctx.turn_lock(family, exclusive=True):
-        placed = place(ctx, request.session, said, request.granted)
+        placed = place(ctx, request.session, said, request.granted, request.agent_session)
         if on_placed is not None:
             on_placed(placed)
         turn = TurnRequest(
@@ -175,6 +193,7 @@ def exchange(
             client=replace(request.client, conversation=placed.conversation),
             known=placed.known,
             held=placed.session == family,
+            replaced=placed.before,
         )
         result = run_turn(ctx, turn, events)
     return Exchanged(result, placed.session.value, placed.forked_from, placed.continued)
@@ -254,10 +273,13 @@ def place(
     session: SessionName,
     said: Sequence[Message],
     granted: Granted = _everything,
+    agent: bool = False,
 ) -> Placement:
     """Where the client's conversation goes (SPEC §6): the member of the session's family
     that holds the longest prefix of it (the newest on a tie) takes the new tail; when no
-    member is a prefix, a new fork of the member sharing most holds the common part."""
+    member is a prefix, a new fork of the member sharing most holds the common part. Under
+    a coding agent's own session header there is one conversation: one no member holds is
+    the agent's compaction of it (or its rewind), stored in that member as a compaction."""
     sent = ctx.pipeline.redact(list(said))  # stored messages passed the redactors too
     family = family_of(session, granted)
     found = members(ctx, family, session, granted) or [session]
@@ -273,10 +295,51 @@ def place(
             best.member, tuple(said[held:]), None, best.conversation, best.known, continued
         )
     source = max(fits, key=lambda f: (f.common, f.newest))
+    if agent and ctx.history.exists(source.member):
+        return _compacted(ctx, source, said, sent, session)
     fork = _fork(ctx, family, source.keep, granted)
     ctx.storage.origins.record(fork, source.member, len(source.keep))
     tail = tuple(said[source.cut :])
     return Placement(fork, tail, source.member.value, Mark(len(sent), chain(sent)))
+
+
+def _compacted(
+    ctx: AppContext, fit: _Fit, said: Sequence[Message], sent: list[Message], named: SessionName
+) -> Placement:
+    """The agent's conversation in its new form replaces the member's history; the turn's
+    restore point holds the old one (`koog rollback --latest` brings it back, as after
+    `koog compress`). The new tail is the messages at the end the session does not hold yet
+    (the new prompt, the agent's summary): only those reach the transcript, so no message
+    is stored there twice; the rest is the history the next turns continue."""
+    known = fit.known
+    held = {wire_marks.meaning_key(m) for m in known.messages if wire_marks.conversational(m)}
+    cut = len(said)
+    while (
+        cut > 0
+        and said[cut - 1].role != "assistant"
+        and wire_marks.meaning_key(sent[cut - 1]) not in held
+    ):
+        cut -= 1
+    if cut == len(said):  # everything is known: the newest message is the new one
+        cut = _reply_before(said, len(said))
+    base = [
+        *(m for m in known.messages if m.role == "system"),
+        *(
+            replace(_stamped(m), meta={**m.meta, COMPACTED_KEY: True}) if i == 0 else _stamped(m)
+            for i, m in enumerate(said[:cut])
+        ),
+    ]
+    revision = ctx.history.write(fit.member, base, expected_revision=known.revision)
+    continued = fit.member if fit.member != named else None
+    return Placement(
+        fit.member,
+        tuple(said[cut:]),
+        None,
+        Mark(len(sent), chain(sent)),
+        StoredHistory(base, revision),
+        continued,
+        before=known,
+    )
 
 
 def _fit(

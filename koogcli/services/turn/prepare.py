@@ -39,6 +39,8 @@ def within_budget(
         stored = request.known or ctx.history.read(request.session)
     whole = request.recording.for_client  # SPEC §6: preprocessors shape the request only
     loaded = ctx.chat_memory.prepare(stored, live, whole)
+    if request.client is not None and not request.client.recovers:
+        return loaded, stored, False  # an agent compacts by itself (SPEC §6)
     reason = (
         "the server said the request was too long"
         if recovering

@@ -35,6 +35,13 @@ class ClientOptions:
     reply_meta: Mapping[str, object] = field(default_factory=dict)
     # The client's own request, when it goes upstream as it came (SPEC §6).
     passthrough: PassThrough | None = None
+    # Whether koog compresses when the request is too long (before it goes, or after the
+    # upstream refused it). A coding agent compacts by itself: its overflow goes back to it.
+    recover_overflow: bool = True
+
+    @property
+    def recovers(self) -> bool:
+        return self.recover_overflow and self.passthrough is None
 
 
 class Recording(Enum):
@@ -79,6 +86,9 @@ class TurnRequest:
     # The stored history as the caller has just read it (a server reads it to place the
     # request); read again when None. A concurrent store is caught at commit either way.
     known: StoredHistory | None = None
+    # The history an agent's compaction replaced just before this turn: its restore point
+    # holds that one, so one rollback undoes the compaction and the turn.
+    replaced: StoredHistory | None = None
     # The caller holds the session's turn lock exclusively (a server placing a request).
     held: bool = False
 

@@ -53,6 +53,8 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
         except ContextOverflowError as err:
             # A server that names its size teaches it: recovery, and every later turn,
             # plan for it (summaries in chunks that fit).
+            if request.client is not None and not request.client.recovers:
+                raise _agents_overflow(ctx, turn, err) from err
             budget.learn_limit(ctx, turn.model, err.limit)
             automatic = bool(ctx.settings.compression.auto_at)
             if recovering or turn.rounds or not automatic or not turn.loaded.base:
@@ -80,9 +82,12 @@ def _start(
     loaded, stored, compressed = prepare.within_budget(
         ctx, request, model, live, events, recovering, refused
     )
+    before, reason = (
+        (stored, "turn") if request.replaced is None else (request.replaced, "agent compaction")
+    )
     undo = (
         restore_point(
-            ctx, request.session, "turn", messages=stored.messages, revision=stored.revision
+            ctx, request.session, reason, messages=before.messages, revision=before.revision
         )
         if request.recording.writes
         else None
@@ -154,6 +159,24 @@ def _overflow(
         f"stored{kept}.",
         hint=hint,
     )
+
+
+def _agents_overflow(
+    ctx: AppContext, turn: TurnState, err: ContextOverflowError
+) -> ContextOverflowError:
+    """An agent's request the upstream refused as too long, in the words the agents act
+    on (Anthropic's "prompt is too long: N tokens > M maximum"; the error code is
+    `context_length_exceeded` in OpenAI's shape), so the agent compacts. Nothing is
+    learned: the agent's compaction is the remedy, and other sessions keep their budgets."""
+    size = budget.size_of(ctx, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages)
+    limit = err.limit or size.limit
+    figures = f": {size.tokens} tokens > {limit} maximum" if limit else ""
+    error = ContextOverflowError(
+        f"prompt is too long{figures} ({err.message.rstrip('.')})",
+        hint="the agent compacts its conversation and sends it again",
+    )
+    error.limit = err.limit
+    return error
 
 
 def _finish_rollback(ctx: AppContext, session: SessionName, events: TurnEvents) -> None:
