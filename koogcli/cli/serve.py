@@ -176,6 +176,7 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:
         log_level="warning",
         access_log=False,
         lifespan="off",
+        ws="none",  # a WebSocket upgrade is answered as HTTP (Codex's probe gets a 426)
         timeout_graceful_shutdown=int(settings.shutdown_seconds) or None,
         timeout_keep_alive=max(1, round(settings.idle_timeout_seconds)),
         h11_max_incomplete_event_size=64 * 1024,  # a request head larger than this: 400

@@ -24,7 +24,7 @@ from koogcli.server.auth import Grant
 from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
 from koogcli.server.turns import Relayed, answered, begin, granted, session_of, sse, streamed
-from koogcli.services import stored_responses
+from koogcli.services import remote_compaction, stored_responses
 from koogcli.services.turn.placement import FAMILY_MAX, Exchange, Exchanged, family_of
 from koogcli.services.turn.request import ClientOptions
 
@@ -55,6 +55,9 @@ async def create(request: Request) -> Response:
             and body.previous is None
             and "conversation" not in body.raw
         )
+        if body.compaction and not relay:  # Codex's remote compaction: no turn
+            shown = body.model or state.ctx.settings.llm.model
+            return await _compacted(request, state, grant, body.conversation, model, shown, body)
         client = ClientOptions(
             tools=body.client.tools,
             temperature=body.client.temperature,
@@ -91,6 +94,70 @@ def _relayed(pending: wire.Answer) -> Relayed:
         return text.startswith(("event: response.completed", "event: response.incomplete"))
 
     return Relayed(final, _Events(pending).failure, ": keep-alive\n\n")
+
+
+async def _compacted(
+    request: Request,
+    state: ServerState,
+    grant: Grant,
+    conversation: tuple[Any, ...],
+    model: str | None,
+    shown: str,
+    body: Any,
+) -> Response:
+    """One `compaction` item holding koog's summary of the conversation (SPEC §6)."""
+    ctx = state.context(grant, request.headers, body.user)
+    summary = await state.run(lambda: remote_compaction.summarise(ctx, conversation, model))
+    item = remote_compaction.item(summary)
+    created = int(time.time())
+    answer: dict[str, Any] = {
+        "id": f"resp_{secrets.token_hex(16)}",
+        "object": "response",
+        "created_at": created,
+        "status": "completed",
+        "model": shown,
+        "output": [item],
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+    }
+    if not body.stream:
+        return JSONResponse(answer)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**answer, "status": "in_progress", "output": []}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": answer},
+    ]
+    text = "".join(sse({**e, "sequence_number": n}, str(e["type"])) for n, e in enumerate(events))
+    return Response(text, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def compact(request: Request) -> Response:
+    """`POST /v1/responses/compact` (Codex's compaction endpoint): the input's summary as
+    one `compaction` item."""
+    try:
+        state, _, grant = granted(request)
+        body = parse_responses(await request.body())
+        model = state.model(body.model, known_names=False)
+        ctx = state.context(grant, request.headers, body.user)
+        summary = await state.run(
+            lambda: remote_compaction.summarise(ctx, body.conversation, model)
+        )
+    except Exception as exc:
+        return _failed(exc)
+    return JSONResponse(
+        {"object": "response.compaction", "output": [remote_compaction.item(summary)]}
+    )
+
+
+async def websocket_probe(request: Request) -> Response:
+    """Codex tries the Responses API over a WebSocket first; 426 sends it to HTTP at once
+    (any other answer costs it seconds of retries)."""
+    said = "koog serve speaks the Responses API over HTTP: POST /v1/responses"
+    return JSONResponse(
+        {"error": {"message": said, "type": "invalid_request_error", "code": "upgrade_required"}},
+        status_code=426,
+        headers={"Connection": "close"},
+    )
 
 
 def own_session(grant: Grant) -> SessionName | None:
@@ -314,6 +381,8 @@ def _epoch(stamp: str) -> int:
 
 ROUTES = [
     Route("/v1/responses", create, methods=["POST"]),
+    Route("/v1/responses", websocket_probe, methods=["GET"]),
+    Route("/v1/responses/compact", compact, methods=["POST"]),
     Route("/v1/responses/{id}", retrieve, methods=["GET"]),
     Route("/v1/responses/{id}", delete, methods=["DELETE"]),
     Route("/v1/responses/{id}/input_items", input_items, methods=["GET"]),

@@ -15,6 +15,7 @@ from koogcli.core import content_parts
 from koogcli.core.messages import Message, ToolCall
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest
+from koogcli.services import remote_compaction
 from koogcli.services.turn.request import ClientOptions
 
 _ROLES = {"developer": "system", "system": "system", "user": "user", "assistant": "assistant"}
@@ -36,6 +37,7 @@ class ResponsesBody:
     session: str | None  # `conversation` (an id or {"id": ...}), else metadata.koog_session
     user: str | None
     echo: Mapping[str, Any] = field(default_factory=dict)  # what the response repeats
+    compaction: bool = False  # the last input item is `compaction_trigger` (Codex)
     raw: Mapping[str, Any] = field(default_factory=dict)  # the body as sent
 
 
@@ -102,7 +104,13 @@ def parse_responses(raw: bytes) -> ResponsesBody:
         user=user or None,
         raw=body,
         echo=echo,
+        compaction=_asks_compaction(items),
     )
+
+
+def _asks_compaction(items: Sequence[Any]) -> bool:
+    last = items[-1] if items else None
+    return isinstance(last, dict) and last.get("type") == "compaction_trigger"
 
 
 def _conversation(raw: object, metadata: object) -> str | None:
@@ -144,12 +152,16 @@ def _messages(items: Sequence[Any]) -> tuple[Message, ...]:
                 raise BadRequest(f"{where}.call_id must be a string", f"{where}.call_id")
             text = _text(item.get("output"), f"{where}.output")
             out.append(_wire("tool", text, tool_call_id=call_id, name=names.get(call_id)))
-        elif kind == "reasoning":
-            continue  # the client's own record of the upstream's reasoning; chat has no place
+        elif kind == "reasoning" or kind == "compaction_trigger":
+            continue  # the upstream's own record of its reasoning; a compaction request's mark
+        elif kind == "compaction":  # a summary Codex replays: koog's own handle, read back
+            summary = remote_compaction.expanded(item.get("encrypted_content"))
+            if summary is not None:
+                out.append(_wire("user", summary))
         else:
             raise BadRequest(
                 f"{where}: input items of type {kind!r} are not supported (koog serve takes "
-                "messages, function_call, function_call_output and reasoning)",
+                "messages, function_call, function_call_output, reasoning and compaction)",
                 f"{where}.type",
             )
     if not out:

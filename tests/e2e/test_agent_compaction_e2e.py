@@ -108,3 +108,74 @@ def test_claude_codes_compaction_continues_its_one_session(
     back = run_koog("history", "show", "-s", "claude-c0ffee", "--json").stdout
     assert "when does the ferry leave" in back and "who keeps the lighthouse" in back
     assert CONTINUED not in back
+
+
+WEATHER = {"type": "function", "name": "weather", "parameters": {"type": "object"}}
+
+
+def test_codexs_remote_compaction_is_answered_and_continues_the_session(
+    koog_env: dict[str, str], server: FakeOpenAIServer, run_koog: Any
+) -> None:
+    """Codex on its built-in provider: `compaction_trigger` gets exactly one `compaction`
+    item holding koog's summary; replayed, it reaches the upstream as that summary, and the
+    session continues as a compaction of itself. The WebSocket probe is a 426."""
+    import httpx2 as httpx
+
+    started = KoogServe(koog_env).start()
+    headers = {"session-id": "0199-remote", "Authorization": "Bearer k"}
+    items: list[dict[str, Any]] = []
+
+    def post(path: str, body: dict[str, Any]) -> httpx.Response:
+        return httpx.post(started.url + path, json=body, headers=headers, timeout=30)
+
+    def ask(text: str) -> None:
+        items.append(
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        )
+        done = post(
+            "/responses",
+            {"model": "gpt-5-codex", "input": items, "store": False, "tools": [WEATHER]},
+        )
+        assert done.status_code == 200, done.text
+        items.extend(done.json()["output"])
+
+    try:
+        probe = httpx.get(
+            started.url + "/responses",
+            headers={"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                     "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="},
+        )  # fmt: skip
+        assert probe.status_code == 426
+        ask("when does the ferry leave")
+        ask("who keeps the lighthouse")
+        server.enqueue({"content": "The user asked about the ferry and the keeper."})
+        asked = post(
+            "/responses",
+            {"model": "gpt-5-codex", "input": [*items, {"type": "compaction_trigger"}],
+             "store": False, "stream": True, "tools": [WEATHER]},
+        )  # fmt: skip
+        assert asked.status_code == 200, asked.text
+        finals = [
+            json.loads(line[6:])
+            for line in asked.text.splitlines()
+            if line.startswith("data: ") and '"response.completed"' in line
+        ]
+        [output] = [f["response"]["output"] for f in finals]
+        assert [o["type"] for o in output] == ["compaction"]
+        compaction = output[0]
+        assert compaction["encrypted_content"].startswith("koog-compaction.v1:")
+        items[:] = [compaction]
+        ask("where are the tide tables posted")
+        sent = json.dumps(server.chat_requests[-1]["messages"])
+        assert "The user asked about the ferry and the keeper." in sent
+        assert "when does the ferry leave" not in sent
+        compact = post("/responses/compact", {"model": "m", "input": items})
+        assert compact.status_code == 200, compact.text
+        assert [o["type"] for o in compact.json()["output"]] == ["compaction"], compact.text
+    finally:
+        assert started.stop() == 0
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert listed == ["codex-0199-remote"]
+    assert run_koog("rollback", "-s", "codex-0199-remote", "--latest", "--yes").returncode == 0
+    back = run_koog("history", "show", "-s", "codex-0199-remote", "--json").stdout
+    assert "who keeps the lighthouse" in back and "koog-compaction" not in back

@@ -1,0 +1,69 @@
+"""Codex's remote compaction answered by koog (SPEC §6): a Responses request whose last
+input item is `compaction_trigger` (or `POST /v1/responses/compact`) expects exactly one
+`compaction` item whose `encrypted_content` the client replays later in place of the
+conversation it summarised. Without a Responses upstream to pass it to, koog writes the
+summary with its own compression (`[compression]`, strategy "whole") and hands back a koog
+handle holding it; a replayed handle is read back into the summary it holds. A handle
+from anyone else cannot be read and is left out."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import secrets
+from collections.abc import Sequence
+
+from koogcli.core.errors import UsageError
+from koogcli.core.messages import Message
+from koogcli.services.context import AppContext
+
+HANDLE = "koog-compaction.v1:"
+# What a replayed summary says before itself, so the model reads it as what it is.
+LEAD = "A summary of the conversation so far, written when it was compacted:"
+
+
+def summarise(ctx: AppContext, conversation: Sequence[Message], model: str | None) -> str:
+    """The conversation's summary by koog's own compression (the `whole` strategy, in
+    chunks when it would not fit). The agent asked for it: a summary longer than a short
+    conversation is still its answer (`koog compress` would refuse to store that one)."""
+    from koogcli.core import compression as core
+    from koogcli.services.budget import context_limit
+    from koogcli.services.compression import (
+        ModelSummarizer,
+        StrategyChoice,
+        build_strategy,
+        fitted,
+    )
+
+    said = [m for m in conversation if m.role != "system"]
+    if not said:
+        raise UsageError("the compaction request holds nothing to summarise")
+    summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, None, model)
+    strategy = build_strategy(ctx.settings.compression, StrategyChoice(strategy="whole"))
+    planned = fitted(strategy, said, context_limit(ctx, summarizer.model))
+    out = planned.compress(list(said), core.memory_messages(said, False), summarizer) or said
+    summaries = [m.text for m in out if m.meta.get("kind") in ("summary", "facts")]
+    return "\n\n".join(summaries) if summaries else "\n\n".join(m.text for m in out if m.text)
+
+
+def item(summary: str) -> dict[str, object]:
+    """The one `compaction` output item: its `encrypted_content` a koog handle."""
+    packed = base64.urlsafe_b64encode(json.dumps({"summary": summary}).encode()).decode()
+    return {
+        "type": "compaction",
+        "id": f"cmp_{secrets.token_hex(16)}",
+        "encrypted_content": HANDLE + packed,
+    }
+
+
+def expanded(encrypted_content: object) -> str | None:
+    """The summary a replayed koog handle holds (with its lead), or None for another's."""
+    if not isinstance(encrypted_content, str) or not encrypted_content.startswith(HANDLE):
+        return None
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(encrypted_content[len(HANDLE) :]))
+    except (ValueError, binascii.Error):
+        return None
+    summary = raw.get("summary") if isinstance(raw, dict) else None
+    return f"{LEAD}\n\n{summary}" if isinstance(summary, str) else None
