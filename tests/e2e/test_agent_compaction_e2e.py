@@ -179,3 +179,33 @@ def test_codexs_remote_compaction_is_answered_and_continues_the_session(
     assert run_koog("rollback", "-s", "codex-0199-remote", "--latest", "--yes").returncode == 0
     back = run_koog("history", "show", "-s", "codex-0199-remote", "--json").stdout
     assert "who keeps the lighthouse" in back and "koog-compaction" not in back
+
+
+def test_a_tool_result_that_only_a_compaction_request_carries_is_stored(
+    koog_env: dict[str, str], server: FakeOpenAIServer, run_koog: Any
+) -> None:
+    """Codex compacting between a function_call_output and its follow-up: the output is in
+    the compaction request alone; koog stores it in the session, and the compaction request
+    itself is no turn."""
+    started = KoogServe(koog_env).start()
+    try:
+        client = started.client(default_headers={"session-id": "0199-tool"})
+        items: list[Any] = [{"type": "message", "role": "user", "content": "weather in Oslo?"}]
+        server.enqueue({"tool_calls": [{"id": "call_w", "name": "weather", "arguments": "{}"}]})
+        first = client.responses.create(model="m", input=items, store=False, tools=[WEATHER])  # type: ignore[list-item]
+        items += [o.model_dump(exclude_none=True) for o in first.output]
+        items.append({"type": "function_call_output", "call_id": "call_w", "output": "cold, 2C"})
+        prompt = "You are performing a CONTEXT CHECKPOINT COMPACTION. Summarise."
+        client.responses.create(
+            model="m",
+            input=[*items, {"type": "message", "role": "user", "content": prompt}],
+            store=False,
+            tools=[],
+        )
+    finally:
+        assert started.stop() == 0
+    shown = json.loads(run_koog("history", "show", "-s", "codex-0199-tool", "--json").stdout)
+    assert [m["role"] for m in shown if m["role"] != "system"] == ["user", "assistant", "tool"]
+    assert shown[-1]["content"] == "cold, 2C" and "CONTEXT CHECKPOINT" not in json.dumps(shown)
+    found = json.loads(run_koog("history", "search", "cold", "--json").stdout)
+    assert len(found) == 1

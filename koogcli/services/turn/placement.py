@@ -161,6 +161,10 @@ def exchange(
     if not said:
         raise UsageError("the request holds no message besides system messages")
     said = tuple(map(_as_client, said))
+    if request.session is not None and request.agent_session and is_compaction_request(said):
+        family = family_of(request.session, request.granted)
+        with gate.hold(family), ctx.turn_lock(family, exclusive=True):
+            _keep_what_only_it_carries(ctx, request.session, said[:-1], request.granted)
     if request.session is None or not request.stored:
         base, tail = _split_tail(tuple(map(_stamped, said)))
         turn = TurnRequest(
@@ -301,6 +305,30 @@ def place(
     ctx.storage.origins.record(fork, source.member, len(source.keep))
     tail = tuple(said[source.cut :])
     return Placement(fork, tail, source.member.value, Mark(len(sent), chain(sent)))
+
+
+def _keep_what_only_it_carries(
+    ctx: AppContext, session: SessionName, said: Sequence[Message], granted: Granted
+) -> None:
+    """A compaction request is no turn, but what first appears in it (a tool's result the
+    agent got just before compacting) would otherwise be stored nowhere: the messages it
+    holds after what the session holds are appended to the session (SPEC §6)."""
+    sent = ctx.pipeline.redact(list(said))
+    family = family_of(session, granted)
+    fits = [
+        _fit(ctx.history.read(m), m, said, sent) for m in members(ctx, family, session, granted)
+    ]
+    holding = [f for f in fits if f.held]
+    if not holding:
+        return
+    best = max(holding, key=lambda f: (f.held or 0, f.newest))
+    extra = [_stamped(m) for m in sent[best.held or 0 :] if m.role in ("tool", "user")]
+    if not extra or len(extra) != len(sent) - (best.held or 0):
+        return  # only results and prompts are kept; a reply would need its turn
+    ctx.history.write(
+        best.member, [*best.known.messages, *extra], expected_revision=best.known.revision
+    )
+    ctx.transcript.append(best.member, extra, new_id())
 
 
 def _compacted(
