@@ -324,3 +324,42 @@ def test_an_agent_on_its_own_providers_protocol_passes_through_to_one_session(
     chat = run_koog("chat", "-s", session, "from the terminal", env=env)
     assert chat.returncode == 0 and chat.stdout == "echo: from the terminal\n", chat.stderr
     assert server.requests[-1]["_path"].endswith(f"/v1/{wire}")
+
+
+def test_claude_code_compacting_stays_one_session(
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    """Claude Code made to compact (a 100,000-token window compacted at 20%, long prompts):
+    each compaction request is answered and not stored, the conversation after it is a
+    compaction of the same session; four turns, one session (issue 44, acceptance 3)."""
+    agent = ClaudeCode()
+    server.responder = lambda body: {"content": "Done. " + "noted " * 40}
+    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    compacting = {
+        "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
+        "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "20",
+    }
+    original_env = agent.env
+    agent.env = lambda home, url: {**original_env(home, url), **compacting}  # type: ignore[method-assign]
+    try:
+        for turn in range(1, 5):
+            prompt = f"turn {turn}: tell me about harbours " + "and ships " * 3000
+            command = [str(agents / "claude"), "-p", prompt, "--output-format", "json"]
+            if turn > 1:
+                command.insert(3, "--continue")
+            _run(agent, command, home, work, served.url)
+    finally:
+        assert served.stop() == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert "compacted claude-" in log, log[-2000:]
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert len(listed) == 1 and listed[0].startswith("claude-"), listed
+    shown = run_koog("history", "show", "-s", listed[0], "--json").stdout
+    assert "Respond with TEXT ONLY" not in shown and "turn 4: tell me" in shown

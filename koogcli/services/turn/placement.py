@@ -350,8 +350,9 @@ def _compacted(
         cut -= 1
     if cut == len(said):  # everything is known: the newest message is the new one
         cut = _reply_before(said, len(said))
+    recorded = [m for m in known.messages if m.role == "system"][-1:]  # the client's latest
     base = [
-        *(m for m in known.messages if m.role == "system"),
+        *recorded,
         *(
             replace(_stamped(m), meta={**m.meta, COMPACTED_KEY: True}) if i == 0 else _stamped(m)
             for i, m in enumerate(said[:cut])
