@@ -62,11 +62,6 @@ def same(stored: Message, sent: Message) -> bool:
     return _meaning(stored) == _meaning(sent)
 
 
-def meaning_key(m: Message) -> str:
-    """`same`'s meaning as one string: messages with equal keys are the same message."""
-    return json.dumps([m.role, *_meaning(m)], ensure_ascii=False, default=str)
-
-
 def _meaning(m: Message) -> list[object]:
     """What a message says, without what clients change in transit."""
     out: list[object] = [m.text.strip()]

@@ -363,3 +363,59 @@ def test_claude_code_compacting_stays_one_session(
     assert len(listed) == 1 and listed[0].startswith("claude-"), listed
     shown = run_koog("history", "show", "-s", listed[0], "--json").stdout
     assert "Respond with TEXT ONLY" not in shown and "turn 4: tell me" in shown
+
+
+def test_codex_compacting_stays_one_session_with_each_prompt_once(
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    """Codex with a custom provider and `model_auto_compact_token_limit = 3000`: four turns,
+    a tool call in the second; each compaction request answered and not stored, each
+    continuation a compaction of the one session; every prompt found once, the tool's
+    output stored, and one rollback brings back the turns the last compaction replaced
+    (issue 44, acceptance 1)."""
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        last = json.dumps(body["messages"][-1])
+        if body.get("tools") and "turn 2:" in last:
+            arguments = json.dumps({"cmd": f"echo {TOOL_OUTPUT}"})
+            return {
+                "tool_calls": [{"id": "call_c", "name": "exec_command", "arguments": arguments}]
+            }
+        return {"content": "Done. " + "noted " * 60}
+
+    server.responder = answer
+    agent = Codex()
+    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    try:
+        agent.setup(home, served.url)
+        config = home / "codex" / "config.toml"
+        config.write_text("model_auto_compact_token_limit = 3000\n" + config.read_text())
+        bin_codex = str(agents / "codex")
+        for turn in range(1, 5):
+            prompt = f"turn {turn}: tell me about harbours " + "and ships " * 200
+            resume = ["resume", "--last"] if turn > 1 else []
+            command = [bin_codex, "exec", "--skip-git-repo-check", *resume, prompt]
+            _run(agent, command, home, work, served.url)
+    finally:
+        assert served.stop() == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert "compacted codex-" in log, log[-2000:]
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert len(listed) == 1 and listed[0].startswith("codex-"), listed
+    [session] = listed
+    for turn in range(1, 5):
+        found = json.loads(run_koog("history", "search", f"turn {turn}: tell", "--json").stdout)
+        assert len([h for h in found if h["role"] == "user"]) == 1, (turn, found)
+    tool = json.loads(run_koog("history", "search", TOOL_OUTPUT, "--json").stdout)
+    assert [h["role"] for h in tool if h["role"] == "tool"], tool
+    before = run_koog("history", "show", "-s", session, "--json").stdout
+    assert run_koog("rollback", "-s", session, "--latest", "--yes").returncode == 0
+    after = run_koog("history", "show", "-s", session, "--json").stdout
+    assert "turn 4: tell" in before and "turn 4: tell" not in after and "turn 3: tell" in after

@@ -312,7 +312,8 @@ def _keep_what_only_it_carries(
 ) -> None:
     """A compaction request is no turn, but what first appears in it (a tool's result the
     agent got just before compacting) would otherwise be stored nowhere: the messages it
-    holds after what the session holds are appended to the session (SPEC §6)."""
+    holds after what the session holds (tool results) are appended to the session (SPEC
+    §6)."""
     sent = ctx.pipeline.redact(list(said))
     family = family_of(session, granted)
     fits = [
@@ -322,9 +323,10 @@ def _keep_what_only_it_carries(
     if not holding:
         return
     best = max(holding, key=lambda f: (f.held or 0, f.newest))
-    extra = [_stamped(m) for m in sent[best.held or 0 :] if m.role in ("tool", "user")]
+    extra = [_stamped(m) for m in sent[best.held or 0 :] if m.role == "tool"]
     if not extra or len(extra) != len(sent) - (best.held or 0):
-        return  # only results and prompts are kept; a reply would need its turn
+        return  # only tool results: a prompt comes again after the compaction, a reply
+        # would need its turn
     ctx.history.write(
         best.member, [*best.known.messages, *extra], expected_revision=best.known.revision
     )
@@ -336,20 +338,14 @@ def _compacted(
 ) -> Placement:
     """The agent's conversation in its new form replaces the member's history; the turn's
     restore point holds the old one (`koog rollback --latest` brings it back, as after
-    `koog compress`). The new tail is the messages at the end the session does not hold yet
-    (the new prompt, the agent's summary): only those reach the transcript, so no message
-    is stored there twice; the rest is the history the next turns continue."""
+    `koog compress`). The turn's tail is the newest message (or the tool results the
+    request ends with): only it reaches the transcript, so the earlier prompts the agent
+    carries into the new form are not stored there again; the rest (the agent's summary,
+    the prompts it kept) is the history the next turns continue."""
     known = fit.known
-    held = {wire_marks.meaning_key(m) for m in known.messages if wire_marks.conversational(m)}
-    cut = len(said)
-    while (
-        cut > 0
-        and said[cut - 1].role != "assistant"
-        and wire_marks.meaning_key(sent[cut - 1]) not in held
-    ):
+    cut = len(said) - 1  # the newest message, and the tool results before it with it
+    while cut > 0 and said[cut - 1].role == "tool" and said[cut].role == "tool":
         cut -= 1
-    if cut == len(said):  # everything is known: the newest message is the new one
-        cut = _reply_before(said, len(said))
     recorded = [m for m in known.messages if m.role == "system"][-1:]  # the client's latest
     base = [
         *recorded,
