@@ -419,3 +419,38 @@ def test_codex_compacting_stays_one_session_with_each_prompt_once(
     assert run_koog("rollback", "-s", session, "--latest", "--yes").returncode == 0
     after = run_koog("history", "show", "-s", session, "--json").stdout
     assert "turn 4: tell" in before and "turn 4: tell" not in after and "turn 3: tell" in after
+
+
+def test_opencode_compacting_stays_one_session(
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    """opencode with a model's `limit.context` of 8000: four long turns; its summary
+    request is answered and not stored, the continuation compacts the one session (issue
+    44, acceptance 4)."""
+    server.responder = lambda body: {"content": "Done. " + "noted " * 60}
+    agent = Opencode("@ai-sdk/openai-compatible")
+    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    try:
+        agent.setup(home, served.url)
+        config = home / ".config" / "opencode" / "opencode.json"
+        settings = json.loads(config.read_text())
+        model = settings["provider"]["koog"]["models"]["test-model"]
+        model["limit"] = {"context": 8000, "output": 1000}
+        config.write_text(json.dumps(settings))
+        for turn in range(1, 5):
+            prompt = f"turn {turn}: tell me about harbours " + "and ships " * 700
+            again = ["--continue"] if turn > 1 else []
+            _run(agent, [str(agents / "opencode"), "run", *again, prompt], home, work, served.url)
+    finally:
+        assert served.stop() == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert "compacted opencode-" in log, log[-3000:]
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert len(listed) == 1 and listed[0].startswith("opencode-"), listed
