@@ -197,6 +197,16 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:
             if process.StopAsked.signal is not None:
                 self.should_exit = True
 
+    import logging
+
+    # Codex's WebSocket probe is answered with a 426 (server/responses.py); uvicorn would
+    # also warn twice on stderr for each one.
+    logging.getLogger("uvicorn.error").addFilter(
+        lambda record: (
+            "upgrade request" not in record.getMessage()
+            and "WebSocket library" not in record.getMessage()
+        )
+    )
     with process.serving():
         Server(config).run(sockets=[listener])
     state.pool.shutdown(wait=True, cancel_futures=False)

@@ -57,6 +57,8 @@ async def create(request: Request) -> Response:
         )
         if body.compaction and not relay:  # Codex's remote compaction: no turn
             shown = body.model or state.ctx.settings.llm.model
+            entry.session = session.value if session is not None else "-"
+            entry.placement = "compaction summary"
             return await _compacted(request, state, grant, body.conversation, model, shown, body)
         client = ClientOptions(
             tools=body.client.tools,

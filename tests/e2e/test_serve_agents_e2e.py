@@ -454,3 +454,43 @@ def test_opencode_compacting_stays_one_session(
     assert "compacted opencode-" in log, log[-3000:]
     listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
     assert len(listed) == 1 and listed[0].startswith("opencode-"), listed
+
+
+def test_codex_on_its_built_in_provider_compacts_remotely_through_koog(
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    """Codex's built-in provider aimed at koog (`openai_base_url`), compacting at 3000
+    tokens: its WebSocket probe gets one 426 a run, its `compaction_trigger` koog's
+    summary; three turns, each exit 0, one session (issue 44, acceptance 2)."""
+    server.responder = lambda body: {"content": "Done. " + "noted " * 60}
+    agent = Codex()
+    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    (home / "codex").mkdir(parents=True)
+    work.mkdir()
+    (home / "codex" / "config.toml").write_text(
+        f'model = "gpt-5-codex"\nopenai_base_url = "{served.url}"\n'
+        "model_auto_compact_token_limit = 3000\ncheck_for_update_on_startup = false\n"
+        'web_search = "disabled"\n[analytics]\nenabled = false\n'
+        "[features]\nplugins = false\nremote_plugin = false\napps = false\n"
+    )
+    original_env = agent.env
+    agent.env = lambda home, url: {**original_env(home, url), "CODEX_API_KEY": "sk-test"}  # type: ignore[method-assign]
+    try:
+        for turn in range(1, 4):
+            prompt = f"turn {turn}: tell me about harbours " + "and ships " * 200
+            resume = ["resume", "--last"] if turn > 1 else []
+            command = [str(agents / "codex"), "exec", "--skip-git-repo-check", *resume, prompt]
+            _run(agent, command, home, work, served.url)  # exit 0, or it fails here
+    finally:
+        assert served.stop() == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert log.count("GET /v1/responses 426") <= 3, log
+    assert "compaction summary" in log and "compacted codex-" in log, log[-2000:]
+    assert "Unsupported upgrade request" not in log
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert len(listed) == 1 and listed[0].startswith("codex-"), listed
