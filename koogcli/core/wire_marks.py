@@ -59,26 +59,44 @@ def same(stored: Message, sent: Message) -> bool:
         and content_parts.KEY not in sent.meta
     ):
         return True
-    return _meaning(stored) == _meaning(sent)
+    return _meaning(stored, defaults=False) == _meaning(sent, defaults=False)
 
 
-def _meaning(m: Message) -> list[object]:
-    """What a message says, without what clients change in transit."""
+def _meaning(m: Message, defaults: bool = True) -> list[object]:
+    """What a message says, without what clients change in transit (`defaults=False`:
+    also without tool-call arguments left at an empty default)."""
     out: list[object] = [m.text.strip()]
     if m.tool_calls:
-        out.append([[c.name, canonical_arguments(c.arguments)] for c in m.tool_calls])
+        out.append([[c.name, canonical_arguments(c.arguments, defaults)] for c in m.tool_calls])
     if content_parts.KEY in m.meta:
         out.append(content_parts.media_meaning(m))
     return out
 
 
-def canonical_arguments(arguments: str) -> str:
-    """Tool-call arguments as parsed JSON written one way (`{"c": "O"}` is `{"c":"O"}`)."""
+# Argument values an agent fills in for a call it resends (Claude Code adds
+# `"replace_all": false` to its own Edit calls): the same call as without them.
+_EMPTY: tuple[object, ...] = (False, None, "", [], {})
+
+
+def canonical_arguments(arguments: str, defaults: bool = True) -> str:
+    """Tool-call arguments as parsed JSON written one way (`{"c": "O"}` is `{"c":"O"}`);
+    `defaults=False` leaves out top-level arguments whose value is empty (false, null,
+    "", [] or {})."""
     text = arguments.strip()
     if not text:
         return "{}"
     try:
-        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if not defaults and isinstance(parsed, dict):
+        parsed = {
+            k: v
+            for k, v in parsed.items()
+            if not any(v is e or v == e for e in _EMPTY if type(v) is type(e))
+        }
+    try:
+        return json.dumps(parsed, sort_keys=True, separators=(",", ":"))
     except (ValueError, RecursionError):
         return text
 

@@ -494,3 +494,49 @@ def test_codex_on_its_built_in_provider_compacts_remotely_through_koog(
     assert "Unsupported upgrade request" not in log
     listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
     assert len(listed) == 1 and listed[0].startswith("codex-"), listed
+
+
+def test_claude_codes_read_then_edit_turn_and_the_next_stay_one_session(
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    """A turn with two tool calls, Read then Edit, and the turn after it: one session,
+    the file edited (issue 44, acceptance 3)."""
+    agent = ClaudeCode()
+    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    notes = work / "notes.txt"
+    notes.write_text("the ferry leaves at nine\n")
+    read = {"file_path": str(notes)}
+    edit = {"file_path": str(notes), "old_string": "nine", "new_string": "ten"}
+    server.enqueue(
+        {"tool_calls": [{"id": "toolu_r", "name": "Read", "arguments": json.dumps(read)}]},
+        {"tool_calls": [{"id": "toolu_e", "name": "Edit", "arguments": json.dumps(edit)}]},
+        {"content": "Changed it to ten."},
+    )
+    allowed = ["--allowedTools", "Read,Write,Edit", "--output-format", "json"]
+    try:
+        bin_claude = str(agents / "claude")
+        _run(
+            agent,
+            [bin_claude, "-p", "make the ferry leave at ten", *allowed],
+            home,
+            work,
+            served.url,
+        )
+        assert notes.read_text() == "the ferry leaves at ten\n"
+        _run(agent, [bin_claude, "-p", "thanks", "--continue", *allowed], home, work, served.url)
+    finally:
+        assert served.stop() == 0
+    listed = [s["session"] for s in json.loads(run_koog("history", "list", "--json").stdout)]
+    assert len(listed) == 1 and listed[0].startswith("claude-"), (
+        listed,
+        (tmp_path / "serve.log").read_text()[-2000:],
+    )
+    log = (tmp_path / "serve.log").read_text()
+    assert "forked" not in log and "compacted" not in log, log[-2000:]
