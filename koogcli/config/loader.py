@@ -65,7 +65,7 @@ def load(
     _merge(merged, file_layer, provenance, str(path))
     for var, key in ENV_KEYS:
         if env.get(var):
-            _merge(merged, _nest(key, env[var]), provenance, f"env {var}")
+            _merge(merged, _nest(key, _env_value(key, env[var])), provenance, f"env {var}")
     for key, value in (flags or {}).items():
         if value is not None:
             _merge(merged, _nest(key, value), provenance, f"flag --{key.rsplit('.', 1)[-1]}")
@@ -78,6 +78,19 @@ def load(
     if provenance.get("storage.url") == str(path):
         _refuse_stored_password(settings.storage.url, path, raw_text or "")
     return LoadedConfig(settings, path, raw_text is not None, provenance)
+
+
+# Settings that are booleans: a config file must write true or false (a string is an
+# error there), while an environment variable is text, read as these words.
+_ENV_BOOLEANS = {"chat.stream", "chat.markdown"}
+_WORDS = {"1": True, "true": True, "yes": True, "on": True}
+_WORDS.update({"0": False, "false": False, "no": False, "off": False})
+
+
+def _env_value(key: str, raw: str) -> object:
+    if key in _ENV_BOOLEANS:
+        return _WORDS.get(raw.strip().lower(), raw)
+    return raw
 
 
 def _refuse_stored_password(url: str, path: Path, text: str) -> None:

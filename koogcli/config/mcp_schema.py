@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 # A server's name prefixes its tools' names: `SERVER__TOOL` must fit every provider's
 # pattern for function names (^[a-zA-Z0-9_-]{1,64}$), so the name is letters, digits, `-`
@@ -32,9 +32,9 @@ class McpServerSpec(_Strict):
     url: str | None = Field(default=None, pattern=r"^https?://")
     bearer_token_env: str | None = Field(default=None, pattern=_ENV_NAME)
     headers_env: dict[str, str] = {}  # header name -> env var holding its value
-    enabled: bool = True
+    enabled: StrictBool = True
     # Its tools' annotations (readOnlyHint) are believed only when the user says so.
-    trusted: bool = False
+    trusted: StrictBool = False
     startup_timeout_seconds: float = Field(default=30.0, gt=0.0, le=600.0, allow_inf_nan=False)
     tool_timeout_seconds: float = Field(default=60.0, gt=0.0, le=86400.0, allow_inf_nan=False)
     enabled_tools: list[str] | None = None  # None: every tool the server lists

@@ -10,7 +10,15 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+)
 
 from koogcli.config.mcp_schema import McpSettings
 from koogcli.core.names import SessionName
@@ -66,8 +74,8 @@ class LLMSettings(_Strict):
 class ChatSettings(_Strict):
     # Empty: every call without -s/-c starts a new session with a generated name.
     default_session: str = ""
-    stream: bool = True
-    markdown: bool = True
+    stream: StrictBool = True
+    markdown: StrictBool = True
     terminal_reflows: Literal["auto", "yes", "no"] = "auto"
     max_tool_rounds: int = Field(default=10, ge=1, le=100)
     max_attachment_bytes: int = Field(default=1024 * 1024, ge=1)
@@ -172,8 +180,8 @@ class ChatMemorySettings(_Strict):
 
 
 class PersistenceSettings(_Strict):
-    enabled: bool = True
-    automatic: bool = True
+    enabled: StrictBool = True
+    automatic: StrictBool = True
     keep_last: int = Field(default=100, ge=1)
 
 
@@ -181,13 +189,13 @@ class ToolSpec(_Strict):
     callable: str = Field(pattern=_CALLABLE)
     rollback: str | None = Field(default=None, pattern=_CALLABLE)
     # Ask before each call (and compensation); [tool_settings] ask asks for every tool.
-    ask: bool = False
+    ask: StrictBool = False
     # None: [tool_settings] timeout_seconds.
     timeout_seconds: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
 
 class ToolSettings(_Strict):
-    ask: bool = False
+    ask: StrictBool = False
     # A tool running longer gets a timeout error as its result (and is stopped).
     timeout_seconds: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
     # A longer result is cut, stored and sent with a note saying how much was cut.
@@ -203,7 +211,7 @@ class CompressionSettings(_Strict):
     since: str = ""
     chunk_size: int = Field(default=10, ge=1)
     concurrency: int = Field(default=4, ge=1, le=32)
-    preserve_memory: bool = True
+    preserve_memory: StrictBool = True
     auto_after_messages: int = Field(default=0, ge=0)
     # Compress before a turn whose request would pass this fraction of the model's context.
     auto_at: float = Field(default=0.8, ge=0.0, le=1.0)
@@ -245,7 +253,7 @@ NAMESPACE = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"
 
 
 class RetrievalSettings(_Strict):
-    enabled: bool = False
+    enabled: StrictBool = False
     namespace: str = Field(default="default", pattern=NAMESPACE)
     top_k: int = Field(default=5, ge=1, le=100)
     threshold: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -261,7 +269,7 @@ class RetrievalSettings(_Strict):
 
 
 class IngestionSettings(_Strict):
-    enabled: bool = False
+    enabled: StrictBool = False
     namespace: str = Field(default="default", pattern=NAMESPACE)
     roles: list[RoleName] = ["user", "assistant"]
 
@@ -314,7 +322,7 @@ class ServeClient(_Strict):
     namespace: str | None = Field(default=None, min_length=1)
     # False: a request too long for the model goes back to the agent in its own words, so
     # it compacts (SPEC §6); true: koog compresses the session and sends it again.
-    recover_overflow: bool = False
+    recover_overflow: StrictBool = False
 
 
 # The header each agent names its session with, and its sessions' default prefix.
@@ -363,7 +371,7 @@ class ServeSettings(_Strict):
     # Attempts after a failed upstream request; 0: a client that retries decides.
     upstream_retries: int = Field(default=0, ge=0, le=20)
     # One line per request on stderr (time, method, path, status, ms, session, placement).
-    access_log: bool = True
+    access_log: StrictBool = True
     # Model names clients ask for -> the upstream's ("claude-opus-4-8" = "qwen3"). A
     # Responses or Messages request for a name not listed gets llm.model.
     models: dict[str, str] = {}

@@ -98,3 +98,28 @@ def test_half_sent_requests_are_closed_by_the_header_timeout(bounded: KoogServe)
     closed, opened = limit_probes.half_sent(bounded.url, 1000, 4.0)
     assert (closed, opened) == (1000, 1000)
     assert limit_probes.turn_seconds(bounded.url, "after", "still here")[0] == 200
+
+
+def test_sockets_that_never_send_a_head_do_not_lock_anyone_out(
+    koog_env: dict[str, str], isolated: Path
+) -> None:
+    """With every connection slot held by sockets that sent nothing (the header timeout
+    long), a new client is still answered at once: it takes the place of the socket that
+    has waited longest (issue 45, smaller items)."""
+    import socket
+    import time
+
+    config = isolated / "cap.toml"
+    config.write_text("[serve]\nheader_timeout_seconds = 60\nmax_connections = 20\n")
+    started = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}).start()
+    try:
+        host, port = started.url.split("//")[1].split("/")[0].rsplit(":", 1)
+        held = [socket.create_connection((host, int(port))) for _ in range(40)]
+        time.sleep(0.5)
+        began = time.monotonic()
+        status, _ = limit_probes.turn_seconds(started.url, "cap", "still served")
+        assert status == 200 and time.monotonic() - began < 5
+        for s in held:
+            s.close()
+    finally:
+        assert started.stop() == 0

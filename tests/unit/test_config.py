@@ -132,3 +132,24 @@ def test_an_origin_wildcard_is_an_error(tmp_path: Path) -> None:
         load_text(tmp_path, '[serve]\nallowed_origins = ["*"]\n')
     loaded = load_text(tmp_path, '[serve]\nallowed_origins = ["http://localhost:3000"]\n')
     assert loaded.settings.serve.allowed_origins == ["http://localhost:3000"]
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [("persistence", "enabled"), ("chat", "stream"), ("serve", "access_log")],
+)
+def test_a_boolean_written_as_a_string_is_refused(tmp_path: Path, table: str, key: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[{table}]\n{key} = "false"\n')
+    with pytest.raises(ConfigError, match=rf"c.toml:2: {table}.{key}: .*boolean"):
+        loader.load(path, explicit=True)
+
+
+def test_an_environment_boolean_is_read_as_words(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("")
+    for word, meant in (("false", False), ("0", False), ("no", False), ("TRUE", True)):
+        loaded = loader.load(path, explicit=True, env={"KOOG_STREAM": word})
+        assert loaded.settings.chat.stream is meant
+    with pytest.raises(ConfigError, match="KOOG_STREAM"):
+        loader.load(path, explicit=True, env={"KOOG_STREAM": "maybe"})

@@ -18,14 +18,12 @@ many threads at once.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from koogcli.core import wire_marks
 from koogcli.core.agent_compaction import is_compaction_request
-from koogcli.core.errors import ConflictError, KoogError, UsageError
+from koogcli.core.errors import ConflictError, UsageError
 from koogcli.core.messages import CLIENT_TOOLS, Message, new_id, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
@@ -33,6 +31,7 @@ from koogcli.core.wire_marks import Mark, chain
 from koogcli.services.context import AppContext
 from koogcli.services.turn.request import ClientOptions, TurnEvents, TurnRequest, TurnResult
 from koogcli.services.turn.run import run_turn
+from koogcli.services.turn.session_gate import SessionBusyError, SessionGate
 
 # meta of the first message an agent's compaction stored: the conversation's new form
 # begins here (`koog why` and `history show` say so).
@@ -40,12 +39,6 @@ COMPACTED_KEY = "agent_compaction"
 # Never parsed and never a path: a stateless request stores nothing.
 STATELESS = SessionName("(stateless)")
 _FORK = re.compile(r"~[0-9]+$")
-
-
-class SessionBusyError(KoogError):
-    """Another request on the same session held it past the wait bound."""
-
-    exit_code = 3
 
 
 Granted = Callable[[str], bool]
@@ -114,40 +107,6 @@ class Placement:
         if self.continued is not None:
             return f"continued {self.continued.value}"
         return "appended"
-
-
-class SessionGate:
-    """One request at a time per session, in this process (the turn lock orders processes)."""
-
-    def __init__(self, wait_seconds: float) -> None:
-        self.wait_seconds = wait_seconds
-        self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, int]] = {}
-
-    @contextmanager
-    def hold(self, session: SessionName) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(session.value, (threading.Lock(), 0))
-            self._locks[session.value] = (lock, users + 1)
-        try:
-            if not lock.acquire(timeout=self.wait_seconds):
-                raise SessionBusyError(
-                    f"session {session.value!r} stayed busy with another request for "
-                    f"{self.wait_seconds:g}s",
-                    hint="send one request per session at a time, or raise "
-                    "[serve] session_wait_seconds",
-                )
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            with self._guard:
-                lock, users = self._locks[session.value]
-                if users == 1:
-                    del self._locks[session.value]
-                else:
-                    self._locks[session.value] = (lock, users - 1)
 
 
 def exchange(
