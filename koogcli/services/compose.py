@@ -209,6 +209,10 @@ def _with_mcp(ctx: AppContext, python: PythonToolBox, folders: list[Path]) -> To
         for i, c in enumerate(settings.compensations)
         if c.callable
     }
+    if any(s.enabled for s in settings.servers):
+        from koogcli.adapters.extras import need
+
+        need("mcp")
     from koogcli.adapters.tools.mcp_hub import McpHub
 
     # One set of servers per process and configuration: a context built again (the REPL's
@@ -332,6 +336,9 @@ def open_backend(
 ) -> StorageBackend:
     """A PostgreSQL URL, or a data dir: the backend it names."""
     if where.startswith(("postgresql://", "postgres://")):
+        from koogcli.adapters.extras import need
+
+        need("psycopg")
         from koogcli.adapters.postgres.backend import PostgresBackend
 
         return PostgresBackend(where, schema, language, timeouts)

@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from koogcli.adapters.extras import need
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.sql.memory import Scope, SqlMemoryStore
 from koogcli.adapters.sql.memory_scores import Scored, query_terms, relative_scores, term_forms
@@ -189,6 +190,7 @@ def binary(vector: Sequence[float]) -> Real4Array:
     costs microseconds where adapting a Python list element by element costs milliseconds."""
     import struct
 
+    need("numpy")
     import numpy as np
 
     values = np.asarray(vector, dtype=">f4")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.atomic import write_text
+from koogcli.adapters.extras import need
 from koogcli.adapters.paths import ensure_dir
 
 _FLOAT, _SEQ, _NS = 4, 8, 4  # bytes per value in the three files
@@ -105,6 +106,7 @@ class VectorIndex:
             return h if h.rows else None
 
     def _append(self, db: sqlite3.Connection, h: _Header) -> _Header:
+        need("numpy")
         import numpy as np
 
         rows = db.execute(
@@ -150,6 +152,7 @@ class VectorIndex:
     ) -> list[tuple[int, float]]:
         """The `limit` best (record number, cosine) pairs, best first, among `namespaces`
         (None: all)."""
+        need("numpy")
         import numpy as np
 
         if self.refresh(db) is None or limit <= 0:
