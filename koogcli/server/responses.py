@@ -24,6 +24,7 @@ from koogcli.server.auth import Grant
 from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
 from koogcli.server.turns import Relayed, answered, begin, granted, session_of, sse, streamed
+from koogcli.server.wire import named_results
 from koogcli.services import remote_compaction, stored_responses
 from koogcli.services.turn.placement import FAMILY_MAX, Exchange, Exchanged, family_of
 from koogcli.services.turn.request import ClientOptions
@@ -38,7 +39,8 @@ async def create(request: Request) -> Response:
         if body.previous is not None:
             session, earlier = await _previous(state, grant, body.previous)
             system = tuple(m for m in body.conversation if m.role == "system")
-            conversation = (*system, *earlier, *body.input)
+            # The results name their tools, whose calls came in an earlier response.
+            conversation = named_results((*system, *earlier, *body.input))
             own = False
         else:
             session, own = session_of(state, grant, request, body.session)

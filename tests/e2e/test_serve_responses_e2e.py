@@ -235,3 +235,25 @@ def test_a_client_that_sets_nothing_takes_a_second_turn_by_previous_response_id(
     ]
     client.responses.create(model="gpt-4o-mini", input="Forget this.", store=False)
     assert len(json.loads(run_koog("history", "list", "--json").stdout)) == 1
+
+
+def test_a_tool_result_chained_by_previous_response_id_is_stored_with_its_tools_name(
+    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    """The call came in the stored response, the result in the next request's input: the
+    stored result names its tool (issue 46, acceptance 4)."""
+    client = serve.client(default_headers={"X-Koog-Session": "named"})
+    server.enqueue(
+        {"tool_calls": [{"id": "call_n", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]}
+    )
+    first = client.responses.create(model="m", input="weather in Oslo?", tools=[WEATHER])  # type: ignore[list-item]
+    [call] = [o for o in first.output if o.type == "function_call"]
+    client.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "cold"}],
+        tools=[WEATHER],  # type: ignore[list-item]
+    )
+    stored = json.loads(run_koog("history", "show", "-s", "named", "--json").stdout)
+    [result] = [m for m in stored if m["role"] == "tool"]
+    assert result["name"] == "get_weather" and result["content"] == "cold"
