@@ -20,11 +20,17 @@ YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 
 @app.command("list")
-def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+def list_(
+    ctx: typer.Context,
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, metavar="N", help="The N most recently used sessions only."
+    ),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """List sessions, newest first: messages, last used, first message."""
     from koogcli.services import history
 
-    sessions = history.list_sessions(globals_of(ctx).build())
+    sessions = history.list_sessions(globals_of(ctx).build())[:limit]
     if as_json:
         render.json_out([views.session_dict(s) for s in sessions])
     elif sessions:

@@ -179,7 +179,7 @@ def compress_line(result: CompressResult, repl: bool = False) -> str:
         line += (
             "; undo with /rollback"
             if repl
-            else f"; undo with `koog rollback -s {result.session} --latest`"
+            else f"; undo with `koog rollback -s {result.session} --latest --yes`"
         )
     return line
 
