@@ -123,5 +123,9 @@ class DataDir:
         return self._inside("learned.json")
 
     @property
+    def mcp_tools_file(self) -> Path:
+        return self._inside("mcp-tools.json")
+
+    @property
     def input_history_file(self) -> Path:
         return self._inside("input_history")

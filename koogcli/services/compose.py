@@ -214,6 +214,7 @@ def _with_mcp(ctx: AppContext, python: PythonToolBox, folders: list[Path]) -> To
 
         need("mcp")
     from koogcli.adapters.tools.mcp_hub import McpHub
+    from koogcli.adapters.tools.mcp_tool_cache import McpToolCache
 
     # One set of servers per process and configuration: a context built again (the REPL's
     # /role) keeps using the servers already running instead of starting more.
@@ -229,6 +230,7 @@ def _with_mcp(ctx: AppContext, python: PythonToolBox, folders: list[Path]) -> To
         hub=hub,
         warn=ctx.warn,
         ask_all=ctx.settings.tool_settings.ask,
+        cache=McpToolCache(_data_dir(ctx).mcp_tools_file),
     )
     return ToolBoxes(python, mcp)
 

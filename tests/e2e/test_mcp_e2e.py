@@ -434,7 +434,11 @@ def test_a_streamable_http_server_behind_a_bearer_token(
     assert log.read_text() == "kept\n"
 
     # A wrong token: the server's tools cannot be listed, so none is offered, and the user
-    # is told why; the turn goes on without them.
+    # is told why; the turn goes on without them. (The tools listed before are kept in the
+    # data dir's cache, offered without starting the server: without it, it is listed.)
+    cache = Path(os.environ["KOOG_DATA_DIR"]) / "mcp-tools.json"
+    assert "web" in json.loads(cache.read_text())
+    cache.unlink()
     server.enqueue({"content": "without the web"})
     wrong = run_koog("chat", "-s", "web2", "go", env={**env, "WEB_TOKEN": "wrong"})
     assert wrong.returncode == 0, wrong.stderr
@@ -575,3 +579,39 @@ def test_the_mcp_sdk_is_not_imported_without_a_configured_server(tmp_path: Path)
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "[]\n"
+
+
+def test_a_turn_that_calls_no_mcp_tool_starts_no_server(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """The tools a server offers are kept in the data dir once listed: later turns offer
+    them without starting it, and the server starts when the model calls one (issue 46,
+    acceptance 3). A changed configuration lists it again."""
+    time_server = Path(sys.executable).parent / "mcp-server-time"
+    starts = tmp_path / "starts.log"
+    wrapper = tmp_path / "time-server.sh"
+    wrapper.write_text(f'#!/bin/sh\necho started >> "{starts}"\nexec "{time_server}" "$@"\n')
+    wrapper.chmod(0o755)
+    entry = f'[[mcp.servers]]\nname = "time"\ncommand = "{wrapper}"\ntrusted = true\n'
+    env = configured(tmp_path, entry)
+
+    def started() -> int:
+        return len(starts.read_text().splitlines()) if starts.exists() else 0
+
+    assert run_koog("chat", "-s", "lazy", "hello", env=env).returncode == 0
+    assert started() == 1  # listed once: nothing was known of it
+    for text in ("and again", "once more"):
+        assert run_koog("chat", "-s", "lazy", text, env=env).returncode == 0
+    assert started() == 1
+    offered = [t["function"]["name"] for t in server.chat_requests[-1]["tools"]]
+    assert "time__get_current_time" in offered
+    call = {"id": "t1", "name": "time__get_current_time", "arguments": {"timezone": "UTC"}}
+    server.enqueue({"tool_calls": [call]}, {"content": "it is now"})
+    done = run_koog("chat", "-s", "lazy", "what time is it", "--yes", env=env)
+    assert done.returncode == 0 and done.stdout == "it is now\n", done.stderr
+    assert started() == 2  # started for the call
+    result = [m for m in server.chat_requests[-1]["messages"] if m["role"] == "tool"]
+    assert result and "UTC" in result[0]["content"]
+    Path(env["KOOG_CONFIG"]).write_text(entry + 'enabled_tools = ["get_current_time"]\n')
+    assert run_koog("chat", "-s", "lazy", "hi", env=env).returncode == 0
+    assert started() == 3  # another configuration: listed again

@@ -25,6 +25,7 @@ from typing import Any
 
 from koogcli.adapters.tools import mcp_templates, outliving, tool_worker
 from koogcli.adapters.tools.mcp_hub import McpFailure, McpHub, McpTool, run_once
+from koogcli.adapters.tools.mcp_tool_cache import McpToolCache
 from koogcli.core.errors import McpServerError, UsageError
 from koogcli.core.mcp_config import McpCompensationConfig, McpConfig, server_of
 from koogcli.core.ports import McpServerInfo, McpToolInfo, ToolOutcome
@@ -59,6 +60,7 @@ class McpToolBox:
         hub: McpHub | None = None,
         warn: Callable[[str], None] | None = None,
         ask_all: bool = False,
+        cache: McpToolCache | None = None,
     ) -> None:
         self.settings = settings
         self.env = env
@@ -71,6 +73,8 @@ class McpToolBox:
         self._tools: dict[str, McpTool] = {}
         self._listed: set[str] = set()
         self._failed: dict[str, float] = {}  # server -> when its last start failed
+        self.cache = cache
+        self._cached: set[str] = set()  # offered from the cache, not started
 
     # -- the model's tools --------------------------------------------------------------
 
@@ -91,14 +95,17 @@ class McpToolBox:
         return list(self.offered())
 
     def offered(self) -> dict[str, McpTool]:
-        """Every server's tools, each server started when first needed. A server that
-        cannot start is told and its tools left out; it is tried again on a later turn
-        (not within RETRY_SECONDS, so one turn does not wait on it twice)."""
+        """Every server's tools: as the cache knows them, else from the server, started
+        when first needed. A server that cannot start is told and its tools left out; it
+        is tried again on a later turn (not within RETRY_SECONDS, so one turn does not
+        wait on it twice)."""
         for server in self.hub.servers:
             failed = self._failed.get(server)
             if server in self._listed or (
                 failed is not None and time.monotonic() - failed < RETRY_SECONDS
             ):
+                continue
+            if self._from_cache(server):
                 continue
             problem = self._list(server)
             if problem is not None and self.warn is not None:
@@ -114,11 +121,26 @@ class McpToolBox:
             return exc
         self._failed.pop(server, None)
         self._listed.add(server)
+        self._cached.discard(server)
+        self._offer(server, tools)
+        if self.cache is not None:
+            self.cache.put(self.hub.servers[server].spec, tools)
+        return None
+
+    def _from_cache(self, server: str) -> bool:
+        """The server's tools as last listed, without starting it."""
+        known = self.cache.get(self.hub.servers[server].spec) if self.cache else None
+        if known is None:
+            return False
+        self._cached.add(server)
+        self._offer(server, known)
+        return True
+
+    def _offer(self, server: str, tools: list[McpTool]) -> None:
         for name in [n for n, t in self._tools.items() if t.server == server]:
             del self._tools[name]
         for tool in tools:
             self._tools[offered_name(server, tool.name)] = tool
-        return None
 
     def tool(self, name: str) -> McpTool | None:
         if name not in self._tools and self._server_of(name) is not None:
