@@ -4,7 +4,8 @@ install, in one line (exit 2), instead of an import error."""
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
+import sys
 
 from koogcli.core.errors import UsageError
 
@@ -17,12 +18,20 @@ EXTRAS = {
 
 
 def need(module: str) -> None:
-    """Import `module`, or say which extra brings it."""
-    try:
-        importlib.import_module(module)
-    except ImportError:
+    """Say which extra brings `module` when it is not installed (found, not imported: the
+    mcp SDK alone takes 0.4 s to import, and a turn that calls no MCP tool needs none)."""
+    if not _installed(module):
         extra, feature = EXTRAS[module]
         raise UsageError(
             f"{feature} come with koog's {extra!r} extra: pip install 'koog-cli[{extra}]'",
             hint="or install everything with 'koog-cli[all]'",
         ) from None
+
+
+def _installed(module: str) -> bool:
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
