@@ -18,7 +18,7 @@ from common import KOOG, PYTHON, ROOT, timed
 
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 def main() -> None:
