@@ -134,6 +134,22 @@ def plan(request: ChatRequest, stdin_is_tty: bool) -> Plan:
     return OneShot()
 
 
+def _tell_once(app_ctx: AppContext, found: str, repl: bool) -> None:
+    """Which server or model koog chose: the REPL says it every time, one-shots the first
+    time for that endpoint and model (a pipeline's stderr stays quiet after)."""
+    import time
+
+    learned, endpoint, model = (
+        app_ctx.learned_limits,
+        app_ctx.endpoint_key,
+        app_ctx.settings.llm.model,
+    )
+    if repl or not learned.told(endpoint, model):
+        render.note(found)
+        if not repl:
+            learned.note_told(endpoint, model, int(time.time()))
+
+
 def _open(
     options: Globals, flags: dict[str, object], request: ChatRequest
 ) -> tuple[AppContext, SessionName, bool]:
@@ -148,7 +164,7 @@ def _open(
     name, generated = sessions.choose(app_ctx, request.session, request.continue_)
     app_ctx, found = app_ctx.with_endpoint()
     if found is not None:
-        render.note(found)
+        _tell_once(app_ctx, found, isinstance(plan(request, sys.stdin.isatty()), Repl))
     if (
         request.resume is False
         and not (request.save and turn.close_stored(app_ctx, name))

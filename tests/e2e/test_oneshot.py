@@ -235,6 +235,10 @@ def test_a_local_base_url_without_a_model_uses_the_servers_first(
     [line] = result.stderr.splitlines()
     assert line.startswith(f"using model test-model, the first that {server.base_url} lists")
     assert server.chat_requests[-1]["model"] == "test-model"
+    # Said once: a pipeline's later one-shots on the same server and model stay quiet.
+    again = run_koog("chat", "-s", "first", "and again", env={"KOOG_MODEL": ""})
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert server.chat_requests[-1]["model"] == "test-model"
     tokens = run_koog("history", "show", "-s", "first", "--tokens", env={"KOOG_MODEL": ""})
     assert "for test-model" in tokens.stdout  # the model the session's replies came from
     # A model that is configured is sent as it is, and nothing is said.

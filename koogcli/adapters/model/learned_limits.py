@@ -15,7 +15,7 @@ from koogcli.adapters import atomic, paths
 from koogcli.core.errors import KoogError
 
 _Facts = dict[str, dict[str, int]]  # endpoint -> model -> a positive integer
-_KINDS = ("limits", "summaries_cut")
+_KINDS = ("limits", "summaries_cut", "told")
 
 
 class LearnedLimits:
@@ -36,6 +36,13 @@ class LearnedLimits:
 
     def note_summary_cut(self, endpoint: str, model: str, when: int) -> None:
         self._put("summaries_cut", endpoint, model, when)
+
+    def told(self, endpoint: str, model: str) -> bool:
+        """Whether a one-shot already said this endpoint's model was chosen for the user."""
+        return model in self._read()["told"].get(endpoint, {})
+
+    def note_told(self, endpoint: str, model: str, when: int) -> None:
+        self._put("told", endpoint, model, when)
 
     def _put(self, kind: str, endpoint: str, model: str, value: int) -> None:
         """Remember a fact (the file rewritten whole, under its lock)."""
