@@ -222,6 +222,8 @@ def _one_shot(
             f"`koog chat -s {name.value} --resume` finishes it"
         )
     if generated and request.save:  # the README's promise: its name on stderr, always
+        # Tools that cannot be imported fail first: no name of a session never created.
+        app_ctx.toolbox  # noqa: B018
         render.note(f"session {name.value}")
     turn_request = turn.TurnRequest(name, text, save=request.save)
     show(
