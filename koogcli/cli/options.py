@@ -52,7 +52,10 @@ def complete_sessions(ctx: typer.Context, incomplete: str) -> list[str]:
 def complete_checkpoints(ctx: typer.Context, incomplete: str) -> list[str]:
     from koogcli.services import completion
 
-    return completion.checkpoints(_app_ctx(ctx), incomplete)
+    session = ctx.params.get("session")  # -s given before the id: that session's only
+    return completion.checkpoints(
+        _app_ctx(ctx), incomplete, session if isinstance(session, str) else None
+    )
 
 
 def complete_strategies(incomplete: str) -> list[str]:

@@ -23,14 +23,16 @@ def sessions(ctx: AppContext, incomplete: str) -> list[str]:
     return _safe(ctx.history.names, incomplete)
 
 
-def checkpoints(ctx: AppContext, incomplete: str) -> list[str]:
+def checkpoints(ctx: AppContext, incomplete: str, session: str | None = None) -> list[str]:
+    """Restore-point ids: of `session` when the command line names one, else of all."""
     from koogcli.core.names import SessionName
 
     def ids() -> list[str]:
+        names = [session] if session else ctx.checkpoints.sessions()
         return [
             c.id
-            for name in ctx.checkpoints.sessions()
-            for c in ctx.checkpoints.headers(SessionName(name))
+            for name in names
+            for c in ctx.checkpoints.headers(SessionName.parse(name))
             if c.kind == "restore"
         ]
 

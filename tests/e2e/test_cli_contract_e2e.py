@@ -101,3 +101,34 @@ def test_completion_offers_existing_session_names(run_koog: Run, koog_env: dict[
         text=True,
     )
     assert "_KOOG_COMPLETE=complete_bash" in shown.stdout
+
+
+def test_checkpoint_id_completion_offers_the_named_sessions_only(
+    run_koog: Run, koog_env: dict[str, str]
+) -> None:
+    """`koog checkpoint show -s NAME <TAB>`: that session's restore points, not every
+    session's (issue 46, smaller items)."""
+    for name in ("one", "two"):
+        run_koog("chat", "-s", name, "hi")
+        run_koog("chat", "-s", name, "again")
+
+    def offered(words: str) -> list[str]:
+        env = {
+            **koog_env,
+            "_KOOG_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(
+                len(words.split()) if words.endswith(" ") else len(words.split()) - 1
+            ),
+        }
+        done = subprocess.run([KOOG_BIN], env=env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    def ids(name: str) -> set[str]:
+        listed = json.loads(run_koog("checkpoint", "list", "-s", name, "--json").stdout)
+        return {c["id"] for c in listed if c["kind"] == "restore"}
+
+    mine = set(offered("koog checkpoint show -s one "))
+    assert mine == ids("one") and not mine & ids("two")
+    assert set(offered("koog checkpoint show ")) == ids("one") | ids("two")
