@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -615,3 +616,38 @@ def test_a_turn_that_calls_no_mcp_tool_starts_no_server(
     Path(env["KOOG_CONFIG"]).write_text(entry + 'enabled_tools = ["get_current_time"]\n')
     assert run_koog("chat", "-s", "lazy", "hi", env=env).returncode == 0
     assert started() == 3  # another configuration: listed again
+
+
+def test_a_process_an_mcp_server_set_apart_with_setsid_dies_with_a_killed_koog(
+    server: FakeOpenAIServer, tmp_path: Path, koog_env: dict[str, str]
+) -> None:
+    """A server that starts a helper in a session of its own (`setsid`: out of its process
+    group): koog killed with SIGKILL mid-turn, the helper goes too (issue 45)."""
+    marker = f"koog-setsid-{uuid.uuid4().hex[:8]}"
+    time_server = Path(sys.executable).parent / "mcp-server-time"
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(
+        f"#!/bin/sh\nsetsid {sys.executable} -c 'import time; time.sleep(300)' {marker} "
+        "< /dev/null > /dev/null 2>&1 &\n"
+        f'exec "{time_server}" "$@"\n'
+    )
+    launcher.chmod(0o755)
+    env = {
+        **koog_env,
+        **configured(tmp_path, f'[[mcp.servers]]\nname = "time"\ncommand = "{launcher}"\n'),
+    }
+    call = {"id": "s1", "name": "time__get_current_time", "arguments": {"timezone": "UTC"}}
+    server.enqueue({"tool_calls": [call]}, {"delay": 30, "content": "never seen"})
+    koog = subprocess.Popen(
+        [KOOG_BIN, "chat", "-s", "setsid", "what time", "--yes"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while len(server.chat_requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the tool ran; koog waits on the model's second answer
+    assert leftovers(marker)
+    koog.send_signal(signal.SIGKILL)
+    koog.wait(10)
+    assert gone(marker) == []

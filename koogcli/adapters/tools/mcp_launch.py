@@ -5,8 +5,11 @@ killing the process koog started is not enough, and a koog killed by SIGKILL can
 anything. Each server is therefore started through a tiny keeper (`python -c KEEPER`):
 the keeper asks Linux for SIGTERM when koog dies (the parent-death signal), starts the
 server in a process group of its own, and on SIGTERM (koog gone, or koog closing the
-server) kills that whole group. The server's stdin and stdout are the keeper's, so the
-MCP SDK talks to the server directly; the keeper only waits.
+server) kills that whole group and every process descended from it. A descendant that
+left the group (`setsid`, a daemon's double fork) is still found: the keeper is a child
+subreaper, so such a process, once its parent is gone, becomes the keeper's child. The
+server's stdin and stdout are the keeper's, so the MCP SDK talks to the server directly;
+the keeper only waits.
 """
 
 from __future__ import annotations
@@ -18,14 +21,40 @@ KEEPER = """
 import ctypes, os, signal, sys
 parent, argv = int(sys.argv[1]), sys.argv[2:]
 child = 0
-def stop(*_):
+def descendants():
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for pid in kids.get(todo.pop(), []):
+            found.append(pid); todo.append(pid)
+    return found
+def kill_all():
     if child:
         try: os.killpg(child, signal.SIGKILL)
         except OSError: pass
+    for _ in range(3):
+        left = descendants()
+        if not left: break
+        for pid in left:
+            try: os.kill(pid, signal.SIGKILL)
+            except OSError: pass
+def stop(*_):
+    kill_all()
     os._exit(143)
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-try: ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+try:
+    libc = ctypes.CDLL(None)
+    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
+    libc.prctl(36, 1, 0, 0, 0)
 except (OSError, AttributeError): pass
 if os.getppid() != parent: os._exit(1)
 child = os.fork()
@@ -37,8 +66,7 @@ if child == 0:
 try: os.setpgid(child, child)
 except OSError: pass
 _, status = os.waitpid(child, 0)
-try: os.killpg(child, signal.SIGKILL)
-except OSError: pass
+kill_all()
 os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 """
 
