@@ -63,3 +63,53 @@ def test_deep_json_in_a_clients_tool_call_and_result_leaves_the_session_usable(
     assert again.returncode == 0, again.stderr
     shown = json.loads(run_koog("history", "show", "-s", "deep", "--json").stdout)
     assert [m["content"] for m in shown if m["role"] == "user"][-1] == "and now?"
+
+
+DEEP_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("deep")
+
+
+@app.tool()
+def deep() -> str:
+    """Answer with JSON nested 3,000 levels deep."""
+    return "[" * 3000 + "]" * 3000
+
+
+app.run()
+'''
+
+
+def test_deep_json_in_an_mcp_tool_result_leaves_the_session_usable(
+    server: FakeOpenAIServer, run_koog: Run, tmp_path: Path
+) -> None:
+    """The same for an MCP server's result: the turn, export, rollback and the next turn
+    exit 0."""
+    import sys
+
+    script = tmp_path / "deep_server.py"
+    script.write_text(DEEP_SERVER)
+    config = tmp_path / "deep.toml"
+    config.write_text(
+        f'[[mcp.servers]]\nname = "deep"\ncommand = "{sys.executable}"\nargs = ["{script}"]\n'
+        "trusted = true\n"
+    )
+    env = {"KOOG_CONFIG": str(config)}
+    server.enqueue(
+        {"tool_calls": [{"id": "d1", "name": "deep__deep", "arguments": "{}"}]},
+        {"content": "that was deep"},
+    )
+    turn = run_koog("chat", "-s", "mcpdeep", "go deep", "--yes", env=env, timeout=60)
+    assert turn.returncode == 0 and turn.stdout == "that was deep\n", turn.stderr
+    shown = json.loads(run_koog("history", "show", "-s", "mcpdeep", "--json", env=env).stdout)
+    assert any(m["role"] == "tool" and m["content"].startswith("[[[") for m in shown)
+    page = tmp_path / "deep.html"
+    exported = run_koog(
+        "history", "export", "-s", "mcpdeep", "--format", "html", "-o", str(page), env=env
+    )
+    assert exported.returncode == 0, exported.stderr
+    back = run_koog("rollback", "-s", "mcpdeep", "--latest", "--yes", "--force", env=env)
+    assert back.returncode == 0 and "Traceback" not in back.stderr, back.stderr
+    again = run_koog("chat", "-s", "mcpdeep", "still here?", env=env)
+    assert again.returncode == 0 and again.stdout == "echo: still here?\n", again.stderr
