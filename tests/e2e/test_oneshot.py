@@ -325,3 +325,22 @@ def test_a_one_line_json_lines_file_imports(run_koog: Run, tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     shown = json.loads(run_koog("history", "show", "-s", "single", "--json").stdout)
     assert [m["content"] for m in shown if m["role"] != "system"] == ["just one message"]
+
+
+def test_a_streamed_one_shot_turn_does_not_import_the_openai_sdk(
+    koog_env: dict[str, str],
+) -> None:
+    """The SDK's import is 0.3 s of a one-shot turn: a streamed turn goes without it
+    (adapters/model/lean_stream.py), and still answers, stores and reports usage."""
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(KOOG_BIN), "python"), "-X", "importtime", "-m", "koogcli",
+         "chat", "-s", "lean", "hi", "-u"],
+        capture_output=True,
+        text=True,
+        env=koog_env,
+        timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout == "echo: hi\n", result.stderr[-500:]
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
+    assert "openai" not in imported
+    assert "tokens" in result.stderr  # -u: the usage the stream reported

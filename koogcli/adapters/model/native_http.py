@@ -31,6 +31,9 @@ class HttpFailure(Exception):
     message: str
     retry_after: str | None = None
 
+    def __str__(self) -> str:
+        return self.message
+
 
 class NativeHttp:
     """POSTs to one upstream: `base_url` + path, with the protocol's headers."""

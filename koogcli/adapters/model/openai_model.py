@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koogcli.adapters.model.cache_figures import chat_usage
+from koogcli.adapters.model.native_http import HttpFailure
 from koogcli.adapters.model.refusals import FORMAT_WORDS, error_detail, refusal
 from koogcli.core import content_parts
 from koogcli.core.errors import (
@@ -88,22 +89,32 @@ class OpenAIChatModel:
     def __init__(
         self, endpoint: Endpoint, options: RequestOptions | None = None, forward: bool = False
     ) -> None:
-        import openai
-
         self.endpoint = endpoint
         self.options = options or RequestOptions()
         # `koog serve`: streamed requests go out as bytes over the SDK's connection pool and
         # come back as plain JSON chunks (forwarding.py), not through the SDK's models.
+        # `koog chat`: streamed requests go out without the SDK at all (lean_stream.py).
         self.forward = forward
         self._forwarder: Any = None
+        self._lean: Any = None
+        self._sdk: Any = None
         # Set once the server rejected `stream_options`; one model serves a whole process.
         self.stream_options = True
-        self._client = openai.OpenAI(
-            base_url=endpoint.base_url,
-            api_key=endpoint.api_key,
-            timeout=endpoint.timeout,
-            max_retries=endpoint.max_retries,
-        )
+
+    @property
+    def _client(self) -> Any:
+        """The SDK's client, made (and the SDK imported) when first needed."""
+        if self._sdk is None:
+            import openai
+
+            endpoint = self.endpoint
+            self._sdk = openai.OpenAI(
+                base_url=endpoint.base_url,
+                api_key=endpoint.api_key,
+                timeout=endpoint.timeout,
+                max_retries=endpoint.max_retries,
+            )
+        return self._sdk
 
     def complete(
         self,
@@ -161,15 +172,14 @@ class OpenAIChatModel:
     def _open_stream(self, kwargs: dict[str, Any]) -> Any:
         """Ask for a usage chunk; a server that rejects `stream_options` is asked once more
         without it, and never again in this process."""
-        import openai
-
         if not self.stream_options:
             return self._post_stream(kwargs, False)
         try:
             return self._post_stream(kwargs, True)
-        except openai.APIStatusError as exc:
-            said = f"{exc.message} {error_detail(exc)}"
-            if exc.status_code not in (400, 422) or "stream_options" not in said:
+        except Exception as exc:  # the SDK's status error, or lean_stream's HttpFailure
+            status = getattr(exc, "status_code", None)
+            said = f"{getattr(exc, 'message', '')} {error_detail(exc)}"
+            if status not in (400, 422) or "stream_options" not in said:
                 raise
             stream = self._post_stream(kwargs, False)
             self.stream_options = False
@@ -178,7 +188,14 @@ class OpenAIChatModel:
     def _post_stream(self, kwargs: dict[str, Any], usage: bool) -> Any:
         asked: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
         if not self.forward:
-            return self._client.chat.completions.create(**kwargs, stream=True, **asked)
+            if self._lean is None:
+                from koogcli.adapters.model.lean_stream import LeanPoster
+
+                e = self.endpoint
+                self._lean = LeanPoster(e.base_url, e.api_key, e.timeout, e.max_retries)
+            body = {k: v for k, v in kwargs.items() if k != "extra_body"}
+            body.update(kwargs["extra_body"], stream=True, **asked)
+            return self._lean.open(body)
         if self._forwarder is None:
             from koogcli.adapters.model.forwarding import Forwarder
 
@@ -286,48 +303,33 @@ class OpenAIChatModel:
             response = getattr(exc, "response", None)
             headers = getattr(response, "headers", None)
             wait = headers.get("retry-after") if headers is not None else None
+            if isinstance(exc, HttpFailure):
+                wait = exc.retry_after
             error.retry_after = wait if isinstance(wait, str) and wait.strip() else None
         return error
 
     def _explained(self, exc: Exception, model: str) -> ModelError:
-        import openai
-
         url = self.endpoint.shown_url
         n = self.endpoint.max_retries
         retries = f" after {n} retries" if n else ""
-        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        if isinstance(exc, HttpFailure):  # a streamed request of `koog chat`, SDK-less
+            return self._status_explained(exc, exc.status_code, model, retries)
+        lean = self._lean.http.httpx if self._lean is not None else None
+        if lean is not None and isinstance(exc, lean.TimeoutException):
             return ModelError(
-                f"{url} rejected the API key (HTTP {exc.status_code})",
-                hint=f"check the key in {self.endpoint.api_key_env} (config llm.api_key_env)",
+                f"{url} did not answer within {self.endpoint.timeout:g}s{retries}",
+                hint="raise llm.timeout_seconds or check the server",
             )
-        if isinstance(exc, openai.NotFoundError):
+        if lean is not None and isinstance(exc, lean.HTTPError):
             return ModelError(
-                f"model {model!r} not found at {url} (HTTP 404)",
-                hint="check llm.model / --model / KOOG_MODEL, and the base URL",
+                f"cannot connect to {url}",
+                hint="check that the server is running and that llm.base_url (or OPENAI_BASE_URL) "
+                "points at it",
             )
-        if isinstance(exc, openai.RateLimitError):
-            return ModelError(
-                f"{url} is rate limiting requests (HTTP 429){retries}",
-                hint="wait and retry, or raise llm.max_retries",
-            )
-        if isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 413, 422):
-            refused = refusal(exc, model, url)
-            if refused is not None:
-                return refused
-        if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
-            # llama.cpp's validation errors are 500s: one naming response_format is a
-            # refusal of it all the same, so the fallback (json_object, plain) runs.
-            said = f"{exc.message} {error_detail(exc)}"
-            if FORMAT_WORDS.search(said):
-                return ResponseFormatError(
-                    f"{url} does not take this response_format (HTTP {exc.status_code}"
-                    f"{error_detail(exc)})"
-                )
+        import openai
+
         if isinstance(exc, openai.APIStatusError):
-            detail = error_detail(exc)
-            # The client retries only these statuses; others are not called retried.
-            retried = retries if exc.status_code in (408, 409) or exc.status_code >= 500 else ""
-            return ModelError(f"{url} answered HTTP {exc.status_code}{detail}{retried}")
+            return self._status_explained(exc, exc.status_code, model, retries)
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(
                 f"{url} did not answer within {self.endpoint.timeout:g}s{retries}",
@@ -343,6 +345,41 @@ class OpenAIChatModel:
             return ModelError(f"{url}: {type(exc).__name__}: {self.endpoint.scrub(str(exc))}")
         raise exc
 
+    def _status_explained(self, exc: Any, status: int, model: str, retries: str) -> ModelError:
+        """An error answer of the endpoint, whichever client read it."""
+        url = self.endpoint.shown_url
+        if status in (401, 403):
+            return ModelError(
+                f"{url} rejected the API key (HTTP {status})",
+                hint=f"check the key in {self.endpoint.api_key_env} (config llm.api_key_env)",
+            )
+        if status == 404:
+            return ModelError(
+                f"model {model!r} not found at {url} (HTTP 404)",
+                hint="check llm.model / --model / KOOG_MODEL, and the base URL",
+            )
+        if status == 429:
+            return ModelError(
+                f"{url} is rate limiting requests (HTTP 429){retries}",
+                hint="wait and retry, or raise llm.max_retries",
+            )
+        if status in (400, 413, 422):
+            refused = refusal(exc, model, url)
+            if refused is not None:
+                return refused
+        if status >= 500:
+            # llama.cpp's validation errors are 500s: one naming response_format is a
+            # refusal of it all the same, so the fallback (json_object, plain) runs.
+            said = f"{exc.message} {error_detail(exc)}"
+            if FORMAT_WORDS.search(said):
+                return ResponseFormatError(
+                    f"{url} does not take this response_format (HTTP {status}{error_detail(exc)})"
+                )
+        detail = error_detail(exc)
+        # The client retries only these statuses; others are not called retried.
+        retried = retries if status in (408, 409) or status >= 500 else ""
+        return ModelError(f"{url} answered HTTP {status}{detail}{retried}")
+
 
 def _guarded(stream: Any, endpoint: Endpoint) -> Any:
     """Iterate a stream; a failure after the answer began is a broken reply, not a refusal."""
@@ -353,9 +390,11 @@ def _guarded(stream: Any, endpoint: Endpoint) -> Any:
         except StopIteration:
             return
         except Exception as exc:
-            import openai
-
-            if isinstance(exc, openai.APIStatusError):
+            if isinstance(getattr(exc, "status_code", None), int) and not isinstance(
+                exc, HttpFailure
+            ):
+                raise  # the SDK's status error: read by the caller
+            if isinstance(exc, HttpFailure) and exc.status_code != 200:
                 raise
             raise ModelError(
                 f"the connection to {endpoint.shown_url} broke during the reply: "
