@@ -15,7 +15,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # The SDK honours a server's Retry-After up to this long, and backs off 0.5 s doubling to 8.
@@ -41,10 +41,14 @@ class Fields:
 
 class ForwardedStream:
     """The upstream's streamed answer: `response` (its status and headers), iterated as
-    chunks, closed on leaving `with`."""
+    chunks, closed on leaving `with`. An error event raises `failure(error, message)`, by
+    default the SDK's APIError."""
 
-    def __init__(self, response: Any) -> None:
+    def __init__(
+        self, response: Any, failure: Callable[[object, str], Exception] | None = None
+    ) -> None:
         self.response = response
+        self.failure = failure
 
     def __enter__(self) -> ForwardedStream:
         return self
@@ -53,22 +57,21 @@ class ForwardedStream:
         self.response.close()
 
     def __iter__(self) -> Iterator[Fields]:
-        import openai
-
         for data in _events(self.response.iter_lines()):
             if data.startswith("[DONE]"):
                 return
             chunk = json.loads(data)
             if isinstance(chunk, dict) and chunk.get("error"):
                 error = chunk["error"]
-                message = error.get("message") if isinstance(error, dict) else None
-                raise openai.APIError(
-                    message
-                    if isinstance(message, str) and message
-                    else "An error occurred during streaming",
-                    request=self.response.request,
-                    body=error,
+                said = error.get("message") if isinstance(error, dict) else None
+                message = (
+                    said if isinstance(said, str) and said else "An error occurred during streaming"
                 )
+                if self.failure is not None:
+                    raise self.failure(error, message)
+                import openai
+
+                raise openai.APIError(message, request=self.response.request, body=error)
             yield Fields(chunk if isinstance(chunk, dict) else {})
 
 

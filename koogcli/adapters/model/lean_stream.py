@@ -13,42 +13,10 @@ stream with one JSON object) imports it then.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
-from koogcli.adapters.model.forwarding import Fields, _events
+from koogcli.adapters.model.forwarding import ForwardedStream
 from koogcli.adapters.model.native_http import HttpFailure, NativeHttp
-
-
-class LeanStream:
-    """The upstream's streamed answer: `response` (status, headers), iterated as chunks."""
-
-    def __init__(self, response: Any) -> None:
-        self.response = response
-
-    def __enter__(self) -> LeanStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.response.close()
-
-    def __iter__(self) -> Iterator[Fields]:
-        for data in _events(self.response.iter_lines()):
-            if data.startswith("[DONE]"):
-                return
-            chunk = json.loads(data)
-            if isinstance(chunk, dict) and chunk.get("error"):
-                error = chunk["error"]
-                said = error.get("message") if isinstance(error, dict) else None
-                raise HttpFailure(
-                    200,
-                    {"error": error},
-                    said
-                    if isinstance(said, str) and said
-                    else "An error occurred during streaming",
-                )
-            yield Fields(chunk if isinstance(chunk, dict) else {})
 
 
 class LeanPoster:
@@ -58,5 +26,10 @@ class LeanPoster:
         headers = {"authorization": f"Bearer {api_key}", "accept": "text/event-stream"}
         self.http = NativeHttp(base_url, headers, timeout, max_retries)
 
-    def open(self, body: dict[str, Any]) -> LeanStream:
-        return LeanStream(self.http.post("/chat/completions", body))
+    def open(self, body: dict[str, Any]) -> ForwardedStream:
+        """The streamed answer; an error event mid-stream is an HttpFailure."""
+        return ForwardedStream(self.http.post("/chat/completions", body), _failure)
+
+
+def _failure(error: object, message: str) -> Exception:
+    return HttpFailure(200, {"error": error}, message)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from koogcli.adapters.model.forwarding import _LONGEST_RETRY_AFTER, _backoff
-from koogcli.adapters.model.refusals import error_detail, refusal
+from koogcli.adapters.model.refusals import status_error
 from koogcli.core.errors import ModelError
 
 _RETRIED = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -154,7 +154,7 @@ def explained(exc: Exception, http: NativeHttp, url: str, model: str, key_env: s
     words kept for serve (error.upstream, error.status)."""
     retries = f" after {http.max_retries} retries" if http.max_retries else ""
     if isinstance(exc, HttpFailure):
-        error = _status_error(exc, url, model, key_env, retries)
+        error = status_error(exc, exc.status_code, url, model, key_env, retries)
         error.status = exc.status_code
         err = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
         if isinstance(err, dict) and isinstance(err.get("message"), str):
@@ -176,29 +176,14 @@ def explained(exc: Exception, http: NativeHttp, url: str, model: str, key_env: s
     raise exc
 
 
-def _status_error(exc: HttpFailure, url: str, model: str, key_env: str, retries: str) -> ModelError:
-    status = exc.status_code
-    if status in (401, 403):
-        return ModelError(
-            f"{url} rejected the API key (HTTP {status})",
-            hint=f"check the key in {key_env} (config llm.api_key_env)",
-        )
-    if status == 404:
-        return ModelError(
-            f"model {model!r} not found at {url} (HTTP 404{error_detail(exc)})",
-            hint="check llm.model / --model / KOOG_MODEL, llm.wire_api and the base URL",
-        )
-    if status == 429:
-        return ModelError(
-            f"{url} is rate limiting requests (HTTP 429){retries}",
-            hint="wait and retry, or raise llm.max_retries",
-        )
-    if status in (400, 413, 422):
-        refused = refusal(exc, model, url)
-        if refused is not None:
-            return refused
-    retried = retries if status in _RETRIED else ""
-    return ModelError(f"{url} answered HTTP {status}{error_detail(exc)}{retried}")
+def listed_models(http: NativeHttp, url: str, key_env: str) -> list[str]:
+    """The upstream's models (`GET /models`, `data[].id`), sorted."""
+    try:
+        found = http.get("/models")
+    except Exception as exc:
+        raise explained(exc, http, url, "", key_env) from exc
+    data = found.get("data") if isinstance(found, Mapping) else None
+    return sorted(str(m.get("id")) for m in data or [] if isinstance(m, Mapping))
 
 
 def broken(url: str, exc: BaseException) -> ModelError:

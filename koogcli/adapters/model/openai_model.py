@@ -16,12 +16,11 @@ from typing import Any
 
 from koogcli.adapters.model.cache_figures import chat_usage
 from koogcli.adapters.model.native_http import HttpFailure
-from koogcli.adapters.model.refusals import FORMAT_WORDS, error_detail, refusal
+from koogcli.adapters.model.refusals import error_detail, status_error
 from koogcli.core import content_parts
 from koogcli.core.errors import (
     EndpointNotConfiguredError,
     ModelError,
-    ResponseFormatError,
 )
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest
@@ -346,39 +345,8 @@ class OpenAIChatModel:
         raise exc
 
     def _status_explained(self, exc: Any, status: int, model: str, retries: str) -> ModelError:
-        """An error answer of the endpoint, whichever client read it."""
-        url = self.endpoint.shown_url
-        if status in (401, 403):
-            return ModelError(
-                f"{url} rejected the API key (HTTP {status})",
-                hint=f"check the key in {self.endpoint.api_key_env} (config llm.api_key_env)",
-            )
-        if status == 404:
-            return ModelError(
-                f"model {model!r} not found at {url} (HTTP 404)",
-                hint="check llm.model / --model / KOOG_MODEL, and the base URL",
-            )
-        if status == 429:
-            return ModelError(
-                f"{url} is rate limiting requests (HTTP 429){retries}",
-                hint="wait and retry, or raise llm.max_retries",
-            )
-        if status in (400, 413, 422):
-            refused = refusal(exc, model, url)
-            if refused is not None:
-                return refused
-        if status >= 500:
-            # llama.cpp's validation errors are 500s: one naming response_format is a
-            # refusal of it all the same, so the fallback (json_object, plain) runs.
-            said = f"{exc.message} {error_detail(exc)}"
-            if FORMAT_WORDS.search(said):
-                return ResponseFormatError(
-                    f"{url} does not take this response_format (HTTP {status}{error_detail(exc)})"
-                )
-        detail = error_detail(exc)
-        # The client retries only these statuses; others are not called retried.
-        retried = retries if status in (408, 409) or status >= 500 else ""
-        return ModelError(f"{url} answered HTTP {status}{detail}{retried}")
+        e = self.endpoint
+        return status_error(exc, status, e.shown_url, model, e.api_key_env, retries)
 
 
 def _guarded(stream: Any, endpoint: Endpoint) -> Any:

@@ -15,6 +15,43 @@ _OVERFLOW = re.compile(
 )
 
 
+def status_error(
+    exc: Any, status: int, url: str, model: str, key_env: str, retries: str
+) -> ModelError:
+    """An endpoint's error answer in words, whichever client read it (the openai SDK,
+    or koog's own HTTP: `exc` has `message` and `body`)."""
+    if status in (401, 403):
+        return ModelError(
+            f"{url} rejected the API key (HTTP {status})",
+            hint=f"check the key in {key_env} (config llm.api_key_env)",
+        )
+    if status == 404:
+        return ModelError(
+            f"model {model!r} not found at {url} (HTTP 404)",
+            hint="check llm.model / --model / KOOG_MODEL, and the base URL",
+        )
+    if status == 429:
+        return ModelError(
+            f"{url} is rate limiting requests (HTTP 429){retries}",
+            hint="wait and retry, or raise llm.max_retries",
+        )
+    if status in (400, 413, 422):
+        refused = refusal(exc, model, url)
+        if refused is not None:
+            return refused
+    if status >= 500:
+        # llama.cpp's validation errors are 500s: one naming response_format is a
+        # refusal of it all the same, so the fallback (json_object, plain) runs.
+        said = f"{exc.message} {error_detail(exc)}"
+        if FORMAT_WORDS.search(said):
+            return ResponseFormatError(
+                f"{url} does not take this response_format (HTTP {status}{error_detail(exc)})"
+            )
+    # Clients retry only these statuses; others are not called retried.
+    retried = retries if status in (408, 409) or status >= 500 else ""
+    return ModelError(f"{url} answered HTTP {status}{error_detail(exc)}{retried}")
+
+
 def refusal(exc: Any, model: str, url: str) -> ModelError | None:
     """A 4xx that means "too long for this model" or "no such response_format"."""
     body = getattr(exc, "body", None)

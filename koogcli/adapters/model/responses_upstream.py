@@ -19,7 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
-from koogcli.adapters.model.native_http import NativeHttp, broken, explained, relayed
+from koogcli.adapters.model.native_http import (
+    NativeHttp,
+    broken,
+    explained,
+    listed_models,
+    relayed,
+)
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError
@@ -180,14 +186,7 @@ class ResponsesChatModel:
         return reader.completion()
 
     def list_models(self) -> list[str]:
-        try:
-            found = self.http.get("/models")
-        except Exception as exc:
-            raise explained(
-                exc, self.http, self.endpoint.shown_url, "", self.endpoint.api_key_env
-            ) from exc
-        data = found.get("data") if isinstance(found, Mapping) else None
-        return sorted(str(m.get("id")) for m in data or [] if isinstance(m, Mapping))
+        return listed_models(self.http, self.endpoint.shown_url, self.endpoint.api_key_env)
 
 
 class _Reader:
