@@ -19,16 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
 from typing import Any
 
-from koogcli.adapters.model.native_http import (
-    NativeHttp,
-    broken,
-    explained,
-    listed_models,
-    relayed,
-)
+from koogcli.adapters.model.native_http import NativeHttp, exchange, explained, listed_models
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError, ResponseFormatError
@@ -290,29 +283,18 @@ class MessagesChatModel:
             body, prefix = request_body(request, self.options)
             headers, sink = {}, None
         url = self.endpoint.shown_url
-        try:
-            response = self.http.post("/messages", body, headers)
-        except Exception as exc:
-            raise explained(exc, self.http, url, request.model, self.endpoint.api_key_env) from exc
         reader = _Reply(prefix)
-        try:
-            with closing(response):
-                if not body.get("stream") or "json" in response.headers.get("content-type", ""):
-                    raw = response.read().decode()
-                    if sink is not None:
-                        sink(raw)
-                    reader.whole(json.loads(raw), on_delta, on_reasoning)
-                else:
-                    for text, event in relayed(response):
-                        if sink is not None:
-                            sink(text)
-                        reader.event(event, on_delta, on_reasoning)
-        except ModelError:
-            raise
-        except Exception as exc:
-            if isinstance(exc, (self.http.httpx.HTTPError, ValueError)):
-                raise broken(url, exc) from exc
-            raise
+        exchange(
+            self.http,
+            url,
+            "/messages",
+            body,
+            headers,
+            sink,
+            lambda exc: explained(exc, self.http, url, request.model, self.endpoint.api_key_env),
+            lambda message: reader.whole(message, on_delta, on_reasoning),
+            lambda event: reader.event(event, on_delta, on_reasoning),
+        )
         return reader.completion(url)
 
     def list_models(self) -> list[str]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,6 +175,45 @@ def explained(exc: Exception, http: NativeHttp, url: str, model: str, key_env: s
     if isinstance(exc, ValueError):
         return ModelError(f"{url} sent a reply koog cannot read: {exc}")
     raise exc
+
+
+def exchange(
+    http: NativeHttp,
+    url: str,
+    path: str,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    sink: Callable[[str], None] | None,
+    failure: Callable[[Exception], ModelError],
+    whole: Callable[[Any], None],
+    event: Callable[[dict[str, Any]], None],
+) -> None:
+    """One request of a native upstream: its answer read as one JSON object (`whole`) or
+    as events (`event`), each passed to `sink` as the upstream wrote it (a passed-through
+    request's client reads them); a refusal is `failure(exc)`, a reply broken off midway
+    a ModelError that says so (`url`: the endpoint as it may be shown)."""
+    try:
+        response = http.post(path, body, headers)
+    except Exception as exc:
+        raise failure(exc) from exc
+    try:
+        with closing(response):
+            if not body.get("stream") or "json" in response.headers.get("content-type", ""):
+                raw = response.read().decode()
+                if sink is not None:
+                    sink(raw)
+                whole(json.loads(raw))
+                return
+            for text, parsed in relayed(response):
+                if sink is not None:
+                    sink(text)
+                event(parsed)
+    except ModelError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, (http.httpx.HTTPError, ValueError)):
+            raise broken(url, exc) from exc
+        raise
 
 
 def listed_models(http: NativeHttp, url: str, key_env: str) -> list[str]:

@@ -16,16 +16,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
 from typing import Any
 
-from koogcli.adapters.model.native_http import (
-    NativeHttp,
-    broken,
-    explained,
-    listed_models,
-    relayed,
-)
+from koogcli.adapters.model.native_http import NativeHttp, exchange, explained, listed_models
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError
@@ -160,29 +153,22 @@ class ResponsesChatModel:
         else:
             body, headers = request_body(request, self.options), {}
         url = self.endpoint.shown_url
-        try:
-            response = self.http.post("/responses", body, headers)
-        except Exception as exc:
-            raise explained(exc, self.http, url, request.model, self.endpoint.api_key_env) from exc
         reader = _Reader(url, on_delta, on_reasoning)
-        try:
-            with closing(response):
-                if not body.get("stream") or "json" in response.headers.get("content-type", ""):
-                    raw = response.read().decode()
-                    if sink is not None:
-                        sink(raw)
-                    reader.finished = json.loads(raw)
-                else:
-                    for text, event in relayed(response):
-                        if sink is not None:
-                            sink(text)
-                        reader.event(event)
-        except ModelError:
-            raise
-        except Exception as exc:
-            if isinstance(exc, (self.http.httpx.HTTPError, ValueError)):
-                raise broken(url, exc) from exc
-            raise
+
+        def whole(answer: Any) -> None:
+            reader.finished = answer
+
+        exchange(
+            self.http,
+            url,
+            "/responses",
+            body,
+            headers,
+            sink,
+            lambda exc: explained(exc, self.http, url, request.model, self.endpoint.api_key_env),
+            whole,
+            reader.event,
+        )
         return reader.completion()
 
     def list_models(self) -> list[str]:
