@@ -170,6 +170,15 @@ AGENTS = {
 }
 
 
+def _started(env: dict[str, str], tmp_path: Path) -> tuple[KoogServe, Path, Path]:
+    """A koog serve for the agent (its log in serve.log), the agent's home and work folder."""
+    served = KoogServe(env, log=tmp_path / "serve.log").start()
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    return served, home, work
+
+
 def _run(agent: Agent, command: list[str], home: Path, work: Path, url: str) -> str:
     env = {
         "PATH": os.environ["PATH"],
@@ -214,10 +223,7 @@ def test_a_coding_agents_conversation_is_one_koog_session_with_memory(
 ) -> None:
     agent: Agent = AGENTS[which]()  # type: ignore[operator]
     env = {**koog_env, "KOOG_CONFIG": str(_config(tmp_path))}
-    served = KoogServe(env, log=tmp_path / "serve.log").start()
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    served, home, work = _started(env, tmp_path)
     try:
         with relaying(served.url) as (url, seen):
             agent.setup(home, url)  # type: ignore[attr-defined]
@@ -290,10 +296,7 @@ def test_an_agent_on_its_own_providers_protocol_passes_through_to_one_session(
         '[long_term_memory.retrieval]\nenabled = true\nmode = "fulltext"\n'
     )
     env = {**koog_env, "KOOG_CONFIG": str(config), "ANTHROPIC_API_KEY": "sk-up", "KOOG_MODEL": ""}
-    served = KoogServe(env, log=tmp_path / "serve.log").start()
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    served, home, work = _started(env, tmp_path)
     try:
         agent.setup(home, served.url)  # type: ignore[attr-defined]
         _run(agent, agent.first(agents, home, served.url), home, work, served.url)
@@ -338,10 +341,7 @@ def test_claude_code_compacting_stays_one_session(
     compaction of the same session; four turns, one session (issue 44, acceptance 3)."""
     agent = ClaudeCode()
     server.responder = lambda body: {"content": "Done. " + "noted " * 40}
-    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    served, home, work = _started(koog_env, tmp_path)
     compacting = {
         "CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000",
         "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "20",
@@ -389,10 +389,7 @@ def test_codex_compacting_stays_one_session_with_each_prompt_once(
 
     server.responder = answer
     agent = Codex()
-    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    served, home, work = _started(koog_env, tmp_path)
     try:
         agent.setup(home, served.url)
         config = home / "codex" / "config.toml"
@@ -433,10 +430,7 @@ def test_opencode_compacting_stays_one_session(
     44, acceptance 4)."""
     server.responder = lambda body: {"content": "Done. " + "noted " * 60}
     agent = Opencode("@ai-sdk/openai-compatible")
-    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    served, home, work = _started(koog_env, tmp_path)
     try:
         agent.setup(home, served.url)
         config = home / ".config" / "opencode" / "opencode.json"
@@ -506,10 +500,7 @@ def test_claude_codes_read_then_edit_turn_and_the_next_stay_one_session(
     """A turn with two tool calls, Read then Edit, and the turn after it: one session,
     the file edited (issue 44, acceptance 3)."""
     agent = ClaudeCode()
-    served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    served, home, work = _started(koog_env, tmp_path)
     notes = work / "notes.txt"
     notes.write_text("the ferry leaves at nine\n")
     read = {"file_path": str(notes)}
