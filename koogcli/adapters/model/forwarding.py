@@ -30,6 +30,11 @@ class Fields:
     def __init__(self, data: dict[str, Any]) -> None:
         self._data = data
 
+    @property
+    def data(self) -> dict[str, Any]:
+        """The object as it was read."""
+        return self._data
+
     def __getattr__(self, name: str) -> Any:
         value = self._data.get(name)
         if isinstance(value, dict):

@@ -10,11 +10,13 @@ naming what to check; request headers (the key) are never logged or shown.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from koogcli.adapters.model.cache_figures import chat_usage
+from koogcli.adapters.model.forwarding import Fields
 from koogcli.adapters.model.native_http import HttpFailure
 from koogcli.adapters.model.refusals import error_detail, status_error
 from koogcli.core import content_parts
@@ -97,23 +99,27 @@ class OpenAIChatModel:
         self._forwarder: Any = None
         self._lean: Any = None
         self._sdk: Any = None
+        # serve's worker threads share one model: the client is made once (a second one
+        # made beside it would be collected, closing its pool under a reply in flight).
+        self._made = threading.RLock()
         # Set once the server rejected `stream_options`; one model serves a whole process.
         self.stream_options = True
 
     @property
     def _client(self) -> Any:
         """The SDK's client, made (and the SDK imported) when first needed."""
-        if self._sdk is None:
-            import openai
+        with self._made:
+            if self._sdk is None:
+                import openai
 
-            endpoint = self.endpoint
-            self._sdk = openai.OpenAI(
-                base_url=endpoint.base_url,
-                api_key=endpoint.api_key,
-                timeout=endpoint.timeout,
-                max_retries=endpoint.max_retries,
-            )
-        return self._sdk
+                endpoint = self.endpoint
+                self._sdk = openai.OpenAI(
+                    base_url=endpoint.base_url,
+                    api_key=endpoint.api_key,
+                    timeout=endpoint.timeout,
+                    max_retries=endpoint.max_retries,
+                )
+            return self._sdk
 
     def complete(
         self,
@@ -187,18 +193,20 @@ class OpenAIChatModel:
     def _post_stream(self, kwargs: dict[str, Any], usage: bool) -> Any:
         asked: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
         if not self.forward:
-            if self._lean is None:
-                from koogcli.adapters.model.lean_stream import LeanPoster
+            with self._made:
+                if self._lean is None:
+                    from koogcli.adapters.model.lean_stream import LeanPoster
 
-                e = self.endpoint
-                self._lean = LeanPoster(e.base_url, e.api_key, e.timeout, e.max_retries)
+                    e = self.endpoint
+                    self._lean = LeanPoster(e.base_url, e.api_key, e.timeout, e.max_retries)
             body = {k: v for k, v in kwargs.items() if k != "extra_body"}
             body.update(kwargs["extra_body"], stream=True, **asked)
             return self._lean.open(body)
-        if self._forwarder is None:
-            from koogcli.adapters.model.forwarding import Forwarder
+        with self._made:
+            if self._forwarder is None:
+                from koogcli.adapters.model.forwarding import Forwarder
 
-            self._forwarder = Forwarder(self._client)
+                self._forwarder = Forwarder(self._client)
         # The body the SDK would send: the typed fields, `extra_body` merged over them.
         body = {k: v for k, v in kwargs.items() if k != "extra_body"}
         body.update(kwargs["extra_body"], stream=True, **asked)
@@ -418,6 +426,8 @@ def _arguments(value: object, empty: str = "{}") -> str:
         return value or empty
     if value is None:
         return empty
+    if isinstance(value, Fields):  # an object read from a chunk's JSON, not the SDK's
+        value = value.data
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
