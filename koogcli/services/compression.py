@@ -277,9 +277,11 @@ def compress_prompt(
     preserve_memory: bool,
     progress: Progress | None = None,
     model: str | None = None,
+    must_shrink: bool = True,
 ) -> Compressed:
     """Run `strategy` over `prompt`; a strategy whose one summary request would not fit
-    the summarising model's context is run in chunks that do."""
+    the summarising model's context is run in chunks that do. `must_shrink=False`: a
+    summary no shorter than what it replaces is kept (an agent asked for it)."""
     summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, progress, model)
     planned = fitted(strategy, prompt, context_limit(ctx, summarizer.model))
     memory = core.memory_messages(prompt, preserve_memory)
@@ -294,7 +296,8 @@ def compress_prompt(
         out = planned.compress(list(prompt), memory, summarizer)
     strategy = planned
     if out is not None:
-        _shrinks(prompt, out, strategy.name)
+        if must_shrink:
+            _shrinks(prompt, out, strategy.name)
         out = carry(prompt, out)  # the session stays calibrated once its answers are gone
         before = {m.id for m in prompt}
         out = [  # which strategy wrote each new summary (`koog why` says so)

@@ -27,22 +27,14 @@ def summarise(ctx: AppContext, conversation: Sequence[Message], model: str | Non
     """The conversation's summary by koog's own compression (the `whole` strategy, in
     chunks when it would not fit). The agent asked for it: a summary longer than a short
     conversation is still its answer (`koog compress` would refuse to store that one)."""
-    from koogcli.core import compression as core
-    from koogcli.services.budget import context_limit
-    from koogcli.services.compression import (
-        ModelSummarizer,
-        StrategyChoice,
-        build_strategy,
-        fitted,
-    )
+    from koogcli.services.compression import StrategyChoice, build_strategy, compress_prompt
 
     said = [m for m in conversation if m.role != "system"]
     if not said:
         raise UsageError("the compaction request holds nothing to summarise")
-    summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, None, model)
     strategy = build_strategy(ctx.settings.compression, StrategyChoice(strategy="whole"))
-    planned = fitted(strategy, said, context_limit(ctx, summarizer.model))
-    out = planned.compress(list(said), core.memory_messages(said, False), summarizer) or said
+    done = compress_prompt(ctx, said, strategy, False, model=model, must_shrink=False)
+    out = done.messages or said
     summaries = [m.text for m in out if m.meta.get("kind") in ("summary", "facts")]
     return "\n\n".join(summaries) if summaries else "\n\n".join(m.text for m in out if m.text)
 

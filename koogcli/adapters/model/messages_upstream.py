@@ -21,13 +21,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from koogcli.adapters.model.cache_figures import messages_usage
 from koogcli.adapters.model.native_http import NativeHttp, exchange, explained, listed_models
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError, ResponseFormatError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest
-from koogcli.core.usage import Usage
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -415,11 +415,7 @@ class _Reply:
             if b.get("type") == "tool_use"
         )
         kept = [b for b in ordered if b.get("type") in ("thinking", "redacted_thinking")]
-        read = self.usage.get("cache_read_input_tokens", 0)
-        written = self.usage.get("cache_creation_input_tokens", 0)
-        prompt = self.usage.get("input_tokens", 0) + read + written
-        output = self.usage.get("output_tokens", 0)
-        usage = Usage(prompt, output, prompt + output, read)
+        usage = messages_usage(self.usage)
         native = native_replay.stored(WIRE, kept, self.prefix) if kept else None
         finish = _FINISH.get(str(self.stop), "stop") if self.stop else "stop"
         return Completion(text, calls, usage, finish, thinking, native)

@@ -366,12 +366,9 @@ def _guarded(stream: Any, endpoint: Endpoint) -> Any:
         except StopIteration:
             return
         except Exception as exc:
-            if isinstance(getattr(exc, "status_code", None), int) and not isinstance(
-                exc, HttpFailure
-            ):
-                raise  # the SDK's status error: read by the caller
-            if isinstance(exc, HttpFailure) and exc.status_code != 200:
-                raise
+            status = getattr(exc, "status_code", None)
+            if isinstance(status, int) and status != 200:
+                raise  # an error answer (not an error event mid-stream): read by the caller
             raise ModelError(
                 f"the connection to {endpoint.shown_url} broke during the reply: "
                 f"{endpoint.scrub(str(exc))}",

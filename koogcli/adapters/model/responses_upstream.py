@@ -18,13 +18,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from koogcli.adapters.model.cache_figures import responses_usage
 from koogcli.adapters.model.native_http import NativeHttp, exchange, explained, listed_models
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest
-from koogcli.core.usage import Usage
 
 WIRE = "responses"
 
@@ -289,18 +289,7 @@ def _completion(
         on_delta(text)
     if not streamed and on_reasoning and thoughts:
         on_reasoning("".join(thoughts))
-    given = response.get("usage")
-    raw: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-    prompt = int(raw.get("input_tokens") or 0)
-    completion_tokens = int(raw.get("output_tokens") or 0)
-    details = raw.get("input_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    usage = Usage(
-        prompt,
-        completion_tokens,
-        prompt + completion_tokens,
-        cached if isinstance(cached, int) else None,
-    )
+    usage = responses_usage(response.get("usage"))
     incomplete = response.get("status") == "incomplete"
     finish = "length" if incomplete else ("tool_calls" if calls else "stop")
     native = native_replay.stored(WIRE, kept, "") if kept else None

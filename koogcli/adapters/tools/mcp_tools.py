@@ -74,7 +74,6 @@ class McpToolBox:
         self._listed: set[str] = set()
         self._failed: dict[str, float] = {}  # server -> when its last start failed
         self.cache = cache
-        self._cached: set[str] = set()  # offered from the cache, not started
 
     # -- the model's tools --------------------------------------------------------------
 
@@ -121,7 +120,6 @@ class McpToolBox:
             return exc
         self._failed.pop(server, None)
         self._listed.add(server)
-        self._cached.discard(server)
         self._offer(server, tools)
         if self.cache is not None:
             self.cache.put(self.hub.servers[server].spec, tools)
@@ -132,7 +130,6 @@ class McpToolBox:
         known = self.cache.get(self.hub.servers[server].spec) if self.cache else None
         if known is None:
             return False
-        self._cached.add(server)
         self._offer(server, known)
         return True
 

@@ -33,9 +33,6 @@ from koogcli.services.turn.request import ClientOptions, TurnEvents, TurnRequest
 from koogcli.services.turn.run import run_turn
 from koogcli.services.turn.session_gate import SessionBusyError, SessionGate
 
-# meta of the first message an agent's compaction stored: the conversation's new form
-# begins here (`koog why` and `history show` say so).
-COMPACTED_KEY = "agent_compaction"
 # Never parsed and never a path: a stateless request stores nothing.
 STATELESS = SessionName("(stateless)")
 _FORK = re.compile(r"~[0-9]+$")
@@ -308,10 +305,7 @@ def _compacted(
     recorded = [m for m in known.messages if m.role == "system"][-1:]  # the client's latest
     base = [
         *recorded,
-        *(
-            replace(_stamped(m), meta={**m.meta, COMPACTED_KEY: True}) if i == 0 else _stamped(m)
-            for i, m in enumerate(said[:cut])
-        ),
+        *map(_stamped, said[:cut]),
     ]
     revision = ctx.history.write(fit.member, base, expected_revision=known.revision)
     continued = fit.member if fit.member != named else None
