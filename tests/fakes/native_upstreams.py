@@ -205,6 +205,8 @@ def answer_messages(handler: _Handler, body: dict[str, Any]) -> None:
         problem = (401, "authentication_error", "x-api-key header is required")
     elif not headers.get("anthropic-version"):
         problem = (400, "invalid_request_error", "anthropic-version: header is required")
+    elif "thinking" in body and not isinstance(body["thinking"], dict):
+        problem = (400, "invalid_request_error", "thinking: Input should be a valid dictionary")
     elif not isinstance(body.get("max_tokens"), int):
         problem = (400, "invalid_request_error", "max_tokens: Field required")
     elif (
