@@ -30,6 +30,11 @@ def serve(
     workers: int = typer.Option(
         1, "--workers", min=1, max=64, metavar="N", help="Processes answering on the port."
     ),
+    print_token: bool = typer.Option(
+        False,
+        "--print-token",
+        help="Print the token clients send where one is required without [serve] tokens, and exit.",
+    ),
 ) -> None:
     """An OpenAI-compatible endpoint with koog's memory.
 
@@ -41,9 +46,13 @@ def serve(
     from dataclasses import replace
 
     from koogcli.core.urls import masked
+    from koogcli.server.guard import who_is_served
     from koogcli.services import compose
 
     app_ctx = globals_of(ctx).build()
+    if print_token:
+        render.out(compose.serve_token(app_ctx))
+        return
     if app_ctx.model_factory is compose.openai_model_factory:
         app_ctx = replace(app_ctx, model_factory=compose.forwarding_model_factory)
     settings = app_ctx.settings.serve
@@ -61,6 +70,8 @@ def serve(
     app_ctx, found = app_ctx.with_endpoint()
     if found is not None:
         render.note(found)
+    served = who_is_served(settings)
+    kept = compose.serve_token(app_ctx) if served == "kept-token" else None
     where = app_ctx.storage.describe()  # storage problems show before anything listens
     listener = _listen(host, port)
     bound_host, bound_port = listener.getsockname()[:2]
@@ -71,15 +82,18 @@ def serve(
         f"koog serve: http://{shown}:{bound_port}/v1 · storage: {where.get('backend')} "
         f"({where.get('where', '')}) · upstream: {upstream} ({app_ctx.settings.llm.model})"
         + (f" · {workers} workers" if workers > 1 else "")
+        + (" · clients send the token koog serve --print-token shows" if kept else "")
     )
     sys.stdout.flush()  # whoever started it may be waiting for the line
     if workers == 1:
-        _run(app_ctx, listener, bound_host)
+        _run(app_ctx, listener, bound_host, kept)
     else:
-        _supervise(app_ctx, listener, bound_host, workers)
+        _supervise(app_ctx, listener, bound_host, workers, kept)
 
 
-def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, count: int) -> None:
+def _supervise(
+    app_ctx: AppContext, listener: socket.socket, bound_host: str, count: int, kept: str | None
+) -> None:
     """`count` forked workers accepting on one listening socket; a worker that dies is
     replaced; SIGTERM or Ctrl-C stop them all gracefully (each finishes its replies in
     flight). Workers share the store as separate koog processes do: a session's requests
@@ -110,7 +124,7 @@ def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, co
                     signal.signal(sig, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
                 process.die_with(supervisor)  # a supervisor killed with -9 takes them along
-                _run(app_ctx, listener, bound_host)
+                _run(app_ctx, listener, bound_host, kept)
                 code = 0
             except BaseException as exc:  # told in one line; the supervisor starts another
                 sys.stderr.write(f"koog: serve worker {os.getpid()}: {exc!r}\n")
@@ -157,7 +171,7 @@ def _supervise(app_ctx: AppContext, listener: socket.socket, bound_host: str, co
         raise typer.Exit(1)
 
 
-def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:
+def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str, kept: str | None) -> None:
     import signal
     from types import FrameType
 
@@ -169,7 +183,7 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str) -> None:
     from koogcli.server.state import ServerState
 
     settings = app_ctx.settings.serve
-    state = ServerState(app_ctx)
+    state = ServerState(app_ctx, kept_token=kept)
     config = uvicorn.Config(
         Guard(create_app(state), settings, bound_host),
         http=protocol(settings.header_timeout_seconds, settings.max_connections),

@@ -348,6 +348,10 @@ class ServeSettings(_Strict):
     shutdown_seconds: float = Field(default=30.0, ge=0.0, le=3600.0)
     # Required to bind anything but a loopback address; with any set, every request needs one.
     tokens: list[ServeToken] = []
+    # Without tokens: true requires the data dir's own token (`koog serve --print-token`)
+    # of every client; false serves the user running koog serve without one (told by the
+    # socket's owner, Linux only); unset: a token where the owner cannot be told.
+    require_token: StrictBool | None = None
     # Browsers: a request carrying an Origin not listed is refused (403); CORS headers are
     # sent to the listed ones only ("http://localhost:3000", exactly as browsers send it).
     allowed_origins: list[str] = []

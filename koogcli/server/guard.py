@@ -87,6 +87,20 @@ def host_of(header: str) -> str:
     return header.rpartition(":")[0] if header.count(":") == 1 else header
 
 
+def who_is_served(settings: ServeSettings) -> str:
+    """ "tokens": the configured ones; "owner": the user running the server, told by the
+    socket's owner; "kept-token": whoever sends the data dir's token (the owner cannot be
+    told here, or `require_token`); "everyone": `require_token = false` where the owner
+    cannot be told."""
+    if settings.tokens:
+        return "tokens"
+    if settings.require_token:
+        return "kept-token"
+    if hasattr(os, "geteuid") and peers.supported():
+        return "owner"
+    return "everyone" if settings.require_token is False else "kept-token"
+
+
 class Guard:
     def __init__(self, app: ASGIApp, settings: ServeSettings, bound: str) -> None:
         self.app = app
@@ -98,7 +112,7 @@ class Guard:
         self.log = settings.access_log
         # Without tokens only the user running the server is served (server/peers.py).
         self.own_uid = os.geteuid() if hasattr(os, "geteuid") else None
-        self.check_peers = not settings.tokens and self.own_uid is not None and peers.supported()
+        self.check_peers = who_is_served(settings) == "owner"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -21,8 +21,9 @@ _NAMESPACE_HEADER = "x-koog-memory-namespace"
 
 
 class ServerState:
-    def __init__(self, ctx: AppContext, workers: int = 64) -> None:
+    def __init__(self, ctx: AppContext, workers: int = 64, kept_token: str | None = None) -> None:
         self.ctx = ctx
+        self.kept_token = kept_token  # required of every client (server/auth.py)
         self.settings: ServeSettings = ctx.settings.serve
         self.gate = SessionGate(self.settings.session_wait_seconds)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="koog-turn")
@@ -41,7 +42,7 @@ class ServerState:
         return await asyncio.get_running_loop().run_in_executor(self.pool, work)
 
     def grant(self, headers: Mapping[str, str]) -> Grant:
-        return grant_for(headers, self.settings.tokens)
+        return grant_for(headers, self.settings.tokens, self.kept_token)
 
     def session(self, grant: Grant, raw: str | None) -> SessionName | None:
         if raw is None:

@@ -485,3 +485,11 @@ PARTS = Parts(
     reserve=reserve,
     endpoint=find_endpoint,
 )
+
+
+def serve_token(ctx: AppContext) -> str:
+    """The token koog serve requires where it cannot tell who connects (made on first use,
+    kept in the data dir)."""
+    from koogcli.adapters.files.serve_token import kept_token
+
+    return kept_token(ctx.data.root)

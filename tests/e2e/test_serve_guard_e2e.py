@@ -650,3 +650,35 @@ def test_another_local_user_is_refused_and_the_servers_user_is_served(
         "403 not_the_servers_user",
     ], other.stderr
     assert len([r for r in server.requests if "messages" in r]) == 1  # only the owner's
+
+
+def test_where_the_user_cannot_be_told_the_data_dirs_token_is_required(
+    koog_env: dict[str, str], isolated: Path, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    """SPEC §6: without tokens, where the socket's owner cannot be told (here forced by
+    `require_token = true`), every client must send the token kept in the data dir."""
+    import stat
+
+    config = isolated / "kept.toml"
+    config.write_text("[serve]\nrequire_token = true\n")
+    env = {**koog_env, "KOOG_CONFIG": str(config)}
+    started = KoogServe(env).start()
+    try:
+        assert "--print-token" in started.start_line
+        shown = run_koog("serve", "--print-token", env=env)
+        token = shown.stdout.strip()
+        assert shown.returncode == 0 and len(token) >= 32
+        kept = next(isolated.rglob("serve-token"))
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+        turn = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+        url = f"{started.url}/chat/completions"
+        status, body = http("POST", url, turn)
+        assert status == 401 and "--print-token" in json.dumps(body)
+        wrong = http("POST", url, turn, headers={"Authorization": "Bearer " + "x" * 40})
+        assert wrong[0] == 401
+        assert http("POST", url, turn, headers={"Authorization": f"Bearer {token}"})[0] == 200
+        assert len([r for r in server.requests if "messages" in r]) == 1
+        again = run_koog("serve", "--print-token", env=env)
+        assert again.stdout.strip() == token  # made once
+    finally:
+        assert started.stop() == 0

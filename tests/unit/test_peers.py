@@ -7,6 +7,8 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from koogcli.server import peers
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
@@ -46,3 +48,19 @@ def test_tables_as_linux_writes_them(tmp_path: Path) -> None:
     assert peers.owner(("::ffff:127.0.0.1", 41000), ("::ffff:127.0.0.1", 8765), tables) == 65534
     assert peers.owner(("127.0.0.1", 41002), ("127.0.0.1", 8765), tables) is None
     assert peers.supported(tables) and not peers.supported([tmp_path / "absent"])
+
+
+def test_where_socket_owners_cannot_be_told_a_token_is_required_unless_turned_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SPEC §6: "elsewhere a token by default"."""
+    from koogcli.config.schema import ServeSettings, ServeToken
+    from koogcli.server import guard
+
+    assert guard.who_is_served(ServeSettings()) == "owner"  # Linux, as here
+    assert guard.who_is_served(ServeSettings(require_token=True)) == "kept-token"
+    monkeypatch.setattr(peers, "supported", lambda tables=peers.TABLES: False)
+    assert guard.who_is_served(ServeSettings()) == "kept-token"
+    assert guard.who_is_served(ServeSettings(require_token=False)) == "everyone"
+    configured = ServeSettings(tokens=[ServeToken(token="t" * 20)], require_token=True)
+    assert guard.who_is_served(configured) == "tokens"
