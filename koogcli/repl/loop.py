@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prompt_toolkit import PromptSession
 
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.names import SessionName
 from koogcli.repl import (  # noqa: F401  (register slash commands)
+    approval,
     checkpoint_commands,
     commands,
     compress_commands,
@@ -29,9 +30,6 @@ from koogcli.repl.slash import REGISTRY
 from koogcli.repl.state import ReplState, ReplUI
 from koogcli.services.context import AppContext
 from koogcli.ui import render
-
-if TYPE_CHECKING:
-    from koogcli.core.messages import ToolCall
 
 
 def run(
@@ -69,8 +67,8 @@ def run(
         state=lambda: state,
     )
     state.ask = lambda question: _ask(prompt, question)
-    state.approve = lambda call: _approve(prompt, call)
-    state.approve_undo = lambda call: _approve(prompt, call, undo=True)
+    state.approve = lambda call: approval.ask(prompt, call, state.ui.info)
+    state.approve_undo = lambda call: approval.ask(prompt, call, state.ui.info, undo=True)
     state.ui.info(banner(state))
     recent = context_on_entry(state)
     if recent:
@@ -149,19 +147,6 @@ def _ask(prompt: PromptSession[str], question: str) -> bool:
     except (EOFError, KeyboardInterrupt):
         return False
     return answer.strip().lower() in ("y", "yes")
-
-
-def _approve(prompt: PromptSession[str], call: ToolCall, undo: bool = False) -> str:
-    """Ask about one tool call (its line is already on screen); the answer is never sent as
-    a message."""
-    while True:
-        try:
-            answer = prompt.prompt(render.approval_question(call, undo))
-        except (EOFError, KeyboardInterrupt):
-            return "n"
-        choice = answer.strip().lower()[:1]
-        if choice in ("y", "n", "a"):
-            return choice
 
 
 def _offer_resume(state: ReplState) -> None:

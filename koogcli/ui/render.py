@@ -275,18 +275,34 @@ def approval_question(call: ToolCall, undo: bool = False) -> str:
     return f"{what}? [y]es / [n]o / [a]lways for {call.name} in this session: "
 
 
+def approval_declined(call: ToolCall, undo: bool = False) -> str:
+    """The line a Ctrl-D answer leaves: the question is answered, visibly, with no."""
+    return f"declined (Ctrl-D): {call.name} was not {'undone' if undo else 'run'}"
+
+
 def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -> Approval:
-    """Read y / n / a (always this tool, this session) from a terminal's stdin."""
+    """Read y / n / a (always this tool, this session): one key on a terminal, no Enter
+    (Ctrl-D declines); a line elsewhere."""
     stream = stream or current().stdin
+    err = current().stderr
+    if is_tty(stream):
+        from koogcli.ui.keypress import choose
+
+        err.write(approval_question(call, undo))
+        err.flush()
+        found = choose(stream, _ANSWERS)
+        err.write(f"{found}\n" if found else f"\n{approval_declined(call, undo)}\n")
+        err.flush()
+        return _ANSWERS[found] if found else "n"
     while True:
-        current().stderr.write(approval_question(call, undo))
-        current().stderr.flush()
+        err.write(approval_question(call, undo))
+        err.flush()
         line = stream.readline()
         if not line:
             return "n"
-        found = _ANSWERS.get(line.strip().lower()[:1])
-        if found is not None:
-            return found
+        answer = _ANSWERS.get(line.strip().lower()[:1])
+        if answer is not None:
+            return answer
 
 
 _ANSWERS: dict[str, Approval] = {"y": "y", "n": "n", "a": "a"}
