@@ -7,7 +7,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace as replace_
-from functools import partial
 
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
@@ -61,15 +60,39 @@ def fork(
                 hint="`koog checkpoint list` shows each checkpoint's message count",
             )
     else:
-        if at is not None and ctx.history.splice(source, new, at, partial(_cut, at)):
-            ctx.storage.origins.record(new, source, at)
+        around: dict[str, Sequence[Message]] = {}
+
+        def check(total: int, before: Sequence[Message], after: Sequence[Message]) -> None:
+            _cut(at or 0, total, before, after)
+            around.update(before=before, after=after)
+
+        if at is not None and ctx.history.splice(source, new, at, check):
+            _inherit(ctx, source, new, at, around["before"], around["after"])
             return Forked(new.value, source.value, at, None)
         messages, taken = ctx.history.read(source).messages, None
     count = len(messages) if at is None else at
     _cut(count, len(messages), messages[:count], messages[count:])
     ctx.history.write(new, messages[:count], expected_revision=0)
-    ctx.storage.origins.record(new, source, count)
+    _inherit(ctx, source, new, count, messages[:count], messages[count:], taken is None)
     return Forked(new.value, source.value, count, taken)
+
+
+def _inherit(
+    ctx: AppContext,
+    source: SessionName,
+    new: SessionName,
+    count: int,
+    kept: Sequence[Message],
+    rest: Sequence[Message],
+    current: bool = True,
+) -> None:
+    """Where the fork came from, and its source's transcript up to the cut (a fork at a
+    checkpoint: up to the checkpoint's last message the transcript holds)."""
+    from koogcli.services.inherited import copy_transcript
+
+    ctx.storage.origins.record(new, source, count)
+    following = rest[0] if rest else None
+    copy_transcript(ctx, source, new, kept, following, whole=current and following is None)
 
 
 def _cut(count: int, total: int, before: Sequence[Message], after: Sequence[Message]) -> None:
@@ -252,8 +275,12 @@ def _parse_import(text: str, source: str) -> list[Message]:
 
 def usage_totals(ctx: AppContext, session: SessionName) -> UsageTotals:
     """Tokens the session's model requests used, from the transcript: every answer ever
-    received, including those compression or a rollback later removed from the history."""
-    messages = ctx.transcript.read(session) if ctx.transcript.exists(session) else []
+    received, including those compression or a rollback later removed from the history
+    (not those a fork inherited: its source's requests used them)."""
+    from koogcli.services.inherited import is_inherited
+
+    entries = ctx.transcript.entries(session) if ctx.transcript.exists(session) else []
+    messages = [m for m, turn in entries if not is_inherited(turn)]
     answers = [m for m in messages if m.role == "assistant" and not m.meta.get("cancelled")]
     counted: list[dict[str, object]] = [
         u for m in answers if isinstance(u := m.meta.get("usage"), dict)

@@ -110,3 +110,32 @@ def test_forks_of_windowed_logs_checkpoints_and_refusals(
     assert "fork at 1" in inside.stderr
     _ok(run_koog("history", "fork", "-s", "t", "--at", "3", "t3"))
     assert [m["role"] for m in _shown(run_koog, "t3")] == ["user", "assistant", "tool"]
+
+
+def _transcript(run_koog: Run, name: str) -> list[object]:
+    shown = _ok(run_koog("history", "show", "-s", name, "--transcript", "--json"))
+    return [m["content"] for m in json.loads(shown)]
+
+
+def test_a_cleared_fork_keeps_the_transcript_it_inherited_and_its_own(
+    backend: str, run_koog: Run
+) -> None:
+    """A fork's transcript begins with its source's up to the cut (what compression or a
+    clear of either never takes away); its source deleted, it stays."""
+    for word in ("one", "two", "three"):
+        _ok(run_koog("chat", "-s", "a", word))
+    said = ["one", "echo: one", "two", "echo: two", "three", "echo: three"]
+    assert _transcript(run_koog, "a") == said
+    _ok(run_koog("history", "fork", "-s", "a", "--at", "4", "b"))  # system, one, echo, two
+    _ok(run_koog("chat", "-s", "b", "six"))
+    _ok(run_koog("history", "clear", "-s", "b", "--yes"))
+    assert _shown(run_koog, "b") == []
+    assert _transcript(run_koog, "b") == [*said[:3], "six", "echo: six"]
+    _ok(run_koog("history", "fork", "-s", "a", "c"))  # the whole history
+    _ok(run_koog("history", "clear", "-s", "c", "--yes"))
+    _ok(run_koog("history", "delete", "a", "--yes"))
+    assert _transcript(run_koog, "c") == said
+    # The fork's turns count what it inherited: `why` explains its own last reply as turn 4.
+    _ok(run_koog("chat", "-s", "c", "seven"))
+    explained = json.loads(_ok(run_koog("why", "-s", "c", "--json")))
+    assert explained["turn"] == 4
