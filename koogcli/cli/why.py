@@ -16,7 +16,7 @@ def why(
         "--turn",
         min=1,
         metavar="N",
-        help="The session's Nth answered turn (default: the last).",
+        help="Turn N, as `history search` counts turns (default: the last answered).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:

@@ -7,11 +7,11 @@ transcript keeps every reply, compression and rollback do not touch it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from koogcli.core.messages import Message
+from koogcli.core.messages import Message, clients_calls
 
 KEY = "why"
 VERSION = 1
@@ -111,6 +111,30 @@ def of(m: Message) -> Why | None:
     return Why.from_dict(raw) if isinstance(raw, Mapping) else None
 
 
+def replies(
+    entries: Iterable[tuple[Message, int]],
+) -> tuple[dict[int, tuple[Message, Why]], tuple[int, ...]]:
+    """Each answered turn's reply with what shaped it, and the cancelled turns, from a
+    transcript's messages with their turn numbers. A turn's last assistant message
+    decides: a partial reply marked cancelled (Ctrl-C while it streamed) makes the turn
+    cancelled, whatever requests it made before; calls koog had still to run mean it never
+    got its reply (failed, cancelled between steps, or left for resume). Only a reply that
+    ends its turn is explained, so no such turn passes for answered."""
+    last: dict[int, Message] = {}
+    for message, number in entries:
+        if message.role == "assistant":
+            last[number] = message
+    answered: dict[int, tuple[Message, Why]] = {}
+    cancelled: list[int] = []
+    for number, message in last.items():
+        found = of(message)
+        if message.meta.get("cancelled"):
+            cancelled.append(number)
+        elif found is not None and not (message.tool_calls and not clients_calls(message)):
+            answered[number] = (message, found)
+    return answered, tuple(sorted(cancelled))
+
+
 @dataclass(frozen=True, slots=True)
 class Explained:
     """A reply and what shaped it (`koog why`)."""
@@ -121,3 +145,4 @@ class Explained:
     reply: Message
     why: Why
     rolled_back: str | None = None  # when a rollback took the reply out of the history
+    cancelled: tuple[int, ...] = ()  # the session's turns cancelled before their reply

@@ -76,16 +76,12 @@ def record(
 
 def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> Explained:
     """The reply of turn `turn` (numbered as services/turn_numbers.py does; None: the last
-    turn whose reply is in effect) and why it was so; a reply a rollback undid says so."""
+    turn whose reply is in effect) and why it was so; a reply a rollback undid says so, a
+    turn cancelled before its reply is never explained as if answered."""
     ctx.require_session(session)
     entries = list(ctx.transcript.entries(session))
     numbers = turn_numbers.numbered(entries)
-    answered: dict[int, tuple[Message, Why]] = {}
-    for message, _ in entries:
-        found = core.of(message) if message.role == "assistant" else None
-        if found is None or message.meta.get("cancelled"):
-            continue
-        answered[numbers.of_message[message.id]] = (message, found)  # a turn's last reply
+    answered, cancelled = core.replies((m, numbers.of_message[m.id]) for m, _ in entries)
     if not answered:
         raise UsageError(
             f"session {session.value!r} has no reply recorded with what shaped it",
@@ -99,19 +95,31 @@ def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> E
     elif turn in answered:
         number = turn
     else:
-        replied = sorted(answered)
-        if 1 <= turn <= numbers.turns:
-            raise UsageError(
-                f"turn {turn} of {session.value!r} has no reply with what shaped it (it failed, "
-                "was cancelled, or stored no reply)",
-                hint=f"turns with one: {_listed(replied)}",
-            )
-        raise UsageError(
-            f"session {session.value!r} has {numbers.turns} turns; there is no turn {turn}",
-            hint=f"give --turn from 1 to {numbers.turns}",
-        )
+        raise _unexplained(session, turn, numbers.turns, sorted(answered), turn in cancelled)
     reply, found = answered[number]
-    return Explained(session.value, number, numbers.turns, reply, found, undone.get(reply.id))
+    rolled_back = undone.get(reply.id)
+    return Explained(session.value, number, numbers.turns, reply, found, rolled_back, cancelled)
+
+
+def _unexplained(
+    session: SessionName, turn: int, turns: int, replied: list[int], cancelled: bool
+) -> UsageError:
+    if cancelled:
+        return UsageError(
+            f"turn {turn} of {session.value!r} was cancelled before its reply; there is "
+            "nothing to explain",
+            hint=f"turns with a reply: {_listed(replied)}",
+        )
+    if 1 <= turn <= turns:
+        return UsageError(
+            f"turn {turn} of {session.value!r} has no reply with what shaped it (it failed, "
+            "was cancelled, or stored no reply)",
+            hint=f"turns with one: {_listed(replied)}",
+        )
+    return UsageError(
+        f"session {session.value!r} has {turns} turns; there is no turn {turn}",
+        hint=f"give --turn from 1 to {turns}",
+    )
 
 
 def _rolled_back(ctx: AppContext, session: SessionName, missing: list[str]) -> dict[str, str]:

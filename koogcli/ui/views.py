@@ -262,6 +262,7 @@ def why_dict(found: Explained) -> dict[str, object]:
         "turns": found.turns,
         "reply": reply,
         "rolled_back": found.rolled_back,
+        "cancelled_turns": list(found.cancelled),
         **found.why.to_dict(),
         # What the server reported for the reply's request, cached prompt tokens included.
         "usage": usage_dict(Usage.from_dict(found.reply.meta.get("usage"))),
@@ -286,6 +287,9 @@ def why_lines(found: Explained) -> list[str]:
             f"rolled back: a rollback at {local_time(found.rolled_back)} took this reply out "
             "of the history; it is not in effect",
         )
+    later = [n for n in found.cancelled if n > found.turn]
+    if later:  # why the last turn is not the one explained
+        lines.insert(1, _cancelled_words(later))
     if w.preprocessors:
         lines.append("preprocessors: " + "; ".join(_step_words(s) for s in w.preprocessors))
     else:
@@ -315,6 +319,15 @@ def why_lines(found: Explained) -> list[str]:
     if cut is not None:
         lines.append(f"the reply: {cut} (finish_reason {found.reply.meta[FINISH_KEY]})")
     return lines
+
+
+def _cancelled_words(turns: Sequence[int]) -> str:
+    """`turn 3 was cancelled …`, `turns 2-3 were …`, `turns 2, 5 were …`."""
+    if len(turns) == 1:
+        return f"turn {turns[0]} was cancelled before its reply; there is nothing to explain"
+    run = turns[-1] - turns[0] == len(turns) - 1
+    which = f"{turns[0]}-{turns[-1]}" if run else ", ".join(map(str, turns))
+    return f"turns {which} were cancelled before their replies; there is nothing to explain"
 
 
 def _step_words(step: StepTrace) -> str:

@@ -131,3 +131,71 @@ def test_after_a_rollback_why_names_the_reply_in_effect_with_rollbacks_turn_numb
     assert {f["turn"] for f in found} == {6}
     undone = run_koog("rollback", "-s", "rb", "--latest", "--yes")
     assert "turn 6 " in undone.stdout + undone.stderr
+
+
+SHOUT = '''
+def shout(text: str) -> str:
+    """Upper-case text."""
+    return text.upper()
+'''
+
+
+def test_a_cancelled_turn_is_never_explained_as_answered(
+    tmp_path: Path, koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    """Turn 2 is cancelled after a tool round (its tool call's request is recorded), turn
+    3 while its reply streams: `why` explains turn 1, the last answered, and says that
+    the later ones were cancelled; `--turn 2` says so too."""
+    import signal
+
+    from tests.conftest import KOOG_BIN
+    from tests.support import tool_logs
+
+    env = {
+        **koog_env,
+        **tool_logs.tool_env(
+            tmp_path, "why_tools", SHOUT, '[[tools]]\ncallable = "why_tools:shout"\n'
+        ),
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KOOG_BIN, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def cancelled(prompt: str) -> None:
+        child = subprocess.Popen(
+            [KOOG_BIN, "chat", "-s", "c", prompt],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert child.stdout is not None
+        child.stdout.read(5)  # the reply has started
+        child.send_signal(signal.SIGINT)
+        child.stdout.read()
+        assert child.wait(20) == 130
+
+    slow = {"chunks": [f"chunk{i} " for i in range(200)], "chunk_delay": 0.02}
+    server.enqueue({"content": "the first answer"})
+    assert run("chat", "-s", "c", "first").returncode == 0
+    call = {"id": "s1", "name": "shout", "arguments": {"text": "hey"}}
+    server.enqueue({"tool_calls": [call]}, slow)
+    cancelled("second, with a tool")
+    server.enqueue(slow)
+    cancelled("third")
+    shown = json.loads(_ok(run("why", "-s", "c", "--json")))
+    assert (shown["turn"], shown["turns"]) == (1, 3)
+    assert shown["cancelled_turns"] == [2, 3]
+    words = _ok(run("why", "-s", "c"))
+    assert words.startswith("turn 1 of 3 in c"), words
+    assert "turns 2-3 were cancelled before their replies; there is nothing to explain" in words
+    second = run("why", "-s", "c", "--turn", "2")
+    assert second.returncode == 2
+    assert "turn 2 of 'c' was cancelled before its reply" in second.stderr, second.stderr
