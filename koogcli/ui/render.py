@@ -329,7 +329,8 @@ def tool_approver(
 
 
 class ProgressBar:
-    """A rich progress bar on a terminal's stderr; silent anywhere else."""
+    """A rich progress bar on a terminal's stderr; silent anywhere else. A single request
+    has no steps to count: a spinner and the seconds it has run show it is under way."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -340,14 +341,19 @@ class ProgressBar:
         return self
 
     def update(self, done: int, total: int) -> None:
-        if not is_tty(current().stderr) or total < 2:
+        if not is_tty(current().stderr) or total < 1:
             return
         if self._progress is None:
             from rich.console import Console
-            from rich.progress import Progress
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
             console = Console(file=current().stderr, no_color=current().no_color)
-            self._progress = Progress(console=console, transient=True)
+            columns = (
+                (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+                if total < 2
+                else Progress.get_default_columns()
+            )
+            self._progress = Progress(*columns, console=console, transient=True)
             self._progress.start()
             self._task = self._progress.add_task(self.label, total=total)
         self._progress.update(self._task, completed=done, total=total)

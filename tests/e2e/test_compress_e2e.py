@@ -402,3 +402,37 @@ def test_a_summary_cut_at_the_limit_is_asked_for_once_more_shorter(
     first, second = (int(t.rsplit("at most ", 1)[1].split()[0]) for t in asked)
     assert second < first  # the second request asks for a shorter summary
     assert history(run_koog, "again")[-1]["content"] == "They asked five questions about deploys."
+
+
+def test_a_single_summary_request_shows_progress_on_a_terminal_only(
+    run_koog: Run, server: FakeOpenAIServer, koog_env: dict[str, str]
+) -> None:
+    """`whole` makes one request: on a terminal a spinner with the seconds runs while it
+    does (and is gone after); through pipes nothing but the report is printed."""
+    from tests.conftest import KOOG_BIN
+    from tests.support.terminal import Terminal
+
+    def slow_summaries(body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **summarizing(body),
+            "delay": 1.5 if is_summary_request(body["messages"][-1]["content"]) else 0,
+        }
+
+    server.responder = slow_summaries
+    five_turns(run_koog, "tty", aside=ASIDE)
+    five_turns(run_koog, "pipe", aside=ASIDE)
+    terminal = Terminal([KOOG_BIN, "compress", "-s", "tty", "--strategy", "whole"], koog_env)
+    try:
+        terminal.wait_for("summarising")
+        terminal.wait_for("0:00:01")  # the seconds go on while the request runs
+        assert terminal.close() == 0
+    finally:
+        if terminal.child.poll() is None:
+            terminal.child.kill()
+    assert "summarising" not in terminal.text  # gone once the summary is in
+    assert "compressed tty" in terminal.text, terminal.text
+    piped = run_koog("compress", "-s", "pipe", "--strategy", "whole")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == ""
+    [line] = piped.stderr.splitlines()  # the report alone, no spinner frames
+    assert line.startswith("compressed pipe:") and "\x1b" not in piped.stderr, piped.stderr
