@@ -113,6 +113,16 @@ class DataDir:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in f"{call_id}-{point}")
         return self._inside("undo", session.value, f"{safe[:120]}.json")
 
+    def edit_journal_file(self, session: SessionName) -> Path:
+        """The journal of the files a session's agent edited (adapters/files/agent_files.py)."""
+        return self._inside("edits", "sessions", f"{session.value}.jsonl")
+
+    def edit_content_file(self, digest: str) -> Path:
+        """A file content the edit journals keep, named by its sha256."""
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise StorageError(f"not a content digest: {digest[:80]!r}")
+        return self._inside("edits", "contents", digest)
+
     @property
     def reserve_file(self) -> Path:
         """Room kept for closing a failed turn on a full disk (adapters/files/reserve.py)."""

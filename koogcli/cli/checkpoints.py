@@ -42,15 +42,21 @@ def list_(
     all_: bool = typer.Option(False, "--all", help="Include step checkpoints and tombstones."),
     as_json: bool = JSON,
 ) -> None:
-    """List restore points, newest first."""
-    from koogcli.services import checkpoints
+    """List restore points, newest first.
+
+    For an agent's session, the files its edits changed that rolling back to each would
+    set back.
+    """
+    from koogcli.services import agent_files, checkpoints
 
     app_ctx = globals_of(ctx).build()
-    found = checkpoints.list_(app_ctx, app_ctx.session(session), all_)
+    name = app_ctx.session(session)
+    found = checkpoints.list_(app_ctx, name, all_)
+    files = agent_files.point_files(app_ctx, name, found)
     if as_json:
-        render.json_out([views.checkpoint_dict(c) for c in found])
+        render.json_out([views.checkpoint_dict(c, files=files.get(c.id)) for c in found])
     elif found:
-        render.out(views.checkpoint_rows(found))
+        render.out(views.checkpoint_rows(found, files))
     else:
         render.note("no checkpoints yet")
 

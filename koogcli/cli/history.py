@@ -95,14 +95,14 @@ def show(
     ),
 ) -> None:
     """Show a session's stored history (or its full transcript)."""
-    from koogcli.services import history
+    from koogcli.services import agent_files, history
 
     fmt = "json" if as_json else fmt
     if fmt not in ("text", "markdown", "json", "jsonl"):
         raise UsageError(f"unknown --format {fmt!r}", hint="use text, markdown, json or jsonl")
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
-    messages = history.show(app_ctx, name, last, transcript)
+    messages = agent_files.marked(app_ctx, name, history.show(app_ctx, name, last, transcript))
     for problem in history.transcript_problems(app_ctx, name) if transcript else []:
         render.warning(problem)
     size = None

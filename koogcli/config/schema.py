@@ -323,6 +323,22 @@ class ServeClient(_Strict):
     # False: a request too long for the model goes back to the agent in its own words, so
     # it compacts (SPEC §6); true: koog compresses the session and sends it again.
     recover_overflow: StrictBool = False
+    # Journal the files the agent's edit tools change, so a rollback restores them.
+    files: StrictBool = True
+    # The folder whose files are journalled when the agent names none in its prompt.
+    root: str | None = Field(default=None, min_length=1)
+
+    @field_validator("root")
+    @classmethod
+    def _absolute_root(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        import os.path
+
+        expanded = os.path.expanduser(value)
+        if not os.path.isabs(expanded):
+            raise ValueError(f"{value!r} is not an absolute path")
+        return os.path.normpath(expanded)
 
 
 # The header each agent names its session with, and its sessions' default prefix.
@@ -357,6 +373,9 @@ class ServeSettings(_Strict):
     allowed_origins: list[str] = []
     # Host names besides the bound address and loopback names (others: 421, DNS rebinding).
     allowed_hosts: list[str] = []
+    # A file an agent's edit tool changes is journalled up to this size (larger: listed as
+    # not covered, never restored).
+    journal_max_bytes: int = Field(default=1024 * 1024, ge=0, le=1024**3)
     # A request body larger than this is refused (413) before more of it is read.
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=1024**3)
     # A connection that has not sent a whole request head in this time is closed.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from koogcli.core.agent_edits import FileFate
 from koogcli.core.checkpoints import Checkpoint, arguments_text
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import ToolOutcome
@@ -58,6 +59,9 @@ class RollbackResult:
     undoes: str = ""
     note: Message | None = None  # recorded with --force: effects undone since
     finished: list[Compensation] = field(default_factory=list)
+    # An agent session's files: set back, left (changed since), not covered.
+    files: list[FileFate] = field(default_factory=list)
+    files_finished: list[FileFate] = field(default_factory=list)  # a killed rollback's
 
     @property
     def failed(self) -> list[Compensation]:

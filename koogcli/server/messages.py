@@ -72,6 +72,8 @@ async def create(request: Request) -> Response:
 
 def _relayed() -> Relayed:
     def final(text: str) -> bool:
+        if text.startswith("event: content_block_start"):
+            return '"tool_use"' in text
         return text.startswith("event: message_stop")
 
     def failure(exc: BaseException) -> list[str]:

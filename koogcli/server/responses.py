@@ -95,6 +95,8 @@ async def create(request: Request) -> Response:
 
 def _relayed(pending: wire.Answer) -> Relayed:
     def final(text: str) -> bool:
+        if text.startswith("event: response.output_item.added"):
+            return '"function_call"' in text or '"custom_tool_call"' in text
         return text.startswith(("event: response.completed", "event: response.incomplete"))
 
     return Relayed(final, _Events(pending).failure, ": keep-alive\n\n")

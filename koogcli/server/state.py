@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from koogcli.config.schema import SERVE_CLIENT_HEADERS, ServeSettings
+from koogcli.core.agent_edits import Watch
 from koogcli.core.names import SessionName
 from koogcli.server.admission import Admission
 from koogcli.server.auth import Grant, grant_for
@@ -67,6 +68,15 @@ class ServerState:
             if headers.get(header):
                 return self.settings.clients[client].recover_overflow
         return True
+
+    def file_watch(self, headers: Mapping[str, str]) -> Watch | None:
+        """The agent whose header names the session, when its edits are journalled
+        (`[serve.clients.NAME] files`)."""
+        for client, header in SERVE_CLIENT_HEADERS.items():
+            if headers.get(header):
+                known = self.settings.clients[client]
+                return Watch(known.root, self.settings.journal_max_bytes) if known.files else None
+        return None
 
     def _client_namespace(self, headers: Mapping[str, str]) -> str | None:
         for client, header in SERVE_CLIENT_HEADERS.items():

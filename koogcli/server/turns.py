@@ -168,6 +168,9 @@ async def begin(
     ctx = state.context(grant, request.headers, user)
     if asked.agent_session and not state.agent_recovers(request.headers):
         asked = replace(asked, client=replace(asked.client, recover_overflow=False))
+    if asked.agent_session and asked.session is not None:
+        watch = state.file_watch(request.headers)
+        asked = replace(asked, client=replace(asked.client, files=watch, agent=True))
     session = asked.session
     entry.session = session.value if session is not None else "-"
     entry.placement = "-" if asked.stored else "stateless"
@@ -231,8 +234,10 @@ class Events(Protocol):
 
 class Relayed:
     """A passed-through request's stream: the upstream's events as it sent them, koog's own
-    deltas not written again. The event that ends the answer (`final`) is held until the
-    turn is stored, so a client that reads the session right after finds it there."""
+    deltas not written again. From the event `final` tells (the one that ends the answer,
+    or the first of a tool call) everything is held until the turn is stored: a client that
+    reads the session right after finds it there, and an agent runs no call koog has not
+    journalled (services/agent_files.py)."""
 
     def __init__(
         self,
@@ -249,7 +254,7 @@ class Relayed:
         return ()
 
     def raw(self, text: str) -> Iterable[str]:
-        if self.final(text):
+        if self.held or self.final(text):
             self.held.append(text)
             return ()
         return (text,)

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from koogcli.core import checkpoints as core
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import UsageError
-from koogcli.core.messages import Message, utc_now
+from koogcli.core.messages import Message, local_time, utc_now
 from koogcli.core.names import SessionName
 from koogcli.services.context import AppContext
+from koogcli.services.turn_numbers import Numbered, span
 
 
 def require_enabled(ctx: AppContext) -> None:
@@ -97,3 +98,27 @@ def delete(ctx: AppContext, wanted: str, session: SessionName | None = None) -> 
     header = find(ctx, wanted, session)
     ctx.checkpoints.delete(SessionName(header.session), header.id)
     return header
+
+
+def describe(
+    target: Checkpoint, current: Sequence[Message], numbers: Numbered | None = None
+) -> str:
+    """The change that restoring `target` (with its messages) undoes, for people; turns
+    numbered as the transcript numbers them (services/turn_numbers.py), as `why` does."""
+    when = local_time(target.created_at)
+    if target.manual:
+        return f"the changes since checkpoint {target.label or target.id} ({when})"
+    if target.reason == "turn":
+        kept = {m.id for m in target.messages}
+        removed = [m.id for m in current if m.id not in kept]
+        known = numbers.of_message if numbers is not None else {}
+        turns = span(known[i] for i in removed if i in known)
+        if turns is None:  # no transcript (an imported history): count its user messages
+            first = sum(1 for m in target.messages if m.role == "user") + 1
+            last = sum(1 for m in current if m.role == "user")
+            turns = f"turns {first}-{last}" if last > first else f"turn {first}"
+        return f"{turns} (from {when})"
+    if target.reason == "rollback":
+        return f"the rollback of {when}"
+    names = {"compress": "compression", "clear": "clear", "import": "import"}
+    return f"the {names.get(target.reason, target.reason)} of {when}"

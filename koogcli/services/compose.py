@@ -1,13 +1,10 @@
 """The composition root: the one services module that imports adapters (HOUSE_STYLE §1).
 
-It chooses and builds every concrete part a command uses: the storage backend (files or
-PostgreSQL), the model and embedder clients, the preprocessor pipeline, the toolbox, what
-servers taught koog, the data dir's reserve, and the endpoint (a local server found when
-none is configured). `build` returns the AppContext that records them; each part is built
-on first use, so a command that needs no model never imports the SDK. Every part gets the
-context's warning sink, so its warnings reach the REPL and the server, not just stderr.
-The export codecs and private-file writing live here too: they are adapters' work that
-services call by name.
+It chooses and builds every part a command uses (storage, model and embedder clients,
+pipeline, toolbox, learned facts, reserve, endpoint, the agents' file journal); `build`
+returns the AppContext recording them, each built on first use (a command that needs no
+model never imports the SDK) with the context's warning sink. The export codecs and
+private-file writing live here too: adapters' work that services call by name.
 """
 
 from __future__ import annotations
@@ -38,6 +35,7 @@ if TYPE_CHECKING:
     from koogcli.adapters.tools.python_tools import PythonToolBox
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import LLMSettings, PreprocessorSpec
+    from koogcli.core.agent_edits import AgentFiles
     from koogcli.core.preprocessors import Pipeline
 
 
@@ -477,6 +475,12 @@ def parse_history_document(text: str, source: str) -> list[Message]:
     return parse_history(raw, Path(source))[1]
 
 
+def agent_files(ctx: AppContext) -> AgentFiles:
+    from koogcli.adapters.files.agent_files import FileAgentFiles
+
+    return FileAgentFiles(_data_dir(ctx))
+
+
 PARTS = Parts(
     storage=open_storage,
     toolbox=build_toolbox,
@@ -484,6 +488,7 @@ PARTS = Parts(
     learned=learned_facts,
     reserve=reserve,
     endpoint=find_endpoint,
+    agent_files=agent_files,
 )
 
 

@@ -33,6 +33,7 @@ from koogcli.core.ports import (
 if TYPE_CHECKING:
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import Settings
+    from koogcli.core.agent_edits import AgentFiles
     from koogcli.core.chat_memory import ChatMemory
     from koogcli.core.preprocessors import Pipeline
 
@@ -50,6 +51,7 @@ class Parts:
     learned: Callable[[AppContext], LearnedFacts]
     reserve: Callable[[AppContext, bool], bool]  # keep (False) or spend (True)
     endpoint: Callable[[AppContext], tuple[AppContext, str | None]]
+    agent_files: Callable[[AppContext], AgentFiles]
 
 
 @dataclass
@@ -148,6 +150,11 @@ class AppContext:
         return self.storage.memory(self.warn)
 
     @cached_property
+    def agent_files(self) -> AgentFiles:
+        """The journal of the files agents' edit tools changed (services/agent_files.py)."""
+        return self.parts.agent_files(self)
+
+    @cached_property
     def learned_limits(self) -> LearnedFacts:
         """Context sizes servers named when they refused a request."""
         return self.parts.learned(self)
@@ -178,7 +185,8 @@ class AppContext:
         derived = replace(
             self, load_config=lambda: config, _model=self._model if keep_model else None
         )
-        for shared in ("storage", "pipeline", "toolbox", "long_term_memory", "learned_limits"):
+        shared_parts = ("storage", "pipeline", "toolbox", "long_term_memory", "learned_limits")
+        for shared in (*shared_parts, "agent_files"):
             if shared in self.__dict__:
                 derived.__dict__[shared] = self.__dict__[shared]
         return derived

@@ -15,7 +15,7 @@ from koogcli.core.ports import SessionInfo
 from koogcli.core.results import Found, SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.core.usage import Usage
-from koogcli.services import tool_identity
+from koogcli.services import agent_files, tool_identity
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.compose import history_document, parse_history_document
 from koogcli.services.context import AppContext
@@ -176,6 +176,7 @@ def delete(ctx: AppContext, session: SessionName) -> None:
             return  # this very delete, left halfway by a stopped koog: done now
         _require(ctx, session)
         ctx.storage.drop_session(session)
+        agent_files.forget(ctx, session)  # the agent's file journal, with its last session
 
 
 def rename(ctx: AppContext, old: SessionName, new: SessionName) -> None:
@@ -193,6 +194,8 @@ def rename(ctx: AppContext, old: SessionName, new: SessionName) -> None:
                 f"a session named {new.value!r} exists already", hint="pick another name"
             )
         ctx.storage.rename_session(old, new)
+        if agent_files.journal_of(old) == old and agent_files.journal_of(new) == new:
+            ctx.agent_files.rename(old, new)
 
 
 def older_than(ctx: AppContext, days: float) -> list[SessionName]:

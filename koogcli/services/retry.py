@@ -15,7 +15,7 @@ from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
 from koogcli.core.results import RollbackResult
-from koogcli.services import rollback, turn_numbers
+from koogcli.services import checkpoints, rollback, turn_numbers
 from koogcli.services.context import AppContext
 
 
@@ -33,7 +33,7 @@ def last_turn(ctx: AppContext, session: SessionName) -> LastTurn:
         raise UsageError(f"session {session.value} has no turn to send again")
     target = _target(ctx, session)
     current = ctx.history.read(session).messages
-    change = rollback.describe(target, current, turn_numbers.of_session(ctx, session))
+    change = checkpoints.describe(target, current, turn_numbers.of_session(ctx, session))
     if target.reason != "turn" or target.manual:
         raise UsageError(
             f"the last change of {session.value} is {change}, not a turn",

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from koogcli.core import checkpoints as core
+from koogcli.core.agent_edits import FileFate
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, LockTimeoutError, StorageError, UsageError
 from koogcli.core.messages import (
@@ -30,16 +31,14 @@ from koogcli.core.messages import (
     Message,
     ToolCall,
     clients_calls,
-    local_time,
     utc_now,
 )
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory, ToolOutcome
 from koogcli.core.results import Compensation, RollbackResult, Status, call_text
-from koogcli.services import turn_numbers
-from koogcli.services.checkpoints import find, require_enabled, restore_point
+from koogcli.services import agent_files, turn_numbers
+from koogcli.services.checkpoints import describe, find, require_enabled, restore_point
 from koogcli.services.context import AppContext
-from koogcli.services.turn_numbers import Numbered, span
 
 Approve = Callable[[ToolCall], str]
 
@@ -67,6 +66,9 @@ class RollbackPlan:
     contradicted: tuple[ToolCall, ...]  # in the target, undone by a rollback (--force)
     finished: tuple[Compensation, ...] = ()  # what a killed rollback left, run first
     forced: bool = False  # --force: calls koog cannot undo are left in place
+    # An agent session's files its edit tools changed (services/agent_files.py).
+    files: tuple[FileFate, ...] = ()
+    files_finished: tuple[FileFate, ...] = ()  # restores a killed rollback left, done first
 
     @property
     def to_undo(self) -> list[ToolCall]:
@@ -86,6 +88,16 @@ class RollbackPlan:
             what += f"; {len(undo)} tool call(s) will be undone"
         if leave:
             what += f"; {len(leave)} left in place"
+        writes = [f for f in self.files if f.writes]
+        if writes:
+            what += f"; {len(writes)} file(s) the agent edited set back: " + ", ".join(
+                f.path for f in writes
+            )
+        kept = [f for f in self.files if f.status == "changed"]
+        if kept:
+            what += f"; {len(kept)} changed since left as they are: " + ", ".join(
+                f.path for f in kept
+            )
         if self.cannot_undo:
             what += (
                 f"; koog cannot undo {len(self.cannot_undo)} of them, whose effects stay: "
@@ -123,8 +135,10 @@ def prepare(
     """Finish a killed rollback, choose the restore point and plan; changes nothing else."""
     require_enabled(ctx)
     finished = finish_compensations(ctx, session, approve, wait=True)
+    files_finished = agent_files.finish_held(ctx, session, wait=True)
     target = choose(ctx, session, wanted, latest)
-    return plan(ctx, session, target, options, finished)
+    made = plan(ctx, session, target, options, finished)
+    return replace(made, files_finished=tuple(files_finished))
 
 
 def plan(
@@ -158,8 +172,12 @@ def plan(
     already = {c.id for c in core.undone_calls(current.messages, journal)}
     earlier = core.is_prefix(full.messages, current.messages)
     results = {m.tool_call_id: m.meta for m in current.messages if m.role == "tool"}
+    files = agent_files.plan(ctx, session, current.messages, full.messages)
+    if not opts.force:
+        agent_files.refuse_changed(files)
+    restored = {c for f in files if f.move is not None for c in f.move.calls}
     removed = tuple(
-        _fate(ctx, call, message, opts, earlier, already, results.get(call.id, {}))
+        _fate(ctx, call, message, opts, earlier, already, results.get(call.id, {}), restored)
         for call, message in core.removed_calls(full.messages, current.messages)
     )
     return RollbackPlan(
@@ -171,6 +189,7 @@ def plan(
         tuple(contradicted),
         tuple(finished),
         opts.force,
+        tuple(files),
     )
 
 
@@ -182,6 +201,7 @@ def _fate(
     earlier: bool,
     already: set[str | None],
     result: Mapping[str, object],
+    restored: set[str],
 ) -> Compensation:
     """What the rollback will do with one call it takes out of the history; `result`: the
     meta of its tool message (whether it ran; an MCP call's hints)."""
@@ -190,6 +210,8 @@ def _fate(
         return Compensation(call, None, "left in place", reason)
 
     if clients_calls(message):
+        if call.id in restored:
+            return left("a client's tool; the files it edited are set back from koog's journal")
         return left("a client's tool")
     if call.id in already:
         return Compensation(call, None, "already undone", "by an earlier rollback")
@@ -242,6 +264,7 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
     point = undo.id if undo else None
     to_undo = plan.to_undo
     _journal(ctx, session, to_undo, "pending", point)
+    agent_files.journal_pending(ctx, session, plan.files, point)
     try:
         ctx.history.write(session, restored, expected_revision=current.revision)
     except KoogError as exc:
@@ -250,6 +273,7 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
             f"session {session.value} changed during the rollback; nothing restored",
             hint="run the rollback again",
         ) from exc
+    files = agent_files.apply(ctx, session, plan.files, point)
     results = _Results(ctx, session, {point: current.messages})
     done = [
         _run(ctx, session, c.call, point, approve, results) if c.status == "undone" else c
@@ -265,31 +289,9 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
         plan.undoes,
         note,
         list(plan.finished),
+        files,
+        list(plan.files_finished),
     )
-
-
-def describe(
-    target: Checkpoint, current: Sequence[Message], numbers: Numbered | None = None
-) -> str:
-    """The change that restoring `target` (with its messages) undoes, for people; turns
-    numbered as the transcript numbers them (services/turn_numbers.py), as `why` does."""
-    when = local_time(target.created_at)
-    if target.manual:
-        return f"the changes since checkpoint {target.label or target.id} ({when})"
-    if target.reason == "turn":
-        kept = {m.id for m in target.messages}
-        removed = [m.id for m in current if m.id not in kept]
-        known = numbers.of_message if numbers is not None else {}
-        turns = span(known[i] for i in removed if i in known)
-        if turns is None:  # no transcript (an imported history): count its user messages
-            first = sum(1 for m in target.messages if m.role == "user") + 1
-            last = sum(1 for m in current if m.role == "user")
-            turns = f"turns {first}-{last}" if last > first else f"turn {first}"
-        return f"{turns} (from {when})"
-    if target.reason == "rollback":
-        return f"the rollback of {when}"
-    names = {"compress": "compression", "clear": "clear", "import": "import"}
-    return f"the {names.get(target.reason, target.reason)} of {when}"
 
 
 def finish_compensations(

@@ -193,6 +193,7 @@ def format_messages(
 
 def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str:
     from koogcli.core import content_parts
+    from koogcli.core.agent_edits import EDITS_KEY
     from koogcli.core.messages import CUT_LABELS, FINISH_KEY
 
     label = m.role if m.role != "tool" else f"tool {m.name or ''}".rstrip()
@@ -210,6 +211,8 @@ def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str
     lines += [""] if shown and lines and markdown else []  # a paragraph of their own
     lines += shown
     lines += [f"→ {c.name}({c.arguments})" for c in m.tool_calls]
+    edits = m.meta.get(EDITS_KEY)
+    lines += [f"  {e}" for e in edits if isinstance(e, str)] if isinstance(edits, list) else []
     body = visible("\n".join(lines))
     label = visible(label)  # a client's tool name is text from outside too
     if markdown:

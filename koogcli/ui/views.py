@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from koogcli.core.agent_edits import FileFate
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import CUT_LABELS, FINISH_KEY, Message, local_time
@@ -31,7 +32,11 @@ def session_dict(s: SessionInfo) -> dict[str, object]:
     }
 
 
-def checkpoint_rows(checkpoints: Sequence[Checkpoint]) -> str:
+def checkpoint_rows(
+    checkpoints: Sequence[Checkpoint], files: Mapping[str, Sequence[str]] | None = None
+) -> str:
+    """`files`: an agent session's files rolling back to each point would change (a FILES
+    column, only when any would)."""
     rows = []
     for c in checkpoints:
         if not c.readable:
@@ -41,7 +46,16 @@ def checkpoint_rows(checkpoints: Sequence[Checkpoint]) -> str:
         kind = checkpoint_kind(c)
         count = str(c.message_count) if c.kind != "tombstone" else ""
         rows.append((c.id, local_time(c.created_at), kind, count, c.label or ""))
-    return table(rows, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL"))
+    if not files or not any(files.values()):
+        return table(rows, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL"))
+    named = [_file_names(files.get(row[0], ())) for row in rows]
+    wide = [(*row, shown) for row, shown in zip(rows, named, strict=True)]
+    return table(wide, ("ID", "CREATED", "KIND", "MESSAGES", "LABEL", "FILES"))
+
+
+def _file_names(paths: Sequence[str]) -> str:
+    names = [p.rsplit("/", 1)[-1] for p in paths]
+    return ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
 
 
 def checkpoint_kind(c: Checkpoint) -> str:
@@ -54,7 +68,9 @@ def checkpoint_kind(c: Checkpoint) -> str:
     return str(c.kind)
 
 
-def checkpoint_dict(c: Checkpoint, with_messages: bool = False) -> dict[str, object]:
+def checkpoint_dict(
+    c: Checkpoint, with_messages: bool = False, files: Sequence[str] | None = None
+) -> dict[str, object]:
     data: dict[str, object] = {
         "id": c.id,
         "session": c.session,
@@ -70,6 +86,8 @@ def checkpoint_dict(c: Checkpoint, with_messages: bool = False) -> dict[str, obj
         "step": c.step,
         "message_count": c.message_count,
     }
+    if files is not None:
+        data["files"] = list(files)  # an agent's files rolling back to it would change
     if with_messages:
         data["output"] = c.output
         data["details"] = c.details
@@ -88,6 +106,10 @@ def rollback_lines(result: RollbackResult, repl: bool = False) -> list[str]:
     if result.note is not None:
         lines.append(f"  added a note: {one_line(result.note.text, 200)}")
     lines += compensation_lines(result.compensations)
+    if result.files_finished:
+        lines.append("  finished the file restores an interrupted rollback left:")
+        lines += [f"    {fate.describe()}" for fate in result.files_finished]
+    lines += [f"  {fate.describe()}" for fate in result.files]
     if result.undo_point:
         undone = any(c.status == "undone" for c in result.compensations)
         if repl:
@@ -120,6 +142,18 @@ def rollback_dict(result: RollbackResult) -> dict[str, object]:
         "after": {"message_count": result.messages_after},
         "compensations": [compensation_dict(c) for c in result.compensations],
         "finished": [compensation_dict(c) for c in result.finished],
+        "files": [file_dict(f) for f in result.files],
+        "files_finished": [file_dict(f) for f in result.files_finished],
+    }
+
+
+def file_dict(fate: FileFate) -> dict[str, object]:
+    """One file a rollback set back, left or could not cover."""
+    return {
+        "path": fate.path,
+        "status": fate.status,
+        "detail": fate.detail or None,
+        "calls": list(fate.move.calls) if fate.move is not None else [],
     }
 
 

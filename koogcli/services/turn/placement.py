@@ -28,6 +28,7 @@ from koogcli.core.messages import CLIENT_TOOLS, Message, new_id, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import StoredHistory
 from koogcli.core.wire_marks import Mark, chain
+from koogcli.services import agent_files
 from koogcli.services.context import AppContext
 from koogcli.services.turn.request import ClientOptions, TurnEvents, TurnRequest, TurnResult
 from koogcli.services.turn.run import run_turn
@@ -117,9 +118,15 @@ def exchange(
     if not said:
         raise UsageError("the request holds no message besides system messages")
     said = tuple(map(_as_client, said))
+    watch = request.client.files
+    if watch is not None and request.session is not None:
+        watch = agent_files.watching(watch, system_prompt, said)
+        request = replace(request, client=replace(request.client, files=watch))
     if request.session is not None and request.agent_session and is_compaction_request(said):
         family = family_of(request.session, request.granted)
         with gate.hold(family), ctx.turn_lock(family, exclusive=True):
+            if watch is not None:
+                agent_files.note_results(ctx, request.session, said, watch)
             _keep_what_only_it_carries(ctx, request.session, said[:-1], request.granted)
     if request.session is None or not request.stored:
         base, tail = _split_tail(tuple(map(_stamped, said)))
@@ -140,6 +147,8 @@ def exchange(
     # name, held exclusively while placing; the turn locks a fork itself).
     family = family_of(request.session, request.granted)
     with gate.hold(family), ctx.turn_lock(family, exclusive=True):
+        if watch is not None:  # the results of the edit calls it ran: what they left
+            agent_files.note_results(ctx, request.session, said, watch)
         placed = place(ctx, request.session, said, request.granted, request.agent_session)
         if on_placed is not None:
             on_placed(placed)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from koogcli.core.agent_edits import Watch
 from koogcli.core.errors import KoogError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.names import SessionName
@@ -38,6 +39,12 @@ class ClientOptions:
     # Whether koog compresses when the request is too long (before it goes, or after the
     # upstream refused it). A coding agent compacts by itself: its overflow goes back to it.
     recover_overflow: bool = True
+    # A coding agent's session: the files its edit tools change are journalled
+    # (services/agent_files.py).
+    files: Watch | None = None
+    # A coding agent's own session (its header named it): a request that only brings tool
+    # results continues the prompt's turn.
+    agent: bool = False
 
     @property
     def recovers(self) -> bool:

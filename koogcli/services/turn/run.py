@@ -68,6 +68,20 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
             ).tokens
 
 
+def _agent_continues(request: TurnRequest) -> bool:
+    """A coding agent's request that only brings its tool results: the same prompt's turn
+    goes on, so `rollback --latest` takes the prompt back whole, with every edit it made
+    (SPEC §6); no restore point of its own."""
+    client = request.client
+    return (
+        client is not None
+        and client.agent
+        and request.replaced is None
+        and bool(request.tail)
+        and request.tail[0].role == "tool"
+    )
+
+
 def _start(
     ctx: AppContext,
     request: TurnRequest,
@@ -89,7 +103,7 @@ def _start(
         restore_point(
             ctx, request.session, reason, messages=before.messages, revision=before.revision
         )
-        if request.recording.writes
+        if request.recording.writes and not _agent_continues(request)
         else None
     )
     stream = ctx.settings.chat.stream if request.stream is None else request.stream

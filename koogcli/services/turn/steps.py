@@ -37,7 +37,7 @@ from koogcli.core.ports import ModelRequest, ToolOutcome
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import distinct, identify
 from koogcli.core.wire_marks import Mark, chain
-from koogcli.services import interrupts, tool_identity, why
+from koogcli.services import agent_files, interrupts, tool_identity, why
 from koogcli.services.budget import context_limit
 
 if TYPE_CHECKING:
@@ -249,6 +249,10 @@ def _model_step(turn: TurnState) -> None:
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     if for_client:
         reply = _client_reply(turn, reply)
+        watch = turn.client_options.files
+        if watch is not None and reply.tool_calls and turn.recording.writes:
+            # Before the agent has the calls (a relay holds them until the turn is stored).
+            agent_files.note_calls(ctx, turn.session, reply.tool_calls, watch)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
 
 

@@ -1,0 +1,419 @@
+"""The files a coding agent's edit tools change, and what a rollback must do to them
+(SPEC §6 "The agents' file edits"). Pure: the journal is read and written by
+services/agent_files.py through the AgentFiles port.
+
+koog sees each edit call on its way to the agent (Claude Code `Write` / `Edit` /
+`MultiEdit` / `NotebookEdit`, Codex `apply_patch`, opencode `write` / `edit` /
+`apply_patch`) and the agent's result in its next request. The journal is a list of
+events, oldest first:
+
+- `edit`: a call is about to change `path`; the file's digest then (`before`, None: it
+  did not exist).
+- `edited`: the agent's result came; the digest the call left (`after`) and the lines it
+  added and removed.
+- `uncovered`: a call's file koog does not journal (outside the working folder, too
+  large), with why.
+- `restore`: a rollback set `path` from digest `from` to `to` (status `pending`, then
+  `done` or `left`), under the rollback's restore point.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from koogcli.core.messages import ToolCall
+
+if TYPE_CHECKING:
+    from koogcli.core.names import SessionName
+
+# Where shown messages carry their edit calls' files (never stored).
+EDITS_KEY = "file_edits"
+# Tool name -> the argument naming the one file it writes.
+_ONE_FILE = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+    "write": "filePath",
+    "edit": "filePath",
+    "multiedit": "filePath",
+}
+# Tool name -> the argument holding a patch in the `*** Begin Patch` form.
+_PATCH = {"apply_patch": ("input", "patch", "patchText"), "patch": ("patchText", "input")}
+# A shell call Codex runs as its own apply_patch (`apply_patch <<'EOF' ... EOF`).
+_SHELLS = {"shell": "command", "exec_command": "cmd", "local_shell": "command"}
+_PATCH_FILE = re.compile(
+    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
+)
+_FOLDER = (
+    re.compile(r"^\s*(?:-\s*)?(?:Primary )?[Ww]orking directory: (/[^\n]*?)\s*$", re.MULTILINE),
+    re.compile(r"<cwd>(/[^<\n]*)</cwd>"),
+)
+
+
+def _arguments(call: ToolCall) -> Mapping[str, Any]:
+    try:
+        parsed = json.loads(call.arguments or "{}")
+    except (ValueError, RecursionError):  # not JSON, or too deep: no file named
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def patch_paths(patch: str) -> list[str]:
+    """The files a `*** Begin Patch` patch adds, updates, deletes or moves to."""
+    found: list[str] = []
+    for line in patch.splitlines():
+        matched = _PATCH_FILE.match(line)
+        if matched:
+            path = matched.group(1) or matched.group(2)
+            if path not in found:
+                found.append(path)
+    return found
+
+
+def _shell_patch(value: object) -> str | None:
+    text = " ".join(value) if isinstance(value, list) else value
+    if isinstance(text, str) and "apply_patch" in text and "*** Begin Patch" in text:
+        return text
+    return None
+
+
+def edited_paths(call: ToolCall) -> list[str]:
+    """The paths an edit tool's call names, as the call names them (relative paths are
+    the working folder's); [] for any other call."""
+    if call.name in _ONE_FILE:
+        value = _arguments(call).get(_ONE_FILE[call.name])
+        return [value] if isinstance(value, str) and value else []
+    if call.name in _PATCH:
+        arguments = _arguments(call)
+        for key in _PATCH[call.name]:
+            if isinstance(arguments.get(key), str):
+                return patch_paths(arguments[key])
+        # A freeform tool's input, kept as it came when it is no JSON object.
+        return patch_paths(call.arguments) if "*** Begin Patch" in call.arguments else []
+    if call.name in _SHELLS:
+        text = _shell_patch(_arguments(call).get(_SHELLS[call.name]))
+        return patch_paths(text) if text else []
+    return []
+
+
+def working_folder(texts: Iterable[str]) -> str | None:
+    """The folder an agent tells the model it works in: `Primary working directory: /path`
+    (Claude Code), `Working directory: /path` (opencode), `<cwd>/path</cwd>` (Codex); the
+    first named."""
+    for text in texts:
+        for pattern in _FOLDER:
+            found = pattern.search(text)
+            if found:
+                return posixpath.normpath(found.group(1))
+    return None
+
+
+def absolute(path: str, folder: str | None) -> str | None:
+    """The call's path made absolute against the working folder (None: relative with no
+    folder to join it to)."""
+    if posixpath.isabs(path):
+        return posixpath.normpath(path)
+    return posixpath.normpath(posixpath.join(folder, path)) if folder else None
+
+
+def under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+@dataclass(frozen=True, slots=True)
+class FileLook:
+    """A file of an agent's working folder as koog found it: its digest (None: absent),
+    size, and content when within the bound asked for."""
+
+    exists: bool
+    digest: str | None = None
+    size: int = 0
+    content: bytes | None = None
+    problem: str = ""  # why it could not be read (a folder, no permission), else ""
+
+
+class AgentFiles(Protocol):
+    """The journal of the files agents' edit tools change (core/agent_edits.py), the
+    contents it keeps (once per digest) and the files themselves."""
+
+    def record(self, session: SessionName, events: Sequence[Mapping[str, object]]) -> None: ...
+
+    def events(self, session: SessionName) -> list[dict[str, object]]: ...
+
+    def has_journal(self, session: SessionName) -> bool: ...
+
+    def keep(self, content: bytes) -> str:
+        """Keep a content once (by its digest), returning the digest."""
+        ...
+
+    def kept(self, digest: str) -> bytes | None: ...
+
+    def real(self, path: str) -> str:
+        """The path with symbolic links resolved (where the file really is)."""
+        ...
+
+    def look(self, path: str, limit: int) -> FileLook:
+        """A file (never through a symbolic link), its content read when at most `limit`."""
+        ...
+
+    def put(self, path: str, content: bytes | None) -> None:
+        """Replace a file whole (a crash leaves the old or the new), or remove it (None)."""
+        ...
+
+    def forget(self, session: SessionName) -> None:
+        """The session's journal, and the contents no other session's journal names."""
+        ...
+
+    def rename(self, old: SessionName, new: SessionName) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """What koog serve journals for an agent session: files under `folder` (the one the
+    agent names, else `[serve.clients.NAME] root`), up to `max_bytes` each."""
+
+    folder: str | None
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str  # edit | edited | uncovered | restore
+    path: str
+    call: str = ""
+    tool: str = ""
+    before: str | None = None
+    after: str | None = None
+    why: str = ""
+    point: str = ""
+    status: str = ""  # a restore's: pending | done | left
+    added: int = 0
+    removed: int = 0
+    at: str = ""
+    redo: bool = False  # a restore that sets the file forward (a rollback rolled back)
+    folder: str = ""  # an edit's: the agent's working folder (paths are shown within it)
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"kind": self.kind, "path": self.path}
+        for name in ("call", "tool", "why", "point", "status", "at", "folder"):
+            if getattr(self, name):
+                data[name] = getattr(self, name)
+        if self.kind in ("edit", "restore"):
+            data["before"] = self.before
+        if self.kind in ("edited", "restore"):
+            data["after"] = self.after
+        if self.kind == "edited":
+            data["added"], data["removed"] = self.added, self.removed
+        if self.redo:
+            data["redo"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> Event | None:
+        """None for a line no koog wrote (a torn or foreign line is skipped)."""
+        kind, path = raw.get("kind"), raw.get("path")
+        if kind not in ("edit", "edited", "uncovered", "restore") or not isinstance(path, str):
+            return None
+
+        def text(name: str) -> str:
+            value = raw.get(name, "")
+            return value if isinstance(value, str) else ""
+
+        def digest(name: str) -> str | None:
+            value = raw.get(name)
+            return value if isinstance(value, str) else None
+
+        def count(name: str) -> int:
+            value = raw.get(name, 0)
+            return value if isinstance(value, int) else 0
+
+        return cls(
+            str(kind),
+            path,
+            text("call"),
+            text("tool"),
+            digest("before"),
+            digest("after"),
+            text("why"),
+            text("point"),
+            text("status"),
+            count("added"),
+            count("removed"),
+            text("at"),
+            raw.get("redo") is True,
+            text("folder"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One file a rollback sets back (or forward): from the digest the journal last knew
+    (`expected`) to `to`; None is "absent"."""
+
+    path: str
+    expected: str | None
+    to: str | None
+    calls: tuple[str, ...]  # the edit calls the move undoes (or redoes), newest first
+    redo: bool = False  # the restored history holds edits a rollback had undone
+
+
+@dataclass(frozen=True, slots=True)
+class FileFate:
+    """What a rollback does, or did, to one file."""
+
+    path: str
+    status: str  # restore | remove | unchanged | changed | not covered | restored | removed | left
+    detail: str = ""
+    move: Move | None = None
+    now: str | None = None  # the digest found when planned
+
+    @property
+    def writes(self) -> bool:
+        return self.status in ("restore", "remove")
+
+    def describe(self) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"{self.status}: {self.path}{detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    call: str
+    tool: str
+    path: str
+    before: str | None
+    after: str | None = None
+    seen: bool = False  # the agent's result came (`after` is what the call left)
+    added: int = 0
+    removed: int = 0
+    folder: str = ""
+
+
+@dataclass
+class Journal:
+    """A session's events folded: each file's edits in order and the digest the journal
+    last knows it at; the files koog left out, with why."""
+
+    edits: list[Edit] = field(default_factory=list)
+    known: dict[str, str | None] = field(default_factory=dict)
+    uncovered: list[Event] = field(default_factory=list)
+    pending: list[Event] = field(default_factory=list)  # restores a killed rollback left
+    settled: list[Event] = field(default_factory=list)  # restores done, left or cancelled
+
+    @classmethod
+    def of(cls, events: Sequence[Event]) -> Journal:
+        folded = cls()
+        by_call: dict[tuple[str, str], int] = {}
+        restores: dict[tuple[str, str], Event] = {}
+        for event in events:
+            if event.kind == "edit":
+                by_call[(event.call, event.path)] = len(folded.edits)
+                edit = Edit(event.call, event.tool, event.path, event.before, folder=event.folder)
+                folded.edits.append(edit)
+                folded.known[event.path] = event.before
+            elif event.kind == "edited" and (event.call, event.path) in by_call:
+                index = by_call[(event.call, event.path)]
+                edit = folded.edits[index]
+                folded.edits[index] = Edit(
+                    edit.call,
+                    edit.tool,
+                    edit.path,
+                    edit.before,
+                    event.after,
+                    True,
+                    event.added,
+                    event.removed,
+                    edit.folder,
+                )
+                if all(e.path != event.path for e in folded.edits[index + 1 :]):
+                    folded.known[event.path] = event.after
+            elif event.kind == "uncovered":
+                folded.uncovered.append(event)
+            elif event.kind == "restore":
+                key = (event.point, event.path)
+                if event.status == "pending":
+                    restores[key] = event
+                else:
+                    restores.pop(key, None)
+                    folded.settled.append(event)
+                    if event.status == "done":
+                        folded.known[event.path] = event.after
+        folded.pending = list(restores.values())
+        return folded
+
+    def unseen(self) -> list[Edit]:
+        """Edits whose result has not come yet."""
+        return [e for e in self.edits if not e.seen]
+
+    def of_calls(self, calls: Iterable[str]) -> list[Edit]:
+        wanted = set(calls)
+        return [e for e in self.edits if e.call in wanted]
+
+    def moves(self, current: Iterable[str], target: Iterable[str]) -> list[Move]:
+        """What restoring a history whose calls are `target` (from one whose calls are
+        `current`) does to each journalled file: set back to its content before the
+        earliest edit taken out; or, where the target holds edits the current history does
+        not (a rollback rolled back), forward to what the newest of them left. Newest
+        file first."""
+        now, then = set(current), set(target)
+        moves: list[Move] = []
+        paths = list(dict.fromkeys(e.path for e in reversed(self.edits)))
+        lost = {u.path for u in self.uncovered}  # outgrew the bound: its states unknown
+        for path in paths:
+            if path in lost:
+                continue
+            edits = [e for e in self.edits if e.path == path]
+            removed = [e for e in edits if e.call in now and e.call not in then]
+            added = [e for e in edits if e.call in then and e.call not in now]
+            expected = self.known.get(path)
+            if removed:
+                to = removed[0].before
+                calls = tuple(e.call for e in reversed(removed))
+                moves.append(Move(path, expected, to, calls))
+            elif added and added[-1].seen:
+                calls = tuple(e.call for e in reversed(added))
+                moves.append(Move(path, expected, added[-1].after, calls, redo=True))
+        return moves
+
+    def marks(self) -> dict[str, list[Edit]]:
+        """Each call's edits, for `why` and `history show`."""
+        marks: dict[str, list[Edit]] = {}
+        for edit in self.edits:
+            marks.setdefault(edit.call, []).append(edit)
+        return marks
+
+
+def line_changes(before: bytes | None, after: bytes | None) -> tuple[int, int]:
+    """Lines added and removed from `before` to `after` (a diff's + and -)."""
+    import difflib
+
+    old = (before or b"").decode("utf-8", "replace").splitlines()
+    new = (after or b"").decode("utf-8", "replace").splitlines()
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+        None, old, new, autojunk=False
+    ).get_opcodes():
+        if tag in ("replace", "delete"):
+            removed += i2 - i1
+        if tag in ("replace", "insert"):
+            added += j2 - j1
+    return added, removed
+
+
+def shown(edit: Edit) -> str:
+    """`edited notes.txt (+3 -1)` (with a minus sign), the path within the working folder."""
+    path, folder = edit.path, edit.folder
+    if folder and under(path, folder):
+        path = posixpath.relpath(path, folder)
+    if not edit.seen:
+        return f"editing {path} (the agent's result has not come)"
+    if edit.after is None:
+        return f"deleted {path}"
+    verb = "created" if edit.before is None else "edited"
+    return f"{verb} {path} (+{edit.added} \u2212{edit.removed})"

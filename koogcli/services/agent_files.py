@@ -1,0 +1,352 @@
+"""The files a coding agent's edit tools change, journalled through koog serve and set
+back by a rollback (SPEC §6 "The agents' file edits"; the journal's events are
+core/agent_edits.py's).
+
+- `note_calls`: a reply's edit calls, before the agent receives them: each file's content
+  then (or that it did not exist), kept once per digest.
+- `note_results`: the agent's next request carries the calls' results: each file's content
+  now, what the call left.
+- `plan`: what restoring a history does to each journalled file; a file whose content is
+  not what the journal last knew (a shell, a person, an edit koog did not see) is never
+  overwritten.
+- `apply` and `finish`: the restores are journalled `pending` before the history changes
+  and `done` after each file, so a rollback killed at any point is finished by the next
+  one, each file once: a file already at its restored content is not written again.
+
+A session's forks share its journal (they share the agent's folder): it is kept under
+the family's name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
+
+from koogcli.core.agent_edits import (
+    EDITS_KEY,
+    Edit,
+    Event,
+    FileFate,
+    FileLook,
+    Journal,
+    Move,
+    Watch,
+    absolute,
+    edited_paths,
+    line_changes,
+    shown,
+    under,
+    working_folder,
+)
+from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.errors import LockTimeoutError, UsageError
+from koogcli.core.messages import Message, ToolCall, clients_calls, utc_now
+from koogcli.core.names import SessionName
+from koogcli.services.context import AppContext
+
+_FORK = re.compile(r"~\d+$")
+
+
+def journal_of(session: SessionName) -> SessionName:
+    """The journal a session's edits are in: its family's (`work~2` → `work`)."""
+    return SessionName(_FORK.sub("", session.value) or session.value)
+
+
+def watching(watch: Watch, system_prompt: str | None, said: Sequence[Message]) -> Watch:
+    """The watch with the folder the agent names in its prompt (the configured root when
+    it names none)."""
+    texts = [system_prompt or "", *(m.text for m in said[:3] if m.role in ("system", "user"))]
+    return Watch(working_folder(texts) or watch.folder, watch.max_bytes)
+
+
+def read(ctx: AppContext, session: SessionName) -> Journal:
+    key = journal_of(session)
+    if not ctx.agent_files.has_journal(key):
+        return Journal()
+    return Journal.of([e for e in map(Event.from_dict, ctx.agent_files.events(key)) if e])
+
+
+def note_calls(
+    ctx: AppContext, session: SessionName, calls: Sequence[ToolCall], watch: Watch
+) -> None:
+    """Journal each file the calls will edit, as it is before the agent runs them."""
+    files = ctx.agent_files
+    events: list[Event] = []
+    now = utc_now()
+    for call in calls:
+        for named in edited_paths(call):
+            path = absolute(named, watch.folder)
+            why = _outside(ctx, path, watch)
+            if path is None or why:
+                events.append(Event("uncovered", path or named, call.id or "", call.name, why=why))
+                continue
+            look = files.look(path, watch.max_bytes)
+            if look.problem or (look.exists and look.content is None):
+                why = look.problem or _too_large(look.size, watch.max_bytes)
+                events.append(Event("uncovered", path, call.id or "", call.name, why=why))
+                continue
+            before = files.keep(look.content) if look.content is not None else None
+            events.append(
+                Event("edit", path, call.id or "", call.name, before=before, at=now,
+                      folder=watch.folder or "")
+            )  # fmt: skip
+    if events:
+        files.record(journal_of(session), [e.to_dict() for e in events])
+
+
+def _outside(ctx: AppContext, path: str | None, watch: Watch) -> str:
+    if watch.folder is None:
+        return "the agent named no working folder ([serve.clients.NAME] root sets one)"
+    if path is None:
+        return "a relative path"
+    real, folder = ctx.agent_files.real(path), ctx.agent_files.real(watch.folder)
+    if not under(real, folder):
+        return f"outside the working folder {watch.folder}"
+    return ""
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"{size:,} bytes, over [serve] journal_max_bytes ({limit:,})"
+
+
+def note_results(
+    ctx: AppContext, session: SessionName, said: Sequence[Message], watch: Watch
+) -> None:
+    """The results the agent sends back: each journalled file as its call left it."""
+    key = journal_of(session)
+    if not ctx.agent_files.has_journal(key):
+        return
+    answered = {m.tool_call_id for m in said if m.role == "tool" and m.tool_call_id}
+    waiting = [e for e in read(ctx, session).unseen() if e.call in answered]
+    if not waiting:
+        return
+    files = ctx.agent_files
+    events: list[Event] = []
+    for edit in waiting:
+        look = files.look(edit.path, watch.max_bytes)
+        if look.problem or (look.exists and look.content is None):
+            why = look.problem or _too_large(look.size, watch.max_bytes)
+            events.append(Event("uncovered", edit.path, edit.call, edit.tool, why=why))
+            continue
+        after = files.keep(look.content) if look.content is not None else None
+        before = files.kept(edit.before) if edit.before is not None else None
+        added, removed = line_changes(before, look.content)
+        events.append(
+            Event("edited", edit.path, edit.call, edit.tool, after=after, added=added,
+                  removed=removed, at=utc_now())
+        )  # fmt: skip
+    files.record(key, [e.to_dict() for e in events])
+
+
+# --- rollback ------------------------------------------------------------------------
+
+
+def client_call_ids(messages: Iterable[Message]) -> set[str]:
+    return {c.id for m in messages if clients_calls(m) for c in m.tool_calls if c.id}
+
+
+def plan(
+    ctx: AppContext, session: SessionName, current: Sequence[Message], target: Sequence[Message]
+) -> list[FileFate]:
+    """Each journalled file restoring `target` over `current` changes, and what is found."""
+    journal = read(ctx, session)
+    if not journal.edits and not journal.uncovered:
+        return []
+    limit = ctx.settings.serve.journal_max_bytes
+    now_ids, then_ids = client_call_ids(current), client_call_ids(target)
+    fates = [_fate(ctx, move, limit) for move in journal.moves(now_ids, then_ids)]
+    removed = now_ids - then_ids
+    seen: set[str] = set()
+    for event in journal.uncovered:
+        if event.call in removed and event.path not in seen:
+            seen.add(event.path)
+            fates.append(FileFate(event.path, "not covered", event.why))
+    return fates
+
+
+def _fate(ctx: AppContext, move: Move, limit: int) -> FileFate:
+    look = ctx.agent_files.look(move.path, limit)
+    now = _state(look)
+    if now == _UNKNOWN:
+        why = look.problem or f"now {look.size:,} bytes, over [serve] journal_max_bytes"
+        return FileFate(move.path, "changed", why, move, now)
+    if now == move.to:
+        return FileFate(move.path, "unchanged", "already as restored", move, now)
+    if now != move.expected:
+        return FileFate(move.path, "changed", _what_changed(move, look.size, now), move, now)
+    if move.to is not None and ctx.agent_files.kept(move.to) is None:
+        return FileFate(move.path, "not covered", "its earlier content is not kept", move, now)
+    return FileFate(move.path, "remove" if move.to is None else "restore", "", move, now)
+
+
+_UNKNOWN = "unknown"  # a file that cannot be read within the bound: equal to no digest
+
+
+def _state(look: FileLook) -> str | None:
+    """A file's digest, None when absent."""
+    if not look.exists:
+        return None
+    return look.digest if look.digest is not None and not look.problem else _UNKNOWN
+
+
+def _what_changed(move: Move, size: int, now: str | None) -> str:
+    if now is None:
+        return "deleted since the agent's last edit koog saw"
+    if move.expected is None:
+        return "made again since koog saw it removed"
+    return f"changed since the agent's last edit koog saw (now {size:,} bytes)"
+
+
+def refuse_changed(fates: Sequence[FileFate]) -> None:
+    """A rollback never overwrites a file changed since the journal last saw it: without
+    --force it stops, naming each (exit 2), before anything changed."""
+    changed = [f for f in fates if f.status == "changed"]
+    if changed:
+        raise UsageError(
+            "the rollback would overwrite files changed since the agent's edits koog saw: "
+            + "; ".join(f"{f.path} ({f.detail})" for f in changed),
+            hint="nothing was rolled back; --force rolls back the conversation and the "
+            "other files and leaves these as they are",
+        )
+
+
+def apply(
+    ctx: AppContext, session: SessionName, fates: Sequence[FileFate], point: str | None
+) -> list[FileFate]:
+    """Set each file back (the history is restored already); a changed file is left."""
+    done: list[FileFate] = []
+    for fate in fates:
+        if fate.move is not None and fate.writes:
+            done.append(_settle(ctx, session, fate.move, point))
+        elif fate.status == "changed":
+            done.append(FileFate(fate.path, "left", fate.detail, fate.move, fate.now))
+        else:
+            done.append(fate)
+    return done
+
+
+def journal_pending(
+    ctx: AppContext, session: SessionName, fates: Sequence[FileFate], point: str | None
+) -> None:
+    """Before the history changes: what this rollback will write, so a kill finishes it."""
+    events = [_restore(f.move, point, "pending") for f in fates if f.move and f.writes]
+    if events:
+        ctx.agent_files.record(journal_of(session), [e.to_dict() for e in events])
+
+
+def _restore(move: Move, point: str | None, status: str) -> Event:
+    return Event(
+        "restore", move.path, move.calls[0] if move.calls else "", before=move.expected,
+        after=move.to, point=point or "", status=status, at=utc_now(), redo=move.redo,
+    )  # fmt: skip
+
+
+def _settle(ctx: AppContext, session: SessionName, move: Move, point: str | None) -> FileFate:
+    """One file set to `move.to`, when it is still what the journal expects (or already
+    there: a killed rollback wrote it before recording so)."""
+    files, limit = ctx.agent_files, ctx.settings.serve.journal_max_bytes
+    look = files.look(move.path, limit)
+    now = _state(look)
+    status = "left"
+    if now == move.to:
+        status = "restored" if move.to is not None else "removed"
+    elif now == move.expected:
+        content = files.kept(move.to) if move.to is not None else None
+        if move.to is None or content is not None:
+            files.put(move.path, content)
+            status = "restored" if move.to is not None else "removed"
+    settled = _restore(move, point, "done" if status != "left" else "left")
+    files.record(journal_of(session), [settled.to_dict()])
+    if status == "left":
+        return FileFate(move.path, "left", _what_changed(move, look.size, now), move)
+    return FileFate(move.path, status, "", move)
+
+
+def finish(ctx: AppContext, session: SessionName) -> list[FileFate]:
+    """The restores a killed rollback journalled: each finished once, or cancelled when the
+    rollback never restored the history."""
+    journal = read(ctx, session)
+    if not journal.pending:
+        return []
+    present = client_call_ids(ctx.history.read(session).messages)
+    points = {e.point for e in journal.pending}
+    done = [  # what the killed rollback did before it was stopped
+        FileFate(e.path, "restored" if e.after is not None else "removed",
+                 "before the rollback was stopped")
+        for e in journal.settled if e.point in points and e.status == "done"
+    ]  # fmt: skip
+    for event in journal.pending:
+        move = Move(event.path, event.before, event.after, (event.call,), event.redo)
+        if (event.call in present) != event.redo:  # the history was never restored
+            cancelled = _restore(move, event.point, "cancelled")
+            ctx.agent_files.record(journal_of(session), [cancelled.to_dict()])
+            continue
+        done.append(_settle(ctx, session, move, event.point or None))
+    return done
+
+
+def finish_held(ctx: AppContext, session: SessionName, wait: bool = False) -> list[FileFate]:
+    """The file restores a killed rollback journalled, finished under the undo lock (a live
+    rollback holds it while it writes its own)."""
+    if not ctx.settings.persistence.enabled or not read(ctx, session).pending:
+        return []
+    try:
+        with ctx.undo_lock(session, wait):
+            return finish(ctx, session)
+    except LockTimeoutError:
+        if wait:
+            raise
+        return []
+
+
+# --- what people read ----------------------------------------------------------------
+
+
+def marks(ctx: AppContext, session: SessionName) -> dict[str, list[Edit]]:
+    """Each edit call's files, by call id (`why`, `history show`)."""
+    if not ctx.agent_files.has_journal(journal_of(session)):
+        return {}
+    return read(ctx, session).marks()
+
+
+def marked(ctx: AppContext, session: SessionName, messages: Sequence[Message]) -> list[Message]:
+    """The messages with each edit call's files in `meta.file_edits` (`edited notes.txt
+    (+3 -1)`), for showing; nothing is stored."""
+    edits = marks(ctx, session)
+    if not edits:
+        return list(messages)
+    out: list[Message] = []
+    for m in messages:
+        found = [shown(e) for c in m.tool_calls for e in edits.get(c.id or "", ())]
+        out.append(dataclasses.replace(m, meta={**m.meta, EDITS_KEY: found}) if found else m)
+    return out
+
+
+def forget(ctx: AppContext, session: SessionName) -> None:
+    """The journal goes with the session (with the last session of its family)."""
+    key = journal_of(session)
+    if not ctx.agent_files.has_journal(key):
+        return
+    prefix = key.value + "~"
+    others = [n for n in ctx.history.names() if n == key.value or n.startswith(prefix)]
+    if not [n for n in others if n != session.value]:
+        ctx.agent_files.forget(key)
+
+
+def point_files(
+    ctx: AppContext, session: SessionName, points: Sequence[Checkpoint]
+) -> dict[str, list[str]]:
+    """For each restore point, the journalled files rolling back to it would change
+    (`checkpoint list`)."""
+    journal = read(ctx, session) if points else Journal()
+    if not journal.edits:
+        return {}
+    current = client_call_ids(ctx.history.read(session).messages)
+    found: dict[str, list[str]] = {}
+    for point in points:
+        if point.kind != "restore" or not point.readable:
+            continue
+        then = client_call_ids(ctx.checkpoints.get(session, point.id).messages)
+        found[point.id] = [move.path for move in journal.moves(current, then)]
+    return found
