@@ -146,3 +146,4 @@ class Explained:
     why: Why
     rolled_back: str | None = None  # when a rollback took the reply out of the history
     cancelled: tuple[int, ...] = ()  # the session's turns cancelled before their reply
+    edits: tuple[str, ...] = ()  # an agent's files its edit calls for the prompt changed

@@ -98,7 +98,29 @@ def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> E
         raise _unexplained(session, turn, numbers.turns, sorted(answered), turn in cancelled)
     reply, found = answered[number]
     rolled_back = undone.get(reply.id)
-    return Explained(session.value, number, numbers.turns, reply, found, rolled_back, cancelled)
+    edits = _edits_before(ctx, session, [m for m, _ in entries], reply)
+    return Explained(
+        session.value, number, numbers.turns, reply, found, rolled_back, cancelled, edits
+    )
+
+
+def _edits_before(
+    ctx: AppContext, session: SessionName, said: list[Message], reply: Message
+) -> tuple[str, ...]:
+    """The files the edit calls since the reply's prompt changed (an agent's prompt runs
+    over several requests: `edited notes.txt (+3 -1)`)."""
+    from koogcli.core.agent_edits import shown
+    from koogcli.services import agent_files
+
+    marks = agent_files.marks(ctx, session)
+    at = next((i for i, m in enumerate(said) if m.id == reply.id), None)
+    if not marks or at is None:
+        return ()
+    start = at
+    while start > 0 and said[start - 1].role != "user":
+        start -= 1
+    calls = [c.id for m in said[start : at + 1] for c in m.tool_calls if c.id]
+    return tuple(shown(e) for c in calls for e in marks.get(c, ()))
 
 
 def _unexplained(

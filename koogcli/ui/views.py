@@ -297,6 +297,7 @@ def why_dict(found: Explained) -> dict[str, object]:
         "reply": reply,
         "rolled_back": found.rolled_back,
         "cancelled_turns": list(found.cancelled),
+        "file_edits": list(found.edits),
         **found.why.to_dict(),
         # What the server reported for the reply's request, cached prompt tokens included.
         "usage": usage_dict(Usage.from_dict(found.reply.meta.get("usage"))),
@@ -352,6 +353,8 @@ def why_lines(found: Explained) -> list[str]:
     cut = CUT_LABELS.get(str(found.reply.meta.get(FINISH_KEY)))
     if cut is not None:
         lines.append(f"the reply: {cut} (finish_reason {found.reply.meta[FINISH_KEY]})")
+    if found.edits:
+        lines.append("files the agent's edits changed: " + "; ".join(found.edits))
     return lines
 
 

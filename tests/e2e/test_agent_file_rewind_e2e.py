@@ -369,3 +369,51 @@ def test_files_outside_the_folder_or_over_the_bound_are_not_covered_and_never_to
     assert outside.read_text() == "out there\n" and big.read_text() == "x" * 4000 + "\n"
     shown = run_koog("rollback", "-s", session, "--latest", "--yes", env=env)  # undo it
     assert shown.returncode == 0 and small.read_text() == "small\n", shown.stderr
+
+
+def test_the_http_rollback_and_the_repls_set_the_files_back_too(
+    agents: Path,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    run_koog: Run,
+    tmp_path: Path,
+) -> None:
+    """`POST /koog/v1/sessions/NAME/rollback` and the REPL's /rollback take the one path:
+    the files go with the conversation; `why` names the prompt's edits."""
+    from tests.conftest import KOOG_BIN
+    from tests.support.serving import KoogServe, http
+    from tests.support.terminal import Terminal
+
+    notes, _ = _two_turns(agents, koog_env, server, tmp_path)
+    session = _session(run_koog)
+    why = run_koog("why", "-s", session, "--json")
+    assert json.loads(why.stdout)["file_edits"] == ["edited notes.txt (+1 \u22121)"], why.stdout
+    served = KoogServe(koog_env).start()
+    try:
+        base = served.url.removesuffix("/v1")
+        status, body = http("POST", f"{base}/koog/v1/sessions/{session}/rollback", {})
+    finally:
+        assert served.stop() == 0
+    assert status == 200, body
+    assert [(f["path"], f["status"]) for f in body["files"]] == [(str(notes), "restored")]
+    assert notes.read_text() == "version one\n"
+    terminal = Terminal([KOOG_BIN, "chat", "-s", session], koog_env)
+    try:
+        terminal.wait_for(f"{session}>")
+        terminal.send("/rollback\r")  # the last change: the HTTP rollback, undone
+        terminal.wait_for("set back")
+        terminal.send("y\r")
+        terminal.wait_for(f"restored: {notes}")
+        terminal.send("/exit\r")
+        assert terminal.close() == 0
+    finally:
+        if terminal.child.poll() is None:
+            terminal.child.kill()
+    assert notes.read_text() == "version two\n"
+    # The journal and the contents it kept go with the session.
+    data = Path(koog_env["KOOG_DATA_DIR"])
+    assert list((data / "edits" / "contents").iterdir())
+    deleted = run_koog("history", "delete", session, "--yes", env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not list((data / "edits" / "sessions").iterdir())
+    assert not list((data / "edits" / "contents").iterdir())
