@@ -6,9 +6,11 @@ reply from tests/fakes/openai_server.py. Runs alternate koog / llm; medians are 
 Beside them, the floor of any tool built on the openai SDK: a Python script that imports it
 and makes the same streamed request, storing nothing.
 
-    python bench/versus_llm.py [--runs 15] [--llm-venv DIR]
+    python bench/versus_llm.py [--runs 15] [--llm-venv DIR] [--against OTHER_KOOG]
 
 Without --llm-venv, `llm` is installed from PyPI into a temporary virtual environment.
+`--against` times another build's `koog chat hi` in the same alternating rounds (its own
+data dir), e.g. the build at 9468aed installed in a venv of its own.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--llm-venv", type=Path)
+    parser.add_argument("--against", help="another build's koog, timed in the same rounds")
     args = parser.parse_args()
     server = FakeOpenAIServer().start()
     try:
@@ -72,12 +75,20 @@ def main() -> None:
             koog_argv = [KOOG, "chat", "hi"]  # a new session per call, as llm starts one
             llm_argv = [str(llm), "-m", "fake", "hi"]
             sdk_argv = [sys.executable, "-c", SDK_ALONE]
+            other_argv = [args.against, "chat", "hi"] if args.against else None
+            other_env = clean_env(
+                root / "other", OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench"
+            )
             timed(koog_argv, koog_env), timed(llm_argv, llm_env)  # warm the caches
-            koog_times, llm_times, sdk_times = [], [], []
+            if other_argv:
+                timed(other_argv, other_env)
+            koog_times, llm_times, sdk_times, other_times = [], [], [], []
             for _ in range(args.runs):
                 koog_times.append(timed(koog_argv, koog_env))
                 llm_times.append(timed(llm_argv, llm_env))
                 sdk_times.append(timed(sdk_argv, koog_env))
+                if other_argv:
+                    other_times.append(timed(other_argv, other_env))
             koog_median = statistics.median(koog_times)
             llm_median = statistics.median(llm_times)
             sdk_median = statistics.median(sdk_times)
@@ -88,6 +99,10 @@ def main() -> None:
             print(f"openai SDK alone: {sdk_median * 1000:6.0f} ms median (import, one request)")
             print(f"ratio koog / llm: {koog_median / llm_median:.2f}")
             print(f"ratio SDK alone / llm: {sdk_median / llm_median:.2f}")
+            if other_times:
+                other_median = statistics.median(other_times)
+                print(f"{args.against} chat hi: {other_median * 1000:6.0f} ms median")
+                print(f"ratio koog / that build: {koog_median / other_median:.2f}")
     finally:
         server.stop()
 
