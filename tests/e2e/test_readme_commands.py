@@ -393,7 +393,10 @@ class Reader:
     def bash(self, command: str, extra: dict[str, str], export: bool = False) -> Completed:
         """Runs a line as a shell would; an `export` line's variables stay for the next."""
         exported = self.logs / "exported.env"
-        script = f"{command}\nenv -0 > {shlex.quote(str(exported))}" if export else command
+        # bash stays the command's parent, as a terminal's shell does (`koog
+        # --install-completion` looks for it), and the command's status is the script's.
+        after = f"env -0 > {shlex.quote(str(exported))}" if export else "exit $?"
+        script = f"{command}\n{after}"
         done = subprocess.run(
             ["bash", "-o", "pipefail", "-c", script],
             input="",
