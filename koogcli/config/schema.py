@@ -423,6 +423,19 @@ class ServeSettings(_Strict):
                 )
         return value
 
+    @field_validator("clients", mode="before")
+    @classmethod
+    def _default_prefixes(cls, value: object) -> object:
+        """A table that only sets `files` or `namespace` keeps the agent's own prefix."""
+        if not isinstance(value, dict):
+            return value
+        return {
+            name: {"prefix": f"{name}-", **given}
+            if isinstance(given, dict) and name in SERVE_CLIENT_HEADERS
+            else given
+            for name, given in value.items()
+        }
+
     @field_validator("clients")
     @classmethod
     def _known_clients(cls, value: dict[str, ServeClient]) -> dict[str, ServeClient]:

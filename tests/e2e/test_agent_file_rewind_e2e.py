@@ -369,6 +369,13 @@ def test_files_outside_the_folder_or_over_the_bound_are_not_covered_and_never_to
     assert outside.read_text() == "out there\n" and big.read_text() == "x" * 4000 + "\n"
     shown = run_koog("rollback", "-s", session, "--latest", "--yes", env=env)  # undo it
     assert shown.returncode == 0 and small.read_text() == "small\n", shown.stderr
+    # The journal and the contents it kept go with the session.
+    data = Path(koog_env["KOOG_DATA_DIR"])
+    assert list((data / "edits" / "contents").iterdir())
+    deleted = run_koog("history", "delete", session, "--yes", env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not list((data / "edits" / "sessions").iterdir())
+    assert not list((data / "edits" / "contents").iterdir())
 
 
 def test_the_http_rollback_and_the_repls_set_the_files_back_too(
@@ -410,10 +417,3 @@ def test_the_http_rollback_and_the_repls_set_the_files_back_too(
         if terminal.child.poll() is None:
             terminal.child.kill()
     assert notes.read_text() == "version two\n"
-    # The journal and the contents it kept go with the session.
-    data = Path(koog_env["KOOG_DATA_DIR"])
-    assert list((data / "edits" / "contents").iterdir())
-    deleted = run_koog("history", "delete", session, "--yes", env=env)
-    assert deleted.returncode == 0, deleted.stderr
-    assert not list((data / "edits" / "sessions").iterdir())
-    assert not list((data / "edits" / "contents").iterdir())
