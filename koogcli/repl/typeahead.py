@@ -16,24 +16,17 @@ import termios
 from collections.abc import Iterator
 from typing import TextIO
 
+from koogcli.ui.keypress import unbuffered
+
 
 @contextlib.contextmanager
 def held(stream: TextIO | None = None) -> Iterator[None]:
     stream = stream or sys.stdin
     try:
         fd = stream.fileno()
-        saved = termios.tcgetattr(fd)
+        termios.tcgetattr(fd)  # raises for anything but a terminal
     except (AttributeError, ValueError, OSError, termios.error):
         yield  # not a terminal: nothing is echoed anyway
         return
-    quiet = list(saved)
-    quiet[3] &= ~(termios.ECHO | termios.ICANON)  # local modes; ISIG stays
-    quiet[6] = list(saved[6])
-    quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
-    # TCSANOW, not TCSAFLUSH: flushing would throw away what was typed ahead.
-    termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    try:
+    with unbuffered(fd):
         yield
-    finally:
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)

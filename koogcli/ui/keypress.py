@@ -11,28 +11,36 @@ from __future__ import annotations
 import contextlib
 import os
 import termios
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TextIO
 
 CTRL_D = "\x04"
+
+
+@contextlib.contextmanager
+def unbuffered(fd: int) -> Iterator[None]:
+    """Keys arrive one at a time and are not echoed (Ctrl-C still interrupts); the
+    terminal's modes are put back after."""
+    saved = termios.tcgetattr(fd)
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ECHO | termios.ICANON)  # local modes; ISIG stays
+    quiet[6] = list(saved[6])
+    quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
+    # TCSANOW, not TCSAFLUSH: keys typed ahead are kept (answers, or the next prompt's).
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def read_key(stream: TextIO) -> str:
     """The next key typed on the terminal `stream`; "" when the terminal has gone. An
     escape sequence (an arrow key) is read whole, so its letters answer nothing."""
     fd = stream.fileno()
-    saved = termios.tcgetattr(fd)
-    quiet = list(saved)
-    quiet[3] &= ~(termios.ECHO | termios.ICANON)  # local modes; ISIG stays
-    quiet[6] = list(saved[6])
-    quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
-    # TCSANOW, not TCSAFLUSH: keys typed ahead are answers too, as at a line prompt.
-    termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    try:
+    with unbuffered(fd):
         return os.read(fd, 64).decode(errors="replace")
-    finally:
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def choose(stream: TextIO, answers: Mapping[str, str]) -> str | None:
