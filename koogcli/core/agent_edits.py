@@ -278,7 +278,7 @@ class FileFate:
         return self.status in ("restore", "remove")
 
     def describe(self) -> str:
-        detail = f" ({self.detail})" if self.detail else ""
+        detail = f", {self.detail}" if self.detail else ""
         return f"{self.status}: {self.path}{detail}"
 
 

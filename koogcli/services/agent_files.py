@@ -174,7 +174,9 @@ def _fate(ctx: AppContext, move: Move, limit: int) -> FileFate:
     if now == move.to:
         return FileFate(move.path, "unchanged", "already as restored", move, now)
     if now != move.expected:
-        return FileFate(move.path, "changed", _what_changed(move, look.size, now), move, now)
+        kept = ctx.agent_files.kept(move.expected) if move.expected else None
+        why = _what_changed(move, look.size, now, kept)
+        return FileFate(move.path, "changed", why, move, now)
     if move.to is not None and ctx.agent_files.kept(move.to) is None:
         return FileFate(move.path, "not covered", "its earlier content is not kept", move, now)
     return FileFate(move.path, "remove" if move.to is None else "restore", "", move, now)
@@ -190,12 +192,13 @@ def _state(look: FileLook) -> str | None:
     return look.digest if look.digest is not None and not look.problem else _UNKNOWN
 
 
-def _what_changed(move: Move, size: int, now: str | None) -> str:
+def _what_changed(move: Move, size: int, now: str | None, kept: bytes | None = None) -> str:
     if now is None:
         return "deleted since the agent's last edit koog saw"
     if move.expected is None:
-        return "made again since koog saw it removed"
-    return f"changed since the agent's last edit koog saw (now {size:,} bytes)"
+        return "made again since the agent's last edit koog saw removed it"
+    then = f", that edit left {len(kept):,}" if kept is not None else ""
+    return f"changed since the agent's last edit koog saw: now {size:,} bytes{then}"
 
 
 def refuse_changed(fates: Sequence[FileFate]) -> None:
@@ -204,8 +207,8 @@ def refuse_changed(fates: Sequence[FileFate]) -> None:
     changed = [f for f in fates if f.status == "changed"]
     if changed:
         raise UsageError(
-            "the rollback would overwrite files changed since the agent's edits koog saw: "
-            + "; ".join(f"{f.path} ({f.detail})" for f in changed),
+            "the rollback would overwrite files changed outside the agent's edits: "
+            + "; ".join(f"{f.path} {f.detail}" for f in changed),
             hint="nothing was rolled back; --force rolls back the conversation and the "
             "other files and leaves these as they are",
         )

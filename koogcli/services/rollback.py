@@ -175,7 +175,7 @@ def plan(
     files = agent_files.plan(ctx, session, current.messages, full.messages)
     if not opts.force:
         agent_files.refuse_changed(files)
-    restored = {c for f in files if f.move is not None for c in f.move.calls}
+    restored = {c: f.writes for f in files if f.move is not None for c in f.move.calls}
     removed = tuple(
         _fate(ctx, call, message, opts, earlier, already, results.get(call.id, {}), restored)
         for call, message in core.removed_calls(full.messages, current.messages)
@@ -201,7 +201,7 @@ def _fate(
     earlier: bool,
     already: set[str | None],
     result: Mapping[str, object],
-    restored: set[str],
+    restored: Mapping[str, bool],
 ) -> Compensation:
     """What the rollback will do with one call it takes out of the history; `result`: the
     meta of its tool message (whether it ran; an MCP call's hints)."""
@@ -210,8 +210,12 @@ def _fate(
         return Compensation(call, None, "left in place", reason)
 
     if clients_calls(message):
-        if call.id in restored:
-            return left("a client's tool; the files it edited are set back from koog's journal")
+        if call.id and call.id in restored:
+            return left(
+                "a client's tool; the files it edited are set back from koog's journal"
+                if restored[call.id]
+                else "a client's tool; the file it edited changed since, see below"
+            )
         return left("a client's tool")
     if call.id in already:
         return Compensation(call, None, "already undone", "by an earlier rollback")
