@@ -102,6 +102,22 @@ def edited_paths(call: ToolCall) -> list[str]:
     return []
 
 
+def base_folder(call: ToolCall, folder: str | None) -> tuple[str | None, str]:
+    """The folder a call's relative paths are in: the `workdir` of Codex's shell call,
+    else the working folder; with why not when koog cannot tell (a patch run after a
+    `cd`, which koog does not follow)."""
+    if call.name not in _SHELLS:
+        return folder, ""
+    arguments = _arguments(call)
+    text = _shell_patch(arguments.get(_SHELLS[call.name])) or ""
+    if re.search(r"(^|[\s;&|(])cd\s", text.split("apply_patch", 1)[0]):
+        return None, "the patch runs after a `cd`, which koog does not follow"
+    workdir = arguments.get("workdir")
+    if isinstance(workdir, str) and workdir:
+        return absolute(workdir, folder), ""
+    return folder, ""
+
+
 def working_folder(texts: Iterable[str]) -> str | None:
     """The folder an agent tells the model it works in: `Primary working directory: /path`
     (Claude Code), `Working directory: /path` (opencode), `<cwd>/path</cwd>` (Codex); the
@@ -154,8 +170,16 @@ class AgentFiles(Protocol):
 
     def kept(self, digest: str) -> bytes | None: ...
 
+    def position(self, session: SessionName) -> int:
+        """How much of the journal is written (a restore point keeps it)."""
+        ...
+
     def real(self, path: str) -> str:
         """The path with symbolic links resolved (where the file really is)."""
+        ...
+
+    def inside(self, path: str, folder: str) -> bool:
+        """Whether the file's folder, as it is now (links resolved), is under `folder`."""
         ...
 
     def look(self, path: str, limit: int) -> FileLook:
@@ -163,14 +187,17 @@ class AgentFiles(Protocol):
         ...
 
     def put(self, path: str, content: bytes | None) -> None:
-        """Replace a file whole (a crash leaves the old or the new), or remove it (None)."""
+        """Replace a file whole (a crash leaves the old or the new), or remove it (None);
+        OSError when the system refuses."""
         ...
 
     def forget(self, session: SessionName) -> None:
         """The session's journal, and the contents no other session's journal names."""
         ...
 
-    def rename(self, old: SessionName, new: SessionName) -> None: ...
+    def copy(self, source: SessionName, target: SessionName) -> None:
+        """Append one journal's events to another's (a renamed session takes them)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,12 +223,13 @@ class Event:
     added: int = 0
     removed: int = 0
     at: str = ""
-    redo: bool = False  # a restore that sets the file forward (a rollback rolled back)
     folder: str = ""  # an edit's: the agent's working folder (paths are shown within it)
+    session: str = ""  # the member of the family it happened in (`work~2`)
+    offset: int = -1  # where the journal holds it (read back; orders it against points)
 
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = {"kind": self.kind, "path": self.path}
-        for name in ("call", "tool", "why", "point", "status", "at", "folder"):
+        for name in ("call", "tool", "why", "point", "status", "at", "folder", "session"):
             if getattr(self, name):
                 data[name] = getattr(self, name)
         if self.kind in ("edit", "restore"):
@@ -210,8 +238,6 @@ class Event:
             data["after"] = self.after
         if self.kind == "edited":
             data["added"], data["removed"] = self.added, self.removed
-        if self.redo:
-            data["redo"] = True
         return data
 
     @classmethod
@@ -246,8 +272,9 @@ class Event:
             count("added"),
             count("removed"),
             text("at"),
-            raw.get("redo") is True,
             text("folder"),
+            text("session"),
+            offset if isinstance(offset := raw.get("_offset", -1), int) else -1,
         )
 
 
@@ -260,7 +287,7 @@ class Move:
     expected: str | None
     to: str | None
     calls: tuple[str, ...]  # the edit calls the move undoes (or redoes), newest first
-    redo: bool = False  # the restored history holds edits a rollback had undone
+    folder: str = ""  # the agent's working folder: nothing is written outside it
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +327,7 @@ class Journal:
     """A session's events folded: each file's edits in order and the digest the journal
     last knows it at; the files koog left out, with why."""
 
+    events: list[Event] = field(default_factory=list)
     edits: list[Edit] = field(default_factory=list)
     known: dict[str, str | None] = field(default_factory=dict)
     uncovered: list[Event] = field(default_factory=list)
@@ -308,39 +336,37 @@ class Journal:
 
     @classmethod
     def of(cls, events: Sequence[Event]) -> Journal:
-        folded = cls()
+        folded = cls(list(events))
         by_call: dict[tuple[str, str], int] = {}
         restores: dict[tuple[str, str], Event] = {}
         for event in events:
+            key = (event.call, event.path)
             if event.kind == "edit":
-                by_call[(event.call, event.path)] = len(folded.edits)
+                by_call[key] = len(folded.edits)
                 edit = Edit(event.call, event.tool, event.path, event.before, folder=event.folder)
                 folded.edits.append(edit)
                 folded.known[event.path] = event.before
-            elif event.kind == "edited" and (event.call, event.path) in by_call:
-                index = by_call[(event.call, event.path)]
+            elif event.kind == "edited" and key in by_call:
+                index = by_call[key]
                 edit = folded.edits[index]
                 folded.edits[index] = Edit(
-                    edit.call,
-                    edit.tool,
-                    edit.path,
-                    edit.before,
-                    event.after,
-                    True,
-                    event.added,
-                    event.removed,
-                    edit.folder,
-                )
-                if all(e.path != event.path for e in folded.edits[index + 1 :]):
-                    folded.known[event.path] = event.after
+                    edit.call, edit.tool, edit.path, edit.before, event.after, True,
+                    event.added, event.removed, edit.folder,
+                )  # fmt: skip
+                folded.known[event.path] = event.after
             elif event.kind == "uncovered":
                 folded.uncovered.append(event)
+                if key in by_call:  # its result outgrew the bound: seen, not followed
+                    edit = folded.edits[by_call[key]]
+                    folded.edits[by_call[key]] = Edit(
+                        edit.call, edit.tool, edit.path, edit.before, None, True,
+                        folder=edit.folder,
+                    )  # fmt: skip
             elif event.kind == "restore":
-                key = (event.point, event.path)
                 if event.status == "pending":
-                    restores[key] = event
+                    restores[(event.point, event.path)] = event
                 else:
-                    restores.pop(key, None)
+                    restores.pop((event.point, event.path), None)
                     folded.settled.append(event)
                     if event.status == "done":
                         folded.known[event.path] = event.after
@@ -351,35 +377,80 @@ class Journal:
         """Edits whose result has not come yet."""
         return [e for e in self.edits if not e.seen]
 
-    def of_calls(self, calls: Iterable[str]) -> list[Edit]:
-        wanted = set(calls)
-        return [e for e in self.edits if e.call in wanted]
+    def of_member(self, session: str, calls: Iterable[str]) -> Journal:
+        """The events of one member of a family: its own, and the edits of the calls its
+        histories hold (inherited from the session it forked from). Another member's edit
+        of a shared file is then a change this one did not make: refused, not undone."""
+        held = set(calls)
+        return Journal.of(
+            [
+                e
+                for e in self.events
+                if e.session in ("", session) or (e.kind != "restore" and e.call in held)
+            ]
+        )
 
-    def moves(self, current: Iterable[str], target: Iterable[str]) -> list[Move]:
-        """What restoring a history whose calls are `target` (from one whose calls are
-        `current`) does to each journalled file: set back to its content before the
-        earliest edit taken out; or, where the target holds edits the current history does
-        not (a rollback rolled back), forward to what the newest of them left. Newest
-        file first."""
-        now, then = set(current), set(target)
+    def moves(
+        self, position: int | None, current: Iterable[str], target: Iterable[str]
+    ) -> list[Move]:
+        """What restoring a restore point does to each journalled file: each is set to
+        what it was when the point was taken (`position`: how much of the journal was
+        written then), from what the journal knows it at now. A point taken before this
+        journal existed (no position): back to before the earliest edit whose call the
+        history loses, or forward to what the newest edit it regains left. Newest file
+        first; a file that outgrew the bound is never moved."""
+        if position is None:
+            return self._by_calls(set(current), set(target))
+        lost = {u.path for u in self.uncovered}
         moves: list[Move] = []
-        paths = list(dict.fromkeys(e.path for e in reversed(self.edits)))
-        lost = {u.path for u in self.uncovered}  # outgrew the bound: its states unknown
-        for path in paths:
+        for path in dict.fromkeys(e.path for e in reversed(self.edits)):
+            states = self._states(path)
+            if path in lost or not states:
+                continue
+            earlier = [value for offset, value in states if offset < position]
+            to = earlier[-1] if earlier else states[0][1]
+            expected = self.known.get(path)
+            if to == expected:
+                continue
+            edits = [e for e in self.events if e.kind == "edit" and e.path == path]
+            undone = tuple(e.call for e in reversed(edits) if e.offset >= position)
+            folder = edits[-1].folder if edits else ""
+            moves.append(Move(path, expected, to, undone or (edits[-1].call,), folder))
+        return moves
+
+    def _states(self, path: str) -> list[tuple[int, str | None]]:
+        """The file's contents in journal order: before each edit, after each result,
+        after each restore done."""
+        edited = {e.call for e in self.events if e.kind == "edit" and e.path == path}
+        states: list[tuple[int, str | None]] = []
+        for e in self.events:
+            if e.path != path:
+                continue
+            if e.kind == "edit":
+                states.append((e.offset, e.before))
+            elif (e.kind == "edited" and e.call in edited) or (
+                e.kind == "restore" and e.status == "done"
+            ):
+                states.append((e.offset, e.after))
+        return states
+
+    def _by_calls(self, now: set[str], then: set[str]) -> list[Move]:
+        moves: list[Move] = []
+        lost = {u.path for u in self.uncovered}
+        for path in dict.fromkeys(e.path for e in reversed(self.edits)):
             if path in lost:
                 continue
             edits = [e for e in self.edits if e.path == path]
             removed = [e for e in edits if e.call in now and e.call not in then]
             added = [e for e in edits if e.call in then and e.call not in now]
-            expected = self.known.get(path)
+            expected, folder = self.known.get(path), edits[-1].folder
             if removed:
-                to = removed[0].before
                 calls = tuple(e.call for e in reversed(removed))
-                moves.append(Move(path, expected, to, calls))
+                moves.append(Move(path, expected, removed[0].before, calls, folder))
             elif added and added[-1].seen:
                 calls = tuple(e.call for e in reversed(added))
-                moves.append(Move(path, expected, added[-1].after, calls, redo=True))
-        return moves
+                moves.append(Move(path, expected, added[-1].after, calls, folder))
+        return [m for m in moves if m.to != m.expected]
 
     def marks(self) -> dict[str, list[Edit]]:
         """Each call's edits, for `why` and `history show`."""

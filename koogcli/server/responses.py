@@ -93,10 +93,14 @@ async def create(request: Request) -> Response:
     return await streamed(request, turn, lambda: _Events(pending), _failed)
 
 
+# Output items an agent runs: held until the turn (and the files they edit) is stored.
+_CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")
+
+
 def _relayed(pending: wire.Answer) -> Relayed:
     def final(text: str) -> bool:
         if text.startswith("event: response.output_item.added"):
-            return '"function_call"' in text or '"custom_tool_call"' in text
+            return any(f'"{kind}"' in text for kind in _CALL_ITEMS)
         return text.startswith(("event: response.completed", "event: response.incomplete"))
 
     return Relayed(final, _Events(pending).failure, ": keep-alive\n\n")

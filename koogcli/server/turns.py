@@ -169,7 +169,8 @@ async def begin(
     if asked.agent_session and not state.agent_recovers(request.headers):
         asked = replace(asked, client=replace(asked.client, recover_overflow=False))
     if asked.agent_session and asked.session is not None:
-        watch = state.file_watch(request.headers)
+        # The files are journalled where they are: on this machine, for a client on it.
+        watch = state.file_watch(request.headers) if _local(request) else None
         asked = replace(asked, client=replace(asked.client, files=watch, agent=True))
     session = asked.session
     entry.session = session.value if session is not None else "-"
@@ -179,6 +180,19 @@ async def begin(
     turn = Turn(state, asked, entry)
     turn.start(ctx, release, after)
     return turn
+
+
+def _local(request: Request) -> bool:
+    """A client on this machine (loopback): the files its agent names are these."""
+    import ipaddress
+
+    host = request.client.host if request.client else ""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)
 
 
 def granted(request: Request) -> tuple[ServerState, LogEntry, Grant]:

@@ -33,6 +33,7 @@ from koogcli.core.agent_edits import (
     Move,
     Watch,
     absolute,
+    base_folder,
     edited_paths,
     line_changes,
     shown,
@@ -40,7 +41,7 @@ from koogcli.core.agent_edits import (
     working_folder,
 )
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import LockTimeoutError, UsageError
+from koogcli.core.errors import KoogError, LockTimeoutError, UsageError
 from koogcli.core.messages import Message, ToolCall, clients_calls, utc_now
 from koogcli.core.names import SessionName
 from koogcli.services.context import AppContext
@@ -57,7 +58,10 @@ def watching(watch: Watch, system_prompt: str | None, said: Sequence[Message]) -
     """The watch with the folder the agent names in its prompt (the configured root when
     it names none)."""
     texts = [system_prompt or "", *(m.text for m in said[:3] if m.role in ("system", "user"))]
-    return Watch(working_folder(texts) or watch.folder, watch.max_bytes)
+    named = working_folder(texts)
+    if named == "/":  # every file of the machine: no folder at all
+        named = None
+    return Watch(named or watch.folder, watch.max_bytes)
 
 
 def read(ctx: AppContext, session: SessionName) -> Journal:
@@ -74,22 +78,29 @@ def note_calls(
     files = ctx.agent_files
     events: list[Event] = []
     now = utc_now()
+    member = session.value
     for call in calls:
+        base, unknown = base_folder(call, watch.folder)
         for named in edited_paths(call):
-            path = absolute(named, watch.folder)
-            why = _outside(ctx, path, watch)
+            path = absolute(named, base)
+            why = unknown or _outside(ctx, path, watch)
             if path is None or why:
-                events.append(Event("uncovered", path or named, call.id or "", call.name, why=why))
+                events.append(
+                    Event("uncovered", path or named, call.id or "", call.name, why=why,
+                          session=member)
+                )  # fmt: skip
                 continue
             look = files.look(path, watch.max_bytes)
             if look.problem or (look.exists and look.content is None):
                 why = look.problem or _too_large(look.size, watch.max_bytes)
-                events.append(Event("uncovered", path, call.id or "", call.name, why=why))
+                events.append(
+                    Event("uncovered", path, call.id or "", call.name, why=why, session=member)
+                )
                 continue
             before = files.keep(look.content) if look.content is not None else None
             events.append(
                 Event("edit", path, call.id or "", call.name, before=before, at=now,
-                      folder=watch.folder or "")
+                      folder=watch.folder or "", session=member)
             )  # fmt: skip
     if events:
         files.record(journal_of(session), [e.to_dict() for e in events])
@@ -115,26 +126,29 @@ def note_results(
 ) -> None:
     """The results the agent sends back: each journalled file as its call left it."""
     key = journal_of(session)
-    if not ctx.agent_files.has_journal(key):
-        return
-    answered = {m.tool_call_id for m in said if m.role == "tool" and m.tool_call_id}
+    last = max((i for i, m in enumerate(said) if m.role == "assistant"), default=-1)
+    answered = {m.tool_call_id for m in said[last + 1 :] if m.role == "tool" and m.tool_call_id}
+    if not answered or not ctx.agent_files.has_journal(key):
+        return  # no new results (a new prompt): the journal is not read
     waiting = [e for e in read(ctx, session).unseen() if e.call in answered]
     if not waiting:
         return
-    files = ctx.agent_files
+    files, member = ctx.agent_files, session.value
     events: list[Event] = []
     for edit in waiting:
         look = files.look(edit.path, watch.max_bytes)
         if look.problem or (look.exists and look.content is None):
             why = look.problem or _too_large(look.size, watch.max_bytes)
-            events.append(Event("uncovered", edit.path, edit.call, edit.tool, why=why))
+            events.append(
+                Event("uncovered", edit.path, edit.call, edit.tool, why=why, session=member)
+            )
             continue
         after = files.keep(look.content) if look.content is not None else None
         before = files.kept(edit.before) if edit.before is not None else None
         added, removed = line_changes(before, look.content)
         events.append(
             Event("edited", edit.path, edit.call, edit.tool, after=after, added=added,
-                  removed=removed, at=utc_now())
+                  removed=removed, at=utc_now(), session=member)
         )  # fmt: skip
     files.record(key, [e.to_dict() for e in events])
 
@@ -147,22 +161,34 @@ def client_call_ids(messages: Iterable[Message]) -> set[str]:
 
 
 def plan(
-    ctx: AppContext, session: SessionName, current: Sequence[Message], target: Sequence[Message]
+    ctx: AppContext, session: SessionName, current: Sequence[Message], target: Checkpoint
 ) -> list[FileFate]:
     """Each journalled file restoring `target` over `current` changes, and what is found."""
     journal = read(ctx, session)
     if not journal.edits and not journal.uncovered:
         return []
     limit = ctx.settings.serve.journal_max_bytes
-    now_ids, then_ids = client_call_ids(current), client_call_ids(target)
-    fates = [_fate(ctx, move, limit) for move in journal.moves(now_ids, then_ids)]
+    now_ids, then_ids = client_call_ids(current), client_call_ids(target.messages)
+    mine = journal.of_member(session.value, now_ids | then_ids)
+    moves = mine.moves(position_of(target), now_ids, then_ids)
+    fates = [_fate(ctx, move, limit) for move in moves]
     removed = now_ids - then_ids
     seen: set[str] = set()
-    for event in journal.uncovered:
+    for event in mine.uncovered:
         if event.call in removed and event.path not in seen:
             seen.add(event.path)
             fates.append(FileFate(event.path, "not covered", event.why))
     return fates
+
+
+POSITION = "journal_at"  # a restore point's details: how much of the edit journal it follows
+
+
+def position_of(point: Checkpoint) -> int | None:
+    """How much of the journal was written when the point was taken (None: a point from
+    before koog kept it)."""
+    found = point.details.get(POSITION)
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
 
 
 def _fate(ctx: AppContext, move: Move, limit: int) -> FileFate:
@@ -173,6 +199,9 @@ def _fate(ctx: AppContext, move: Move, limit: int) -> FileFate:
         return FileFate(move.path, "changed", why, move, now)
     if now == move.to:
         return FileFate(move.path, "unchanged", "already as restored", move, now)
+    if move.folder and not ctx.agent_files.inside(move.path, move.folder):
+        why = f"its folder now leads outside the working folder {move.folder}"
+        return FileFate(move.path, "changed", why, move, now)
     if now != move.expected:
         kept = ctx.agent_files.kept(move.expected) if move.expected else None
         why = _what_changed(move, look.size, now, kept)
@@ -220,6 +249,9 @@ def apply(
     """Set each file back (the history is restored already); a changed file is left."""
     done: list[FileFate] = []
     for fate in fates:
+        if fate.move is not None and fate.status == "unchanged":  # the journal follows it
+            settled = _restore(session, fate.move, point, "done")
+            ctx.agent_files.record(journal_of(session), [settled.to_dict()])
         if fate.move is not None and fate.writes:
             done.append(_settle(ctx, session, fate.move, point))
         elif fate.status == "changed":
@@ -233,15 +265,25 @@ def journal_pending(
     ctx: AppContext, session: SessionName, fates: Sequence[FileFate], point: str | None
 ) -> None:
     """Before the history changes: what this rollback will write, so a kill finishes it."""
-    events = [_restore(f.move, point, "pending") for f in fates if f.move and f.writes]
+    events = [_restore(session, f.move, point, "pending") for f in fates if f.move and f.writes]
     if events:
         ctx.agent_files.record(journal_of(session), [e.to_dict() for e in events])
 
 
-def _restore(move: Move, point: str | None, status: str) -> Event:
+def cancel_pending(
+    ctx: AppContext, session: SessionName, fates: Sequence[FileFate], point: str | None
+) -> None:
+    """The history write failed: the journalled restores will never be due."""
+    events = [_restore(session, f.move, point, "cancelled") for f in fates if f.move and f.writes]
+    if events:
+        ctx.agent_files.record(journal_of(session), [e.to_dict() for e in events])
+
+
+def _restore(session: SessionName, move: Move, point: str | None, status: str) -> Event:
     return Event(
         "restore", move.path, move.calls[0] if move.calls else "", before=move.expected,
-        after=move.to, point=point or "", status=status, at=utc_now(), redo=move.redo,
+        after=move.to, point=point or "", status=status, at=utc_now(), folder=move.folder,
+        session=session.value,
     )  # fmt: skip
 
 
@@ -251,19 +293,25 @@ def _settle(ctx: AppContext, session: SessionName, move: Move, point: str | None
     files, limit = ctx.agent_files, ctx.settings.serve.journal_max_bytes
     look = files.look(move.path, limit)
     now = _state(look)
-    status = "left"
+    status, why = "left", ""
     if now == move.to:
         status = "restored" if move.to is not None else "removed"
-    elif now == move.expected:
+    elif now != move.expected:
+        why = _what_changed(move, look.size, now)
+    elif move.folder and not files.inside(move.path, move.folder):
+        why = f"its folder now leads outside the working folder {move.folder}"
+    else:
         content = files.kept(move.to) if move.to is not None else None
-        if move.to is None or content is not None:
+        try:
+            if move.to is not None and content is None:
+                raise FileNotFoundError("its earlier content is not kept")
             files.put(move.path, content)
             status = "restored" if move.to is not None else "removed"
-    settled = _restore(move, point, "done" if status != "left" else "left")
+        except OSError as exc:  # no permission, a full disk: left, and said
+            why = exc.strerror or str(exc)
+    settled = _restore(session, move, point, "done" if status != "left" else "left")
     files.record(journal_of(session), [settled.to_dict()])
-    if status == "left":
-        return FileFate(move.path, "left", _what_changed(move, look.size, now), move)
-    return FileFate(move.path, status, "", move)
+    return FileFate(move.path, status, why, move)
 
 
 def finish(ctx: AppContext, session: SessionName) -> list[FileFate]:
@@ -272,7 +320,7 @@ def finish(ctx: AppContext, session: SessionName) -> list[FileFate]:
     journal = read(ctx, session)
     if not journal.pending:
         return []
-    present = client_call_ids(ctx.history.read(session).messages)
+    revision = ctx.history.read(session).revision
     points = {e.point for e in journal.pending}
     done = [  # what the killed rollback did before it was stopped
         FileFate(e.path, "restored" if e.after is not None else "removed",
@@ -280,13 +328,25 @@ def finish(ctx: AppContext, session: SessionName) -> list[FileFate]:
         for e in journal.settled if e.point in points and e.status == "done"
     ]  # fmt: skip
     for event in journal.pending:
-        move = Move(event.path, event.before, event.after, (event.call,), event.redo)
-        if (event.call in present) != event.redo:  # the history was never restored
-            cancelled = _restore(move, event.point, "cancelled")
+        move = Move(event.path, event.before, event.after, (event.call,), event.folder)
+        if _never_restored(ctx, session, event.point, revision):
+            cancelled = _restore(session, move, event.point, "cancelled")
             ctx.agent_files.record(journal_of(session), [cancelled.to_dict()])
             continue
         done.append(_settle(ctx, session, move, event.point or None))
     return done
+
+
+def _never_restored(ctx: AppContext, session: SessionName, point: str, revision: int) -> bool:
+    """The killed rollback never wrote the history: it is still at the revision the
+    rollback's own restore point recorded."""
+    if not point:
+        return False
+    try:
+        taken = ctx.checkpoints.get(session, point)
+    except KoogError:
+        return False
+    return taken.details.get("history_revision") == revision
 
 
 def finish_held(ctx: AppContext, session: SessionName, wait: bool = False) -> list[FileFate]:
@@ -341,15 +401,30 @@ def point_files(
     ctx: AppContext, session: SessionName, points: Sequence[Checkpoint]
 ) -> dict[str, list[str]]:
     """For each restore point, the journalled files rolling back to it would change
-    (`checkpoint list`)."""
+    (`checkpoint list`): from the journal alone when only this session wrote it, from the
+    point's history too when another member of the family did."""
     journal = read(ctx, session) if points else Journal()
     if not journal.edits:
         return {}
     current = client_call_ids(ctx.history.read(session).messages)
+    shared = any(e.session not in ("", session.value) for e in journal.events)
     found: dict[str, list[str]] = {}
     for point in points:
         if point.kind != "restore" or not point.readable:
             continue
-        then = client_call_ids(ctx.checkpoints.get(session, point.id).messages)
-        found[point.id] = [move.path for move in journal.moves(current, then)]
+        position = position_of(point)
+        then: set[str] = set()
+        if shared or position is None:
+            then = client_call_ids(ctx.checkpoints.get(session, point.id).messages)
+        mine = journal.of_member(session.value, current | then) if shared else journal
+        found[point.id] = [move.path for move in mine.moves(position, current, then)]
     return found
+
+
+def moved(ctx: AppContext, old: SessionName, new: SessionName) -> None:
+    """A renamed session takes its family's journal along (the family keeps it while any
+    other member is left)."""
+    source, target = journal_of(old), journal_of(new)
+    if source != target and ctx.agent_files.has_journal(source):
+        ctx.agent_files.copy(source, target)
+        forget(ctx, old)

@@ -10,6 +10,7 @@ from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import Message, local_time, utc_now
 from koogcli.core.names import SessionName
+from koogcli.services import agent_files
 from koogcli.services.context import AppContext
 from koogcli.services.turn_numbers import Numbered, span
 
@@ -45,7 +46,11 @@ def restore_point(
         reason=reason,
         label=label,
         manual=manual,
-        details={"history_revision": revision},
+        # And how much of an agent's file journal it follows (services/agent_files.py).
+        details={
+            "history_revision": revision,
+            agent_files.POSITION: ctx.agent_files.position(agent_files.journal_of(session)),
+        },
     )
     return ctx.checkpoints.save(checkpoint)
 

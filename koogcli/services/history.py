@@ -194,8 +194,7 @@ def rename(ctx: AppContext, old: SessionName, new: SessionName) -> None:
                 f"a session named {new.value!r} exists already", hint="pick another name"
             )
         ctx.storage.rename_session(old, new)
-        if agent_files.journal_of(old) == old and agent_files.journal_of(new) == new:
-            ctx.agent_files.rename(old, new)
+        agent_files.moved(ctx, old, new)
 
 
 def older_than(ctx: AppContext, days: float) -> list[SessionName]:

@@ -172,7 +172,7 @@ def plan(
     already = {c.id for c in core.undone_calls(current.messages, journal)}
     earlier = core.is_prefix(full.messages, current.messages)
     results = {m.tool_call_id: m.meta for m in current.messages if m.role == "tool"}
-    files = agent_files.plan(ctx, session, current.messages, full.messages)
+    files = agent_files.plan(ctx, session, current.messages, full)
     if not opts.force:
         agent_files.refuse_changed(files)
     restored = {c: f.writes for f in files if f.move is not None for c in f.move.calls}
@@ -273,6 +273,7 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
         ctx.history.write(session, restored, expected_revision=current.revision)
     except KoogError as exc:
         _journal(ctx, session, to_undo, "cancelled", point)
+        agent_files.cancel_pending(ctx, session, plan.files, point)
         raise StorageError(
             f"session {session.value} changed during the rollback; nothing restored",
             hint="run the rollback again",

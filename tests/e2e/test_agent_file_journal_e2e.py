@@ -5,8 +5,10 @@ files = false` journals nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from http.client import HTTPConnection
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -100,3 +102,87 @@ def test_files_false_journals_nothing(
     finally:
         assert served.stop() == 0
     assert not (data_dir / "edits").exists()
+
+
+def _agent(served: KoogServe, work: Path, session: str) -> Callable[..., dict[str, Any]]:
+    """Claude Code's requests by hand: each call sends the whole conversation so far."""
+    conversation: list[dict[str, Any]] = []
+    base = served.url.removesuffix("/v1")
+    headers = {"anthropic-version": "2023-06-01", "x-claude-code-session-id": session}
+
+    def say(*content: dict[str, Any] | str) -> dict[str, Any]:
+        blocks = [{"type": "text", "text": c} if isinstance(c, str) else c for c in content]
+        conversation.append({"role": "user", "content": blocks})
+        body = {**_body(work, False), "messages": conversation}
+        status, reply = http("POST", f"{base}/v1/messages", body, headers)
+        assert status == 200, reply
+        conversation.append({"role": "assistant", "content": reply["content"]})
+        return reply
+
+    return say
+
+
+def _result(reply: dict[str, Any]) -> dict[str, Any]:
+    [call] = [b for b in reply["content"] if b["type"] == "tool_use"]
+    return {"type": "tool_result", "tool_use_id": call["id"], "content": "done"}
+
+
+def test_a_folder_swapped_for_a_link_since_the_edit_is_never_followed(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, run_koog: Any
+) -> None:
+    """The agent wrote docs/notes.md; then docs became a link to a folder elsewhere
+    holding the same file: the rollback must not remove that file (refused; forced,
+    left)."""
+    work, elsewhere = isolated / "work", isolated / "elsewhere"
+    (work / "docs").mkdir(parents=True)
+    elsewhere.mkdir()
+    notes = work / "docs" / "notes.md"
+    served = KoogServe(koog_env).start()
+    try:
+        say = _agent(served, work, "s3")
+        _write(server, notes)
+        reply = say("write the notes")
+        notes.write_text("new\n")  # what the agent's Write does
+        server.enqueue({"content": "Wrote it."})
+        say(_result(reply))
+    finally:
+        assert served.stop() == 0
+    (elsewhere / "notes.md").write_text("new\n")
+    notes.unlink()
+    (work / "docs").rmdir()
+    (work / "docs").symlink_to(elsewhere)
+    refused = run_koog("rollback", "-s", "claude-s3", "--latest", "--yes")
+    assert refused.returncode == 2 and "outside the working folder" in refused.stderr
+    forced = run_koog("rollback", "-s", "claude-s3", "--latest", "--yes", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (elsewhere / "notes.md").read_text() == "new\n"
+    assert "left:" in forced.stderr
+
+
+def test_a_result_sent_with_the_users_own_words_starts_a_new_prompt(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, run_koog: Any
+) -> None:
+    """Results alone continue the prompt's turn (no restore point); sent with the user's
+    words (Claude Code after Esc) they start one, so rollback --latest takes back only it."""
+    work = isolated / "work"
+    work.mkdir()
+    served = KoogServe(koog_env).start()
+    try:
+        say = _agent(served, work, "s4")
+        _write(server, work / "a.txt")
+        first = say("write a")
+        (work / "a.txt").write_text("new\n")
+        _write(server, work / "b.txt")
+        second = say(_result(first), "<system-reminder>a note</system-reminder>")
+        (work / "b.txt").write_text("new\n")
+        server.enqueue({"content": "Stopped."})
+        say(_result(second), "stop, and leave b alone")
+    finally:
+        assert served.stop() == 0
+    points = json.loads(run_koog("checkpoint", "list", "-s", "claude-s4", "--json").stdout)
+    assert len(points) == 2 and points[-1]["message_count"] == 0, points  # not 3
+    undone = run_koog("rollback", "-s", "claude-s4", "--latest", "--yes")
+    assert undone.returncode == 0, undone.stderr
+    assert (work / "a.txt").exists() and (work / "b.txt").exists()  # made before it
+    shown = run_koog("history", "show", "-s", "claude-s4")
+    assert "leave b alone" not in shown.stdout and "write a" in shown.stdout

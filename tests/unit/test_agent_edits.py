@@ -58,46 +58,98 @@ def test_the_working_folder_as_each_agent_says_it() -> None:
 
 
 def events(*raw: dict[str, object]) -> Journal:
-    return Journal.of([e for e in map(Event.from_dict, raw) if e is not None])
+    """Events as the journal reads them back: each at its own offset."""
+    read = [{**e, "_offset": 100 * n} for n, e in enumerate(raw)]
+    return Journal.of([e for e in map(Event.from_dict, read) if e is not None])
 
 
-def test_rollback_sets_each_file_to_before_its_earliest_removed_edit() -> None:
-    journal = events(
-        {"kind": "edit", "path": "/w/n.txt", "call": "w1", "before": None},
-        {"kind": "edited", "path": "/w/n.txt", "call": "w1", "after": "d1"},
-        {"kind": "edit", "path": "/w/n.txt", "call": "e2", "before": "d1"},
-        {"kind": "edited", "path": "/w/n.txt", "call": "e2", "after": "d2"},
-        {"kind": "edit", "path": "/w/m.txt", "call": "e2", "before": "m0"},
-        {"kind": "edited", "path": "/w/m.txt", "call": "e2", "after": "m1"},
-    )
-    [m, n] = journal.moves({"w1", "e2"}, {"w1"})
-    assert (n.path, n.expected, n.to) == ("/w/n.txt", "d2", "d1")
+TWO_TURNS = (
+    {"kind": "edit", "path": "/w/n.txt", "call": "w1", "before": None},  # 0
+    {"kind": "edited", "path": "/w/n.txt", "call": "w1", "after": "d1"},  # 100
+    {"kind": "edit", "path": "/w/n.txt", "call": "e2", "before": "d1"},  # 200
+    {"kind": "edited", "path": "/w/n.txt", "call": "e2", "after": "d2"},  # 300
+    {"kind": "edit", "path": "/w/m.txt", "call": "e2", "before": "m0"},  # 400
+    {"kind": "edited", "path": "/w/m.txt", "call": "e2", "after": "m1"},  # 500
+)
+
+
+def test_a_point_sets_each_file_to_what_it_was_when_the_point_was_taken() -> None:
+    journal = events(*TWO_TURNS)
+    [m, n] = journal.moves(200, {"w1", "e2"}, {"w1"})  # the point before turn 2
+    assert (n.path, n.expected, n.to, n.calls) == ("/w/n.txt", "d2", "d1", ("e2",))
     assert (m.path, m.expected, m.to) == ("/w/m.txt", "m1", "m0")
-    [gone] = [x for x in journal.moves({"w1", "e2"}, set()) if x.path == "/w/n.txt"]
+    [gone] = [x for x in journal.moves(0, {"w1", "e2"}, set()) if x.path == "/w/n.txt"]
     assert gone.to is None and gone.calls == ("e2", "w1")  # made by w1: removed
-    assert journal.moves({"w1"}, {"w1"}) == []
+    assert journal.moves(600, {"w1", "e2"}, {"w1", "e2"}) == []
 
 
-def test_a_restore_moves_what_the_journal_knows_and_a_rolled_back_rollback_redoes() -> None:
+def test_after_a_compaction_the_file_goes_back_to_the_point_not_to_the_calls_left() -> None:
+    """The history lost w1 and e2 to the agent's compaction; the point before turn 2
+    still holds what the file was then ("d1"), not what the calls left in the history
+    would say."""
     journal = events(
-        {"kind": "edit", "path": "/w/n.txt", "call": "w1", "before": None},
-        {"kind": "edited", "path": "/w/n.txt", "call": "w1", "after": "d1"},
+        *TWO_TURNS[:4],
+        {"kind": "edit", "path": "/w/n.txt", "call": "e3", "before": "d2"},
+        {"kind": "edited", "path": "/w/n.txt", "call": "e3", "after": "d3"},
+    )
+    [n] = journal.moves(200, {"e3"}, {"w1"})
+    assert (n.expected, n.to) == ("d3", "d1")
+
+
+def test_a_point_without_a_position_falls_back_to_the_calls_it_loses() -> None:
+    journal = events(*TWO_TURNS)
+    [m, n] = journal.moves(None, {"w1", "e2"}, {"w1"})
+    assert (n.to, m.to) == ("d1", "m0")
+
+
+def test_a_restore_moves_what_the_journal_knows_and_undoing_it_sets_the_file_forward() -> None:
+    journal = events(
+        *TWO_TURNS[:2],
         {"kind": "restore", "path": "/w/n.txt", "call": "w1", "point": "p",
          "before": "d1", "after": None, "status": "pending"},
         {"kind": "restore", "path": "/w/n.txt", "call": "w1", "point": "p",
          "before": "d1", "after": None, "status": "done"},
     )  # fmt: skip
     assert journal.pending == [] and journal.known["/w/n.txt"] is None
-    [redo] = journal.moves(set(), {"w1"})
-    assert redo.redo and (redo.expected, redo.to) == (None, "d1")
+    [redo] = journal.moves(200, set(), {"w1"})  # the rollback's own point: before its restores
+    assert (redo.expected, redo.to) == (None, "d1")
 
 
-def test_a_file_that_outgrew_the_bound_is_never_moved() -> None:
+def test_another_members_edits_are_not_this_ones_to_undo() -> None:
+    journal = events(
+        {**TWO_TURNS[0], "session": "work"},
+        {**TWO_TURNS[1], "session": "work"},
+        {"kind": "edit", "path": "/w/n.txt", "call": "f1", "before": "d1", "session": "work~2"},
+        {"kind": "edited", "path": "/w/n.txt", "call": "f1", "after": "f", "session": "work~2"},
+    )
+    mine = journal.of_member("work", {"w1"})
+    [n] = mine.moves(0, {"w1"}, set())
+    assert (n.expected, n.to) == ("d1", None)  # the file now holds "f": a change it refuses
+    theirs = journal.of_member("work~2", {"w1", "f1"})  # inherited w1, made f1
+    [f] = theirs.moves(200, {"w1", "f1"}, {"w1"})
+    assert (f.expected, f.to) == ("f", "d1")
+
+
+def test_a_file_that_outgrew_the_bound_is_never_moved_and_not_asked_about_again() -> None:
     journal = events(
         {"kind": "edit", "path": "/w/big", "call": "w1", "before": "b0"},
         {"kind": "uncovered", "path": "/w/big", "call": "w1", "why": "over"},
     )
-    assert journal.moves({"w1"}, set()) == []
+    assert journal.moves(0, {"w1"}, set()) == []
+    assert journal.unseen() == []
+
+
+def test_a_patch_after_a_cd_is_not_followed_and_workdir_is() -> None:
+    from koogcli.core.agent_edits import base_folder
+
+    heredoc = f"apply_patch <<'EOF'\n{PATCH}\nEOF\n"
+    assert base_folder(call("exec_command", {"cmd": heredoc, "workdir": "sub"}), "/w") == (
+        "/w/sub",
+        "",
+    )
+    folder, why = base_folder(call("exec_command", {"cmd": "cd sub && " + heredoc}), "/w")
+    assert folder is None and "cd" in why
+    assert base_folder(call("Write", {"file_path": "a"}), "/w") == ("/w", "")
 
 
 def test_line_changes_count_what_a_diff_shows() -> None:

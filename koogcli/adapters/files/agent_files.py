@@ -38,18 +38,26 @@ class FileAgentFiles:
     def events(self, session: SessionName) -> list[dict[str, object]]:
         path = self.data.edit_journal_file(session)
         try:
-            text = atomic.read_bytes(path).decode("utf-8", "replace")
+            text = atomic.read_bytes(path).decode("utf-8", "surrogateescape")
         except FileNotFoundError:
             return []
         found: list[dict[str, object]] = []
-        for line in text.splitlines():
+        offset = 0
+        for line in text.split("\n"):
+            start, offset = offset, offset + len(line.encode("utf-8", "surrogateescape")) + 1
             try:
                 parsed = json.loads(line)
-            except (ValueError, RecursionError):  # a line a crash tore
+            except (ValueError, RecursionError):  # a line a crash tore, or the end
                 continue
             if isinstance(parsed, dict):
-                found.append(parsed)
+                found.append({**parsed, "_offset": start})
         return found
+
+    def position(self, session: SessionName) -> int:
+        try:
+            return self.data.edit_journal_file(session).stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def has_journal(self, session: SessionName) -> bool:
         return self.data.edit_journal_file(session).exists()
@@ -79,15 +87,34 @@ class FileAgentFiles:
             if kept.name not in named and not kept.name.startswith("."):
                 atomic.remove(kept)
 
-    def rename(self, old: SessionName, new: SessionName) -> None:
-        source = self.data.edit_journal_file(old)
-        if source.exists():
-            os.replace(source, self.data.edit_journal_file(new))
+    def copy(self, source: SessionName, target: SessionName) -> None:
+        try:
+            text = atomic.read_bytes(self.data.edit_journal_file(source))
+        except FileNotFoundError:
+            return
+        if text.strip():
+            atomic.append_text(self.data.edit_journal_file(target), text.decode("utf-8", "replace"))
 
     # --- the agent's files -----------------------------------------------------------
 
     def real(self, path: str) -> str:
-        return os.path.realpath(path)
+        try:
+            return os.path.realpath(path)
+        except (ValueError, OSError):  # a NUL in a model-written path
+            return "\0"
+
+    def inside(self, path: str, folder: str) -> bool:
+        """Whether the file's folder, as it is now (links resolved, up to the nearest one
+        that exists), is under `folder`: a link put in place of a folder since the edit
+        must not lead a restore elsewhere."""
+        try:
+            parent = os.path.dirname(path)
+            while parent and not os.path.lexists(parent):
+                parent = os.path.dirname(parent)
+            real, root = os.path.realpath(parent), os.path.realpath(folder)
+        except (ValueError, OSError):
+            return False
+        return real == root or real.startswith(root.rstrip("/") + "/")
 
     def look(self, path: str, limit: int) -> FileLook:
         try:
@@ -96,6 +123,8 @@ class FileAgentFiles:
             return FileLook(False)
         except OSError as exc:
             return FileLook(True, problem=exc.strerror or str(exc))
+        except ValueError:  # a NUL in a model-written path
+            return FileLook(True, problem="not a path")
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):

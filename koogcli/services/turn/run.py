@@ -9,6 +9,8 @@ once, at the store step; a failed or cancelled turn writes nothing to it (§5.2)
 
 from __future__ import annotations
 
+import re
+
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt, merge
 from koogcli.core.checkpoints import Checkpoint
@@ -79,7 +81,13 @@ def _agent_continues(request: TurnRequest) -> bool:
         and request.replaced is None
         and bool(request.tail)
         and request.tail[0].role == "tool"
+        # A result sent with the user's own words (Claude Code after Esc) starts a prompt.
+        and not any(m.role == "user" and _REMINDERS.sub("", m.text).strip() for m in request.tail)
     )
+
+
+# What an agent adds to a tool result on its own, not the user's words.
+_REMINDERS = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 
 def _start(
