@@ -246,6 +246,11 @@ class Terminal:
 
         deadline = time.monotonic() + timeout
         while wanted not in self.text:
+            if self.child.poll() is not None:
+                # It ended: what it wrote last may still be on its way through the reader.
+                self.reader.join(timeout=5)
+                if wanted in self.text:
+                    return
             if time.monotonic() > deadline or self.child.poll() is not None:
                 raise AssertionError(f"{wanted!r} never showed; the screen:\n{self.text}")
             time.sleep(0.02)
