@@ -262,19 +262,15 @@ def apply(
 
 
 def journal_pending(
-    ctx: AppContext, session: SessionName, fates: Sequence[FileFate], point: str | None
+    ctx: AppContext,
+    session: SessionName,
+    fates: Sequence[FileFate],
+    point: str | None,
+    status: str = "pending",
 ) -> None:
-    """Before the history changes: what this rollback will write, so a kill finishes it."""
-    events = [_restore(session, f.move, point, "pending") for f in fates if f.move and f.writes]
-    if events:
-        ctx.agent_files.record(journal_of(session), [e.to_dict() for e in events])
-
-
-def cancel_pending(
-    ctx: AppContext, session: SessionName, fates: Sequence[FileFate], point: str | None
-) -> None:
-    """The history write failed: the journalled restores will never be due."""
-    events = [_restore(session, f.move, point, "cancelled") for f in fates if f.move and f.writes]
+    """Before the history changes: what this rollback will write, so a kill finishes it
+    (`cancelled` when the history write failed: they will never be due)."""
+    events = [_restore(session, f.move, point, status) for f in fates if f.move and f.writes]
     if events:
         ctx.agent_files.record(journal_of(session), [e.to_dict() for e in events])
 

@@ -273,7 +273,7 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
         ctx.history.write(session, restored, expected_revision=current.revision)
     except KoogError as exc:
         _journal(ctx, session, to_undo, "cancelled", point)
-        agent_files.cancel_pending(ctx, session, plan.files, point)
+        agent_files.journal_pending(ctx, session, plan.files, point, "cancelled")
         raise StorageError(
             f"session {session.value} changed during the rollback; nothing restored",
             hint="run the rollback again",
