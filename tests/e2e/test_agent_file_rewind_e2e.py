@@ -106,31 +106,6 @@ def test_rollback_takes_the_agents_edits_back_turn_by_turn(
     assert not any("write notes.txt" in s for s in _said(run_koog, session))
 
 
-def test_a_file_changed_since_is_never_overwritten(
-    agents: Path,
-    koog_env: dict[str, str],
-    server: FakeOpenAIServer,
-    run_koog: Run,
-    tmp_path: Path,
-) -> None:
-    """Acceptance 2: a person changes the file; rollback exits 2 naming it and changes
-    nothing; with --force the conversation rolls back, the file stays, the report names it."""
-    notes, _ = _two_turns(agents, koog_env, server, tmp_path)
-    session = _session(run_koog)
-    notes.write_text("version two, and a person's line\n")
-    before = _said(run_koog, session)
-    refused = run_koog("rollback", "-s", session, "--latest", "--yes")
-    assert refused.returncode == 2, refused.stderr
-    assert str(notes) in refused.stderr and "Traceback" not in refused.stderr
-    assert notes.read_text() == "version two, and a person's line\n"
-    assert _said(run_koog, session) == before
-    forced = run_koog("rollback", "-s", session, "--latest", "--yes", "--force")
-    assert forced.returncode == 0, forced.stderr
-    assert notes.read_text() == "version two, and a person's line\n"
-    assert f"left: {notes}" in forced.stderr, forced.stderr
-    assert not any("make it version two" in s for s in _said(run_koog, session))
-
-
 def _scripted(replies: list[dict[str, object]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The replies in order to the requests that offer tools; a side request (opencode's
     title) gets a title and takes none of them."""
@@ -378,7 +353,7 @@ def test_files_outside_the_folder_or_over_the_bound_are_not_covered_and_never_to
     assert not list((data / "edits" / "contents").iterdir())
 
 
-def test_the_http_rollback_and_the_repls_set_the_files_back_too(
+def test_http_and_repl_rollbacks_set_files_back_and_a_persons_change_is_kept(
     agents: Path,
     koog_env: dict[str, str],
     server: FakeOpenAIServer,
@@ -386,7 +361,8 @@ def test_the_http_rollback_and_the_repls_set_the_files_back_too(
     tmp_path: Path,
 ) -> None:
     """`POST /koog/v1/sessions/NAME/rollback` and the REPL's /rollback take the one path:
-    the files go with the conversation; `why` names the prompt's edits."""
+    the files go with the conversation; `why` names the prompt's edits; a file a person
+    changed is never overwritten (acceptance 2)."""
     from tests.conftest import KOOG_BIN
     from tests.support.serving import KoogServe, http
     from tests.support.terminal import Terminal
@@ -417,3 +393,17 @@ def test_the_http_rollback_and_the_repls_set_the_files_back_too(
         if terminal.child.poll() is None:
             terminal.child.kill()
     assert notes.read_text() == "version two\n"
+    # Acceptance 2: a person changes the file; the rollback exits 2 naming it and changes
+    # nothing; forced, the conversation rolls back, the file stays, the report names it.
+    notes.write_text("version two, and a person's line\n")
+    before = _said(run_koog, session)
+    refused = run_koog("rollback", "-s", session, "--latest", "--yes")
+    assert refused.returncode == 2, refused.stderr
+    assert str(notes) in refused.stderr and "Traceback" not in refused.stderr
+    assert notes.read_text() == "version two, and a person's line\n"
+    assert _said(run_koog, session) == before
+    forced = run_koog("rollback", "-s", session, "--latest", "--yes", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert notes.read_text() == "version two, and a person's line\n"
+    assert f"left: {notes}" in forced.stderr, forced.stderr
+    assert not any("make it version two" in s for s in _said(run_koog, session))
