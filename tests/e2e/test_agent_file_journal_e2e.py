@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import ID_PROFILES, FakeOpenAIServer
 from tests.support.serving import KoogServe, http
 
 pytestmark = pytest.mark.e2e
@@ -186,3 +186,39 @@ def test_a_result_sent_with_the_users_own_words_starts_a_new_prompt(
     assert (work / "a.txt").exists() and (work / "b.txt").exists()  # made before it
     shown = run_koog("history", "show", "-s", "claude-s4")
     assert "leave b alone" not in shown.stdout and "write a" in shown.stdout
+
+
+@pytest.mark.parametrize("profile", ID_PROFILES)
+def test_each_id_quirk_keeps_each_edit_its_own_and_rolls_back(
+    profile: str,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    isolated: Path,
+    run_koog: Any,
+) -> None:
+    """Upstreams that give every call one id, none, or a name for an id: each edit still
+    has its own id on the wire and in the journal, so the rollback sets the right file
+    back to the right content."""
+    server.use_profile(profile)
+    work = isolated / "work"
+    work.mkdir()
+    notes = work / "notes.txt"
+    served = KoogServe(koog_env).start()
+    try:
+        say = _agent(served, work, "q1")
+        for text in ("one\n", "two\n"):
+            arguments = json.dumps({"file_path": str(notes), "content": text})
+            server.enqueue(
+                {"tool_calls": [{"id": "toolu_w", "name": "Write", "arguments": arguments}]}
+            )
+            reply = say(f"write {text.strip()}")
+            notes.write_text(text)
+            server.enqueue({"content": "Wrote it."})
+            say(_result(reply))
+    finally:
+        assert served.stop() == 0
+    shown = run_koog("history", "show", "-s", "claude-q1")
+    assert shown.stdout.count("notes.txt (+") == 2, shown.stdout  # created, then edited
+    done = run_koog("rollback", "-s", "claude-q1", "--latest", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert notes.read_text() == "one\n", done.stderr
