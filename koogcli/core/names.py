@@ -13,6 +13,7 @@ from datetime import datetime
 from koogcli.core.errors import InvalidSessionNameError
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._~-]{0,63}", re.ASCII)
+_FORK = re.compile(r"~[0-9]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,12 @@ class SessionName:
 
     def __str__(self) -> str:
         return self.value
+
+
+def family_name(name: str) -> str:
+    """`work~3` → `work`: the session a fork koog serve made belongs with (a name that is
+    no such fork: itself)."""
+    return _FORK.sub("", name)
 
 
 def generated(now: datetime, suffix: str) -> SessionName:

@@ -71,7 +71,7 @@ async def create(request: Request) -> Response:
 
 
 def _relayed() -> Relayed:
-    def final(text: str) -> bool:
+    def holds_from(text: str) -> bool:
         if text.startswith("event: content_block_start"):
             return '"tool_use"' in text
         return text.startswith("event: message_stop")
@@ -79,7 +79,7 @@ def _relayed() -> Relayed:
     def failure(exc: BaseException) -> list[str]:
         return [_event(_said(exc)[1])]
 
-    return Relayed(final, failure, _event({"type": "ping"}))
+    return Relayed(holds_from, failure, _event({"type": "ping"}))
 
 
 class _Events:

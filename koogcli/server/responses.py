@@ -98,12 +98,12 @@ _CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")
 
 
 def _relayed(pending: wire.Answer) -> Relayed:
-    def final(text: str) -> bool:
+    def holds_from(text: str) -> bool:
         if text.startswith("event: response.output_item.added"):
             return any(f'"{kind}"' in text for kind in _CALL_ITEMS)
         return text.startswith(("event: response.completed", "event: response.incomplete"))
 
-    return Relayed(final, _Events(pending).failure, ": keep-alive\n\n")
+    return Relayed(holds_from, _Events(pending).failure, ": keep-alive\n\n")
 
 
 async def _compacted(

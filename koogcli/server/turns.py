@@ -248,18 +248,18 @@ class Events(Protocol):
 
 class Relayed:
     """A passed-through request's stream: the upstream's events as it sent them, koog's own
-    deltas not written again. From the event `final` tells (the one that ends the answer,
-    or the first of a tool call) everything is held until the turn is stored: a client that
+    deltas not written again. From the event `holds_from` tells (the one that ends the
+    answer, or the first of a tool call) everything is held until the turn is stored: a client that
     reads the session right after finds it there, and an agent runs no call koog has not
     journalled (services/agent_files.py)."""
 
     def __init__(
         self,
-        final: Callable[[str], bool],
+        holds_from: Callable[[str], bool],
         failure: Callable[[BaseException], Iterable[str]],
         keepalive: str,
     ) -> None:
-        self.final = final
+        self.holds_from = holds_from
         self.failed = failure
         self.ping = keepalive
         self.held: list[str] = []
@@ -268,7 +268,7 @@ class Relayed:
         return ()
 
     def raw(self, text: str) -> Iterable[str]:
-        if self.held or self.final(text):
+        if self.held or self.holds_from(text):
             self.held.append(text)
             return ()
         return (text,)

@@ -20,7 +20,6 @@ the family's name.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable, Sequence
 
 from koogcli.core.agent_edits import (
@@ -43,15 +42,13 @@ from koogcli.core.agent_edits import (
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, LockTimeoutError, UsageError
 from koogcli.core.messages import Message, ToolCall, clients_calls, utc_now
-from koogcli.core.names import SessionName
+from koogcli.core.names import SessionName, family_name
 from koogcli.services.context import AppContext
-
-_FORK = re.compile(r"~\d+$")
 
 
 def journal_of(session: SessionName) -> SessionName:
     """The journal a session's edits are in: its family's (`work~2` → `work`)."""
-    return SessionName(_FORK.sub("", session.value) or session.value)
+    return SessionName(family_name(session.value))
 
 
 def watching(watch: Watch, system_prompt: str | None, said: Sequence[Message]) -> Watch:
@@ -387,8 +384,7 @@ def forget(ctx: AppContext, session: SessionName) -> None:
     key = journal_of(session)
     if not ctx.agent_files.has_journal(key):
         return
-    prefix = key.value + "~"
-    others = [n for n in ctx.history.names() if n == key.value or n.startswith(prefix)]
+    others = [n for n in ctx.history.names() if family_name(n) == key.value]
     if not [n for n in others if n != session.value]:
         ctx.agent_files.forget(key)
 

@@ -17,7 +17,6 @@ many threads at once.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -25,7 +24,7 @@ from koogcli.core import wire_marks
 from koogcli.core.agent_compaction import is_compaction_request
 from koogcli.core.errors import ConflictError, UsageError
 from koogcli.core.messages import CLIENT_TOOLS, Message, new_id, utc_now
-from koogcli.core.names import SessionName
+from koogcli.core.names import SessionName, family_name
 from koogcli.core.ports import StoredHistory
 from koogcli.core.wire_marks import Mark, chain
 from koogcli.services import agent_files
@@ -36,7 +35,6 @@ from koogcli.services.turn.session_gate import SessionBusyError, SessionGate
 
 # Never parsed and never a path: a stateless request stores nothing.
 STATELESS = SessionName("(stateless)")
-_FORK = re.compile(r"~[0-9]+$")
 
 
 Granted = Callable[[str], bool]
@@ -196,7 +194,7 @@ FAMILY_MAX = 58
 def family_of(session: SessionName, granted: Granted = _everything) -> SessionName:
     """`work~3` belongs to the family of `work`; a name the client may use while it may
     not use its family's (a token granted `proj~1` alone) is a family of its own."""
-    base = _FORK.sub("", session.value)
+    base = family_name(session.value)
     if base != session.value and not granted(base):
         base = session.value
     return SessionName(base[:FAMILY_MAX])
@@ -208,13 +206,7 @@ def members(
     """The family's sessions that exist and the client may use: `NAME` and its forks
     `NAME~2`, `NAME~3`, ... (and the session named, when its name is longer than a
     family's)."""
-    prefix = family.value + "~"
-    found = [
-        n
-        for n in ctx.history.names()
-        if (n == family.value or (n.startswith(prefix) and n[len(prefix) :].isdigit()))
-        and granted(n)
-    ]
+    found = [n for n in ctx.history.names() if family_name(n) == family.value and granted(n)]
     if session.value not in found and ctx.history.exists(session):
         found.append(session.value)
     return [SessionName(n) for n in found]
