@@ -17,5 +17,8 @@ def confirm_destructive(question: str, yes: bool) -> None:
         raise UsageError(f"refusing to {question} without confirmation", hint="pass --yes")
     import typer
 
-    if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False, err=True):
+    from koogcli.ui.render import visible
+
+    asked = visible(f"{question[0].upper()}{question[1:]}?")
+    if not typer.confirm(asked, default=False, err=True):
         raise UsageError("cancelled; nothing changed")

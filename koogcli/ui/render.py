@@ -106,7 +106,9 @@ def read_stdin(limit: int | None = None, setting: str = "chat.max_input_bytes") 
 
 
 def note(text: str) -> None:
-    """A diagnostic line on stderr, dimmed on a colour terminal."""
+    """A diagnostic line on stderr, dimmed on a colour terminal; the text from outside it
+    may carry (a client's tool call, a file name a model chose) shown, never executed."""
+    text = visible(text)
     if color_ok(current().stderr):
         text = f"\x1b[2m{text}\x1b[0m"
     out(text, current().stderr)
@@ -137,16 +139,16 @@ def cache_words(usage: Usage | None, grouped: bool = True) -> str | None:
 
 
 def warning(text: str) -> None:
-    out(f"koog: warning: {text}", current().stderr)
+    out(f"koog: warning: {visible(text)}", current().stderr)
 
 
 def error(err: KoogError) -> None:
     if isinstance(err, EndpointNotConfiguredError):
         out(FIRST_RUN_GUIDE, current().stderr)
         return
-    out(f"koog: error: {err.message}", current().stderr)
+    out(f"koog: error: {visible(err.message)}", current().stderr)
     if err.hint:
-        out(f"koog: hint: {err.hint}", current().stderr)
+        out(f"koog: hint: {visible(err.hint)}", current().stderr)
 
 
 def internal_error(exc: BaseException) -> None:

@@ -108,8 +108,8 @@ def rollback_lines(result: RollbackResult, repl: bool = False) -> list[str]:
     lines += compensation_lines(result.compensations)
     if result.files_finished:
         lines.append("  finished the file restores an interrupted rollback left:")
-        lines += [f"    {fate.describe()}" for fate in result.files_finished]
-    lines += [f"  {fate.describe()}" for fate in result.files]
+        lines += [f"    {one_line(fate.describe(), 300)}" for fate in result.files_finished]
+    lines += [f"  {one_line(fate.describe(), 300)}" for fate in result.files]
     if result.undo_point:
         undone = any(c.status == "undone" for c in result.compensations)
         if repl:
@@ -127,7 +127,7 @@ def rollback_lines(result: RollbackResult, repl: bool = False) -> list[str]:
 
 def compensation_lines(compensations: Sequence[Compensation]) -> list[str]:
     """`undone: create_user(Alex)`, `left in place: ... (why)`: every removed call."""
-    return [f"  {comp.describe()}" for comp in compensations]
+    return [f"  {one_line(comp.describe(), 300)}" for comp in compensations]
 
 
 def rollback_dict(result: RollbackResult) -> dict[str, object]:

@@ -222,3 +222,32 @@ def test_each_id_quirk_keeps_each_edit_its_own_and_rolls_back(
     done = run_koog("rollback", "-s", "claude-q1", "--latest", "--yes")
     assert done.returncode == 0, done.stderr
     assert notes.read_text() == "one\n", done.stderr
+
+
+def test_a_hostile_file_name_is_shown_never_executed_by_the_rollback(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, run_koog: Any
+) -> None:
+    """A model names a file whose name sets the terminal's title and clears the screen:
+    the rollback's report, its question and its refusal show the name, never run it."""
+    work = isolated / "work"
+    work.mkdir()
+    hostile = work / "a\x1b]0;pwned\x07\x1b[2Jb.txt"
+    served = KoogServe(koog_env).start()
+    try:
+        say = _agent(served, work, "h1")
+        _write(server, hostile)
+        reply = say("write it")
+        hostile.write_text("new\n")
+        server.enqueue({"content": "Wrote it."})
+        say(_result(reply))
+    finally:
+        assert served.stop() == 0
+    asked = run_koog("rollback", "-s", "claude-h1", "--latest")  # no --yes: refused, named
+    hostile.write_text("changed\n")
+    refused = run_koog("rollback", "-s", "claude-h1", "--latest", "--yes")
+    hostile.write_text("new\n")
+    done = run_koog("rollback", "-s", "claude-h1", "--latest", "--yes")
+    assert done.returncode == 0 and not hostile.exists(), done.stderr
+    for shown in (asked.stderr, refused.stderr, done.stderr):
+        assert "\x1b" not in shown and "\x07" not in shown, shown
+    assert "^[]0;pwned^G^[[2Jb.txt" in done.stderr and "^[" in refused.stderr
