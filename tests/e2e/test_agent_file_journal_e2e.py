@@ -39,8 +39,10 @@ def _body(work: Path, stream: bool) -> dict[str, object]:
     }
 
 
-def _write(server: FakeOpenAIServer, path: Path, chunk_delay: float = 0.0) -> None:
-    arguments = json.dumps({"file_path": str(path), "content": "new\n"})
+def _write(
+    server: FakeOpenAIServer, path: Path, chunk_delay: float = 0.0, content: str = "new\n"
+) -> None:
+    arguments = json.dumps({"file_path": str(path), "content": content})
     call = {"id": "toolu_w1", "name": "Write", "arguments": arguments}
     server.enqueue({"tool_calls": [call], "chunk_delay": chunk_delay})
 
@@ -127,6 +129,18 @@ def _result(reply: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": call["id"], "content": "done"}
 
 
+def _writes(
+    server: FakeOpenAIServer, say: Callable[..., dict[str, Any]], path: Path, text: str = "new\n"
+) -> None:
+    """One prompt of the agent: the model calls Write, the agent writes the file (as its
+    tool does) and sends the result back."""
+    _write(server, path, content=text)
+    reply = say(f"write {path.name}")
+    path.write_text(text)
+    server.enqueue({"content": "Wrote it."})
+    say(_result(reply))
+
+
 def test_a_folder_swapped_for_a_link_since_the_edit_is_never_followed(
     koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, run_koog: Any
 ) -> None:
@@ -139,12 +153,7 @@ def test_a_folder_swapped_for_a_link_since_the_edit_is_never_followed(
     notes = work / "docs" / "notes.md"
     served = KoogServe(koog_env).start()
     try:
-        say = _agent(served, work, "s3")
-        _write(server, notes)
-        reply = say("write the notes")
-        notes.write_text("new\n")  # what the agent's Write does
-        server.enqueue({"content": "Wrote it."})
-        say(_result(reply))
+        _writes(server, _agent(served, work, "s3"), notes)
     finally:
         assert served.stop() == 0
     (elsewhere / "notes.md").write_text("new\n")
@@ -207,14 +216,7 @@ def test_each_id_quirk_keeps_each_edit_its_own_and_rolls_back(
     try:
         say = _agent(served, work, "q1")
         for text in ("one\n", "two\n"):
-            arguments = json.dumps({"file_path": str(notes), "content": text})
-            server.enqueue(
-                {"tool_calls": [{"id": "toolu_w", "name": "Write", "arguments": arguments}]}
-            )
-            reply = say(f"write {text.strip()}")
-            notes.write_text(text)
-            server.enqueue({"content": "Wrote it."})
-            say(_result(reply))
+            _writes(server, say, notes, text)
     finally:
         assert served.stop() == 0
     shown = run_koog("history", "show", "-s", "claude-q1")
@@ -234,12 +236,7 @@ def test_a_hostile_file_name_is_shown_never_executed_by_the_rollback(
     hostile = work / "a\x1b]0;pwned\x07\x1b[2Jb.txt"
     served = KoogServe(koog_env).start()
     try:
-        say = _agent(served, work, "h1")
-        _write(server, hostile)
-        reply = say("write it")
-        hostile.write_text("new\n")
-        server.enqueue({"content": "Wrote it."})
-        say(_result(reply))
+        _writes(server, _agent(served, work, "h1"), hostile)
     finally:
         assert served.stop() == 0
     asked = run_koog("rollback", "-s", "claude-h1", "--latest")  # no --yes: refused, named
