@@ -178,17 +178,14 @@ class AgentFiles(Protocol):
         """The path with symbolic links resolved (where the file really is)."""
         ...
 
-    def inside(self, path: str, folder: str) -> bool:
-        """Whether the file's folder, as it is now (links resolved), is under `folder`."""
-        ...
-
     def look(self, path: str, limit: int) -> FileLook:
-        """A file (never through a symbolic link), its content read when at most `limit`."""
+        """A file, its content read when at most `limit`; no component of its absolute,
+        normalised path is followed if it is a symbolic link (a problem is said)."""
         ...
 
     def put(self, path: str, content: bytes | None) -> None:
-        """Replace a file whole (a crash leaves the old or the new), or remove it (None);
-        OSError when the system refuses."""
+        """Replace a file whole (a crash leaves the old or the new), or remove it (None),
+        following no symbolic link on its path; OSError when the system refuses."""
         ...
 
     def forget(self, session: SessionName) -> None:
@@ -203,10 +200,12 @@ class AgentFiles(Protocol):
 @dataclass(frozen=True, slots=True)
 class Watch:
     """What koog serve journals for an agent session: files under `folder` (the one the
-    agent names, else `[serve.clients.NAME] root`), up to `max_bytes` each."""
+    agent names, else `[serve.clients.NAME] root`), up to `max_bytes` each; none at all,
+    each listed with `refused` as why, when the client is not the server's own user."""
 
     folder: str | None
     max_bytes: int
+    refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,31 @@ def who_is_served(settings: ServeSettings) -> str:
     return "everyone" if settings.require_token is False else "kept-token"
 
 
+def socket_owner_is_me(scope: Scope) -> bool:
+    """The client's socket belongs to the user running the server (a connection the kernel
+    does not list, or lists under another uid, does not)."""
+    client, server = scope.get("client"), scope.get("server")
+    if not client or not server:
+        return False
+    try:
+        ipaddress.ip_address(str(client[0]).split("%", 1)[0])
+    except ValueError:  # not a TCP peer (an in-process client): nobody else to tell
+        return True
+    own = os.geteuid() if hasattr(os, "geteuid") else None
+    found = peers.owner((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))
+    return own is not None and found == own
+
+
+def is_servers_user(scope: Scope, settings: ServeSettings) -> bool:
+    """Whether the client is the user running the server, whoever else a token lets in:
+    the socket's owner where the system tells it (Linux); elsewhere only a client holding
+    the data dir's own token (no other user can read it). A configured token says nothing
+    of who holds it."""
+    if hasattr(os, "geteuid") and peers.supported():
+        return socket_owner_is_me(scope)
+    return who_is_served(settings) == "kept-token"
+
+
 class Guard:
     def __init__(self, app: ASGIApp, settings: ServeSettings, bound: str) -> None:
         self.app = app
@@ -111,7 +136,6 @@ class Guard:
         self.limit = settings.max_body_bytes
         self.log = settings.access_log
         # Without tokens only the user running the server is served (server/peers.py).
-        self.own_uid = os.geteuid() if hasattr(os, "geteuid") else None
         self.check_peers = who_is_served(settings) == "owner"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -192,19 +216,7 @@ class Guard:
         return None
 
     def _own_user(self, scope: Scope) -> bool:
-        """The client's socket belongs to the server's user (a connection the kernel does
-        not list, or lists under another uid, does not)."""
-        client, server = scope.get("client"), scope.get("server")
-        if not client or not server:
-            return False
-        try:
-            ipaddress.ip_address(str(client[0]).split("%", 1)[0])
-        except ValueError:  # not a TCP peer (an in-process client): nobody else to tell
-            return True
-        return (
-            peers.owner((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))
-            == self.own_uid
-        )
+        return socket_owner_is_me(scope)
 
     def _host_allowed(self, host: str) -> bool:
         host = host.lower().rstrip(".")

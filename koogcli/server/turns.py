@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from koogcli.core.names import SessionName
 from koogcli.server.auth import Grant
-from koogcli.server.guard import LogEntry, log_entry
+from koogcli.server.guard import LogEntry, is_servers_user, log_entry
 from koogcli.server.mailbox import Item, Mailbox
 from koogcli.server.state import ServerState
 from koogcli.services.context import AppContext
@@ -171,6 +171,10 @@ async def begin(
     if asked.agent_session and asked.session is not None:
         # The files are journalled where they are: on this machine, for a client on it.
         watch = state.file_watch(request.headers) if _local(request) else None
+        if watch is not None and not is_servers_user(request.scope, state.settings):
+            # Another local user's agent (a token holder): koog writes as the server's user,
+            # so it never reads or restores that user's files for them.
+            watch = replace(watch, refused=_ANOTHER_USER)
         asked = replace(asked, client=replace(asked.client, files=watch, agent=True))
     session = asked.session
     entry.session = session.value if session is not None else "-"
@@ -180,6 +184,12 @@ async def begin(
     turn = Turn(state, asked, entry)
     turn.start(ctx, release, after)
     return turn
+
+
+_ANOTHER_USER = (
+    "the agent runs as another local user; koog journals only the files of the user who "
+    "runs koog serve"
+)
 
 
 def _local(request: Request) -> bool:

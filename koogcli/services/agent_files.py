@@ -58,7 +58,7 @@ def watching(watch: Watch, system_prompt: str | None, said: Sequence[Message]) -
     named = working_folder(texts)
     if named == "/":  # every file of the machine: no folder at all
         named = None
-    return Watch(named or watch.folder, watch.max_bytes)
+    return Watch(named or watch.folder, watch.max_bytes, watch.refused)
 
 
 def read(ctx: AppContext, session: SessionName) -> Journal:
@@ -76,17 +76,19 @@ def note_calls(
     events: list[Event] = []
     now = utc_now()
     member = session.value
+    folder = files.real(watch.folder) if watch.folder else ""
     for call in calls:
         base, unknown = base_folder(call, watch.folder)
         for named in edited_paths(call):
             path = absolute(named, base)
-            why = unknown or _outside(ctx, path, watch)
+            why = watch.refused or unknown or _outside(path, watch, folder)
             if path is None or why:
                 events.append(
                     Event("uncovered", path or named, call.id or "", call.name, why=why,
                           session=member)
                 )  # fmt: skip
                 continue
+            path = _within(path, watch.folder or "", folder)
             look = files.look(path, watch.max_bytes)
             if look.problem or (look.exists and look.content is None):
                 why = look.problem or _too_large(look.size, watch.max_bytes)
@@ -97,21 +99,30 @@ def note_calls(
             before = files.keep(look.content) if look.content is not None else None
             events.append(
                 Event("edit", path, call.id or "", call.name, before=before, at=now,
-                      folder=watch.folder or "", session=member)
+                      folder=folder, session=member)
             )  # fmt: skip
     if events:
         files.record(journal_of(session), [e.to_dict() for e in events])
 
 
-def _outside(ctx: AppContext, path: str | None, watch: Watch) -> str:
+def _outside(path: str | None, watch: Watch, real: str) -> str:
+    """Why a path is not journalled, by its name alone (links are never followed when it
+    is read or written, so a name under the folder stays under it)."""
     if watch.folder is None:
         return "the agent named no working folder ([serve.clients.NAME] root sets one)"
     if path is None:
         return "a relative path"
-    real, folder = ctx.agent_files.real(path), ctx.agent_files.real(watch.folder)
-    if not under(real, folder):
+    if "\0" in path or not (under(path, watch.folder) or under(path, real)):
         return f"outside the working folder {watch.folder}"
     return ""
+
+
+def _within(path: str, named: str, real: str) -> str:
+    """The path under the working folder as the system has it (`/tmp` a link on some
+    systems): what is read and written then has no link on its way."""
+    if real == named or not under(path, named):
+        return path
+    return real + path[len(named.rstrip("/")) :]
 
 
 def _too_large(size: int, limit: int) -> str:
@@ -125,7 +136,7 @@ def note_results(
     key = journal_of(session)
     last = max((i for i, m in enumerate(said) if m.role == "assistant"), default=-1)
     answered = {m.tool_call_id for m in said[last + 1 :] if m.role == "tool" and m.tool_call_id}
-    if not answered or not ctx.agent_files.has_journal(key):
+    if not answered or watch.refused or not ctx.agent_files.has_journal(key):
         return  # no new results (a new prompt): the journal is not read
     waiting = [e for e in read(ctx, session).unseen() if e.call in answered]
     if not waiting:
@@ -192,12 +203,11 @@ def _fate(ctx: AppContext, move: Move, limit: int) -> FileFate:
     look = ctx.agent_files.look(move.path, limit)
     now = _state(look)
     if now == _UNKNOWN:
-        why = look.problem or f"now {look.size:,} bytes, over [serve] journal_max_bytes"
-        return FileFate(move.path, "changed", why, move, now)
+        return FileFate(move.path, "changed", _unreadable(look), move, now)
     if now == move.to:
         return FileFate(move.path, "unchanged", "already as restored", move, now)
-    if move.folder and not ctx.agent_files.inside(move.path, move.folder):
-        why = f"its folder now leads outside the working folder {move.folder}"
+    if move.folder and not under(move.path, move.folder):
+        why = f"outside the working folder {move.folder}"
         return FileFate(move.path, "changed", why, move, now)
     if now != move.expected:
         kept = ctx.agent_files.kept(move.expected) if move.expected else None
@@ -209,6 +219,10 @@ def _fate(ctx: AppContext, move: Move, limit: int) -> FileFate:
 
 
 _UNKNOWN = "unknown"  # a file that cannot be read within the bound: equal to no digest
+
+
+def _unreadable(look: FileLook) -> str:
+    return look.problem or f"now {look.size:,} bytes, over [serve] journal_max_bytes"
 
 
 def _state(look: FileLook) -> str | None:
@@ -289,10 +303,12 @@ def _settle(ctx: AppContext, session: SessionName, move: Move, point: str | None
     status, why = "left", ""
     if now == move.to:
         status = "restored" if move.to is not None else "removed"
+    elif now == _UNKNOWN:
+        why = _unreadable(look)
     elif now != move.expected:
         why = _what_changed(move, look.size, now)
-    elif move.folder and not files.inside(move.path, move.folder):
-        why = f"its folder now leads outside the working folder {move.folder}"
+    elif move.folder and not under(move.path, move.folder):
+        why = f"outside the working folder {move.folder}"
     else:
         content = files.kept(move.to) if move.to is not None else None
         try:

@@ -248,3 +248,137 @@ def test_a_hostile_file_name_is_shown_never_executed_by_the_rollback(
     for shown in (asked.stderr, refused.stderr, done.stderr):
         assert "\x1b" not in shown and "\x07" not in shown, shown
     assert "^[]0;pwned^G^[[2Jb.txt" in done.stderr and "^[" in refused.stderr
+
+
+SECRET = "the other folder's secret\n"
+
+
+def _untouched(outside: Path, names: list[str]) -> None:
+    assert sorted(p.name for p in outside.iterdir()) == names  # no temporary file either
+    assert all((outside / n).read_text() == SECRET for n in names)
+
+
+@pytest.mark.slow
+def test_a_folder_swapped_for_a_link_in_a_race_leads_no_journal_or_rollback_outside(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, data_dir: Path
+) -> None:
+    """Issue 51, acceptance 1: a process swaps a folder of the agent's working folder for a
+    link to another folder (renameat2, in a tight loop) while koog journals 30 edits and
+    then 150 rollbacks are asked for over HTTP: nothing outside is read, written or left behind."""
+    from tests.support.swapper import swapping
+
+    work, outside = isolated / "work", isolated / "outside"
+    (work / "sub").mkdir(parents=True)
+    outside.mkdir()
+    for name in ("notes.txt", "raced.txt"):
+        (outside / name).write_text(SECRET)
+    (work / "sub" / "raced.txt").write_text("inside\n")
+    (work / "swap").symlink_to(outside)
+    config = isolated / "keep.toml"
+    config.write_text("[persistence]\nkeep_last = 1000\n")  # every rollback takes a point
+    served = KoogServe({**koog_env, "KOOG_CONFIG": str(config)}).start()
+    base = served.url.removesuffix("/v1")
+    statuses: list[str] = []
+    try:
+        say = _agent(served, work, "race")
+        with swapping(work / "sub", work / "swap") as journalling:
+            for _ in range(30):  # the agent's own writes are not koog's: it writes nothing
+                _write(server, work / "sub" / "raced.txt")
+                reply = say("write raced.txt")
+                server.enqueue({"content": "Wrote it."})
+                say(_result(reply))
+        _writes(server, say, work / "sub" / "notes.txt")  # one edit to set back and forth
+        points = http("GET", f"{base}/koog/v1/sessions/claude-race/checkpoints")[1]
+        before_it = {"checkpoint": points[-1]["id"]}  # the point the edit's prompt took
+        url = f"{base}/koog/v1/sessions/claude-race/rollback"
+        edited = True
+        with swapping(work / "sub", work / "swap") as rolling:
+            for _ in range(150):  # back before the edit, then forward (undoing that), ...
+                status, body = http("POST", url, before_it if edited else {})
+                if status == 200:
+                    statuses += [f["status"] for f in body["files"]]
+                    edited = not edited
+                else:  # it saw the link: refused, nothing changed
+                    assert "symbolic link" in body["error"]["message"], (status, body)
+                    statuses.append("refused")
+    finally:
+        assert served.stop() == 0
+    assert journalling.count > 1000 and rolling.count > 1000
+    _untouched(outside, ["notes.txt", "raced.txt"])
+    assert not [p for p in work.rglob("*") if ".koog-" in p.name]
+    kept = [p.read_text() for p in (data_dir / "edits" / "contents").iterdir()]
+    assert SECRET not in kept
+    # Both ways were raced: restores went through, and some met the link.
+    assert {"restored", "removed"} & set(statuses), statuses
+    assert {"refused", "left"} & set(statuses), statuses
+
+
+AS_ANOTHER_AGENT = """
+import json, sys, urllib.request
+base, token, work = sys.argv[1:]
+headers = {"Content-Type": "application/json", "Authorization": "Bearer " + token,
+           "anthropic-version": "2023-06-01", "x-claude-code-session-id": "theirs"}
+body = {"model": "claude-sonnet-4-5", "max_tokens": 100,
+        "system": " - Primary working directory: " + work,
+        "tools": [{"name": "Write", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "write notes.txt"}]}
+def send():
+    request = urllib.request.Request(base + "/v1/messages", json.dumps(body).encode(), headers)
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+reply = send()
+call = [b for b in reply["content"] if b["type"] == "tool_use"][0]
+body["messages"] += [{"role": "assistant", "content": reply["content"]}, {"role": "user",
+    "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "done"}]}]
+send()
+print("sent")
+"""
+
+
+def test_another_local_users_agent_is_not_journalled_and_its_files_are_never_touched(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, run_koog: Any
+) -> None:
+    """Issue 51, acceptance 1: a token holder who is another local user names files of a
+    folder only the server's user can read: koog reads none of them, lists them as not
+    covered, and a rollback leaves them as they are."""
+    import os
+    import shutil
+    import subprocess
+
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or python is None:
+        pytest.skip("acting as another user needs root and a system python3 (CI has both)")
+    token = "another-users-token-0123456789"
+    config = isolated / "tokens.toml"
+    config.write_text(
+        f'[[serve.tokens]]\ntoken = "{token}"\nname = "other"\nsessions = [""]\n'
+        'namespaces = ["default"]\n'
+    )
+    theirs = isolated / "theirs"
+    theirs.mkdir(mode=0o700)
+    (theirs / "notes.txt").write_text(SECRET)
+    _write(server, theirs / "notes.txt")
+    server.enqueue({"content": "Wrote it."})
+    env = {**koog_env, "KOOG_CONFIG": str(config)}
+    served = KoogServe(env).start()
+    try:
+        other = subprocess.run(
+            [python, "-c", AS_ANOTHER_AGENT, served.url.removesuffix("/v1"), token, str(theirs)],
+            user="nobody",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        assert other.stdout.strip() == "sent", other.stderr
+    finally:
+        assert served.stop() == 0
+    (theirs / "notes.txt").write_text("changed by its owner\n")
+    shown = run_koog("rollback", "-s", "claude-theirs", "--latest", "--yes", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    [fate] = json.loads(shown.stdout)["files"]
+    assert fate["status"] == "not covered" and "another local user" in fate["detail"], fate
+    assert (theirs / "notes.txt").read_text() == "changed by its owner\n"
+    contents = isolated / "data" / "edits" / "contents"
+    assert not contents.exists() or not list(contents.iterdir())  # nothing of theirs read

@@ -5,17 +5,24 @@ files it is about are on this machine (koog serve reads them as the agent's user
   each, appended and synced; a torn last line is skipped.
 - `edits/contents/SHA256`: each content once, 0600; a session's forget removes the
   contents no other journal names.
+
+The agent's own files are read and written from `/` one folder at a time through
+descriptors, never following a symbolic link (`_parent`): a folder swapped for a link
+between a check and a write (an agent, or another user owning the folder) cannot lead a
+read or a write anywhere else, and the temporary file of a write is made and removed in
+the folder that was opened.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import secrets
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from koogcli.adapters import atomic
@@ -103,26 +110,14 @@ class FileAgentFiles:
         except (ValueError, OSError):  # a NUL in a model-written path
             return "\0"
 
-    def inside(self, path: str, folder: str) -> bool:
-        """Whether the file's folder, as it is now (links resolved, up to the nearest one
-        that exists), is under `folder`: a link put in place of a folder since the edit
-        must not lead a restore elsewhere."""
-        try:
-            parent = os.path.dirname(path)
-            while parent and not os.path.lexists(parent):
-                parent = os.path.dirname(parent)
-            real, root = os.path.realpath(parent), os.path.realpath(folder)
-        except (ValueError, OSError):
-            return False
-        return real == root or real.startswith(root.rstrip("/") + "/")
-
     def look(self, path: str, limit: int) -> FileLook:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with _parent(path, create=False) as (folder, name):
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
         except FileNotFoundError:
             return FileLook(False)
         except OSError as exc:
-            return FileLook(True, problem=exc.strerror or str(exc))
+            return FileLook(True, problem=_problem(exc))
         except ValueError:  # a NUL in a model-written path
             return FileLook(True, problem="not a path")
         try:
@@ -134,7 +129,7 @@ class FileAgentFiles:
             with os.fdopen(fd, "rb", closefd=False) as handle:
                 content = handle.read(limit + 1)
         except OSError as exc:
-            return FileLook(True, problem=exc.strerror or str(exc))
+            return FileLook(True, problem=_problem(exc))
         finally:
             os.close(fd)
         if len(content) > limit:  # it grew while read
@@ -142,18 +137,68 @@ class FileAgentFiles:
         return FileLook(True, hashlib.sha256(content).hexdigest(), len(content), content)
 
     def put(self, path: str, content: bytes | None) -> None:
-        target = Path(path)
-        if content is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            mode = stat.S_IMODE(os.lstat(target).st_mode)
+            with _parent(path, create=content is not None) as (folder, name):
+                if content is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=folder)
+                else:
+                    _replace(folder, name, content)
         except FileNotFoundError:
-            mode = None
-        temporary = target.parent / f".{target.name}.koog-{secrets.token_hex(4)}"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            if content is not None:
+                raise
+        except OSError as exc:
+            raise OSError(exc.errno, _problem(exc)) from exc
+
+
+@contextlib.contextmanager
+def _parent(path: str, create: bool) -> Iterator[tuple[int, str]]:
+    """The file's folder, opened from / one component at a time, none of them followed if
+    it is a symbolic link (`O_NOFOLLOW | O_DIRECTORY` on each, relative to the one before):
+    what is checked is what is used, however the folders change meanwhile. Missing folders
+    are made when `create` (each made, then opened, the same way)."""
+    parts = [p for p in path.split("/") if p]
+    if not path.startswith("/") or not parts or ".." in parts or "." in parts:
+        raise OSError(errno.EINVAL, "not an absolute, normalised path")
+    folder = os.open("/", _FOLDER)
+    try:
+        for part in parts[:-1]:
+            try:
+                inner = _open_folder(part, folder)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=folder)
+                inner = _open_folder(part, folder)
+            os.close(folder)
+            folder = inner
+        yield folder, parts[-1]
+    finally:
+        os.close(folder)
+
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_folder(name: str, folder: int) -> int:
+    try:
+        return os.open(name, _FOLDER, dir_fd=folder)
+    except NotADirectoryError:  # Linux's answer for a link opened with O_NOFOLLOW too
+        raise OSError(errno.ELOOP, "not a folder") from None
+
+
+def _replace(folder: int, name: str, content: bytes) -> None:
+    """Write `name` in `folder` whole: a temporary file beside it, made and removed through
+    the same descriptor, renamed over it (a crash leaves the old or the new)."""
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        mode = None
+    temporary = f".{name}.koog-{secrets.token_hex(4)}"[:255]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(temporary, flags, 0o666, dir_fd=folder)
+    try:
         try:
             view = memoryview(content)
             while view:
@@ -161,12 +206,23 @@ class FileAgentFiles:
             if mode is not None:
                 os.fchmod(fd, mode)
             os.fsync(fd)
-        except BaseException:
+        finally:
             os.close(fd)
-            temporary.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        os.replace(temporary, target)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+        raise
+
+
+def _problem(exc: OSError) -> str:
+    """What a person reads: a link on the path is named as such."""
+    if exc.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link (EMLINK: BSD)
+        return (
+            "a symbolic link (or a file where a folder should be) is on its path, which koog "
+            "never follows: it could lead outside the working folder"
+        )
+    return exc.strerror or str(exc)
 
 
 def _digests(journal: Path) -> set[str]:
