@@ -388,8 +388,8 @@ class ServeSettings(_Strict):
     max_connections: int = Field(default=512, ge=1, le=100_000)
     # Requests waiting on one session (beyond the one it runs); more are refused (409).
     session_queue: int = Field(default=16, ge=0, le=10_000)
-    # Of the worker threads, the share one token's requests may hold at once (without tokens:
-    # the requests that name no session, together).
+    # Of the worker threads (one per request a connection carries), the share one token's
+    # requests may hold at once (without tokens: the requests that name no session, together).
     token_share: float = Field(default=0.5, gt=0.0, le=1.0)
     # Attempts after a failed upstream request; 0: a client that retries decides.
     upstream_retries: int = Field(default=0, ge=0, le=20)

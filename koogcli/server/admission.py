@@ -6,8 +6,9 @@ waiting request holds no worker thread:
   `session_wait_seconds` of waiting);
 - with tokens, one token's requests hold at most `[serve] token_share` of the workers, so
   one client's burst never starves another's sessions; without tokens, the requests that
-  name no session (stateless) are one such client, so a burst of them leaves workers for
-  the sessions.
+  name no session (stateless, Codex's compactions) are one such client, so a burst of them
+  leaves workers for the sessions. The workers are as many as the connections that can
+  carry a request (server/state.py): requests on distinct sessions never wait for one.
 
 Everything here runs on the event loop's thread; `release` may be called from any thread.
 """

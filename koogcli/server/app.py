@@ -19,8 +19,8 @@ from koogcli.server.wire import error_body
 async def models(request: Request) -> Response:
     state: ServerState = request.app.state.koog
     try:
-        state.grant(request.headers)
-        found = await state.run(lambda: state.ctx.model().list_models())
+        grant = state.grant(request.headers)
+        found = await state.admitted(None, grant.name, lambda: state.ctx.model().list_models())
     except Exception as exc:
         return errors.response(exc)
     data = [{"id": m, "object": "model", "created": 0, "owned_by": "upstream"} for m in found]
@@ -31,9 +31,9 @@ async def embeddings(request: Request) -> Response:
     """Passed through to the upstream's `/embeddings` (koog adds nothing, keeps nothing)."""
     state: ServerState = request.app.state.koog
     try:
-        state.grant(request.headers)
+        grant = state.grant(request.headers)
         model, texts, packed = _embedding_request(await request.body())
-        vectors = await state.run(lambda: _embed(state, model, texts))
+        vectors = await state.admitted(None, grant.name, lambda: _embed(state, model, texts))
     except Exception as exc:
         return errors.response(exc)
     data = [

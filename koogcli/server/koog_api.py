@@ -31,12 +31,28 @@ def _endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Any]:
             grant = state.grant(request.headers)
             entry.token = grant.name
             body = await _json(request) if request.method == "POST" else None
-            data = await state.run(lambda: handler(state.ctx, grant, request, body))
+            # A session's family one request at a time, as its turns (a rollback never
+            # runs beside a turn of it); memory's embeddings within the shared bound.
+            family = _family(grant, request.path_params.get("name"))
+            data = await state.admitted(
+                family, grant.name, lambda: handler(state.ctx, grant, request, body)
+            )
         except Exception as exc:
             return errors.response(exc)
         return JSONResponse(data, status_code=status)
 
     return endpoint
+
+
+def _family(grant: Grant, name: object) -> str | None:
+    """The family of the session a route names (None: none, or a name the route refuses)."""
+    from koogcli.core.errors import KoogError
+    from koogcli.services.turn.placement import family_of
+
+    try:
+        return family_of(SessionName.parse(str(name)), grant.allows).value if name else None
+    except KoogError:
+        return None
 
 
 async def _json(request: Request) -> dict[str, Any]:

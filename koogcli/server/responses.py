@@ -117,7 +117,9 @@ async def _compacted(
 ) -> Response:
     """One `compaction` item holding koog's summary of the conversation (SPEC §6)."""
     ctx = state.context(grant, request.headers, body.user)
-    summary = await state.run(lambda: remote_compaction.summarise(ctx, conversation, model))
+    summary = await state.admitted(
+        None, grant.name, lambda: remote_compaction.summarise(ctx, conversation, model)
+    )
     item = remote_compaction.item(summary)
     created = int(time.time())
     answer: dict[str, Any] = {
@@ -149,8 +151,8 @@ async def compact(request: Request) -> Response:
         body = parse_responses(await request.body())
         model = state.model(body.model, known_names=False)
         ctx = state.context(grant, request.headers, body.user)
-        summary = await state.run(
-            lambda: remote_compaction.summarise(ctx, body.conversation, model)
+        summary = await state.admitted(
+            None, grant.name, lambda: remote_compaction.summarise(ctx, body.conversation, model)
         )
     except Exception as exc:
         return _failed(exc)

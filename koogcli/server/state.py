@@ -22,11 +22,17 @@ _NAMESPACE_HEADER = "x-koog-memory-namespace"
 
 
 class ServerState:
-    def __init__(self, ctx: AppContext, workers: int = 64, kept_token: str | None = None) -> None:
+    def __init__(
+        self, ctx: AppContext, workers: int | None = None, kept_token: str | None = None
+    ) -> None:
         self.ctx = ctx
         self.kept_token = kept_token  # required of every client (server/auth.py)
         self.settings: ServeSettings = ctx.settings.serve
         self.gate = SessionGate(self.settings.session_wait_seconds)
+        # A turn waits on the upstream, not on the processor: a thread for every request a
+        # connection can carry, made as needed, so no admitted request waits for a worker
+        # and requests on other sessions never delay one another (SPEC §6 "Bounds").
+        workers = workers or self.settings.max_connections
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="koog-turn")
         share = max(1, int(workers * self.settings.token_share))
         self.admission = Admission(
@@ -41,6 +47,16 @@ class ServerState:
     async def run(self, work: Callable[[], T]) -> T:
         """Blocking service code, on a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(self.pool, work)
+
+    async def admitted(self, family: str | None, token: str, work: Callable[[], T]) -> T:
+        """Work outside a turn that reaches the upstream (a compaction, embeddings, the
+        model list, /koog/v1): admitted as a turn is, one at a time on a session's family,
+        else within the share of the requests that name none, then run on a worker."""
+        release = await self.admission.enter(family, token)
+        try:
+            return await self.run(work)
+        finally:
+            release()
 
     def grant(self, headers: Mapping[str, str]) -> Grant:
         return grant_for(headers, self.settings.tokens, self.kept_token)

@@ -5,6 +5,7 @@ the same probes with bigger numbers."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,6 +76,27 @@ def test_a_burst_of_stateless_requests_never_delays_a_session(
         assert started.stop() == 0
     assert found.during < found.usual + 2.0, found
     assert found.statuses == {200: 70}, found
+
+
+def test_a_burst_of_compactions_and_new_sessions_never_delays_a_session(
+    koog_env: dict[str, str], server: FakeOpenAIServer
+) -> None:
+    """Issue 51, acceptance 2: 70 Codex compactions and 70 requests on distinct sessions
+    (no tokens), each held upstream, do not delay another session's request (before: the
+    compactions skipped admission, and the sessions took every worker)."""
+    hold = 20.0
+
+    def slow(body: dict[str, object]) -> dict[str, object]:
+        said = json.dumps(body["messages"])
+        return {"delay": hold, "content": "slow"} if "burst" in said else {"content": "hi"}
+
+    started = KoogServe(koog_env).start()
+    try:
+        found = limit_probes.crowd(started.url, 70, lambda: setattr(server, "responder", slow))
+    finally:
+        assert started.stop() == 0
+    assert found.during < found.usual + 1.0, found
+    assert found.statuses == {200: 140}, found
 
 
 def test_the_queue_bound_answers_409_at_once(

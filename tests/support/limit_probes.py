@@ -132,6 +132,44 @@ def burst(
     return Burst(usual, during, statuses)
 
 
+def compaction_status(url: str, text: str) -> int:
+    """One Codex remote compaction (`POST /v1/responses/compact`, stateless): its status."""
+    host, port = _where(url)
+    body = json.dumps(
+        {"model": "gpt-5-codex", "input": [{"role": "user", "content": text}]}
+    )
+    conn = HTTPConnection(host, port, timeout=120)
+    try:
+        conn.request("POST", "/v1/responses/compact", body, {"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        conn.close()
+
+
+def crowd(url: str, count: int, delayed: Callable[[], object], wait: float = 1.0) -> Burst:
+    """`count` Codex compactions and `count` requests on as many new sessions at once, their
+    answers held upstream (`delayed()` scripts that), and meanwhile one request on another
+    session: how long it takes, against its usual time."""
+    usual = min(turn_seconds(url, f"quiet-{i}", "hello")[1] for i in range(3))
+    delayed()
+    sends: list[Callable[[], int]] = [
+        *(lambda i=i: compaction_status(url, f"burst compact {i}") for i in range(count)),
+        *(lambda i=i: turn_seconds(url, f"crowd-{i}", f"burst {i}")[0] for i in range(count)),
+    ]
+    with ThreadPoolExecutor(len(sends)) as pool:
+        futures = [pool.submit(send) for send in sends]
+        time.sleep(wait)  # the burst has arrived and waits upstream
+        status, during = turn_seconds(url, "other", "are you there")
+        assert status == 200, status
+        statuses: dict[int, int] = {}
+        for future in futures:
+            code = future.result()
+            statuses[code] = statuses.get(code, 0) + 1
+    return Burst(usual, during, statuses)
+
+
 def half_sent(url: str, count: int, wait: float) -> tuple[int, int]:
     """Open `count` connections that each send half a request line and stop; after
     `wait` seconds, how many the server has closed, of how many it accepted."""
