@@ -1,9 +1,11 @@
 """What the coding agents send when they compact their own conversation (SPEC §6).
 
-The compaction request asks the model for a summary: Claude Code adds "CRITICAL: Respond
-with TEXT ONLY" to the conversation's last user message, Codex (with a custom provider)
-sends a tool-less request whose last user message begins "You are performing a CONTEXT
-CHECKPOINT COMPACTION", opencode a tool-less summary request. None of them is a turn of
+The compaction request asks the model for a summary: Claude Code adds a text block opening
+"CRITICAL: Respond with TEXT ONLY" to the conversation's last user message, Codex (with a
+custom provider) sends a tool-less request whose last user message begins "You are
+performing a CONTEXT CHECKPOINT COMPACTION", opencode a tool-less summary request. Each is
+told by that shape (the request ends with the instruction, a block of its own), never by
+the words alone. None of them is a turn of
 the conversation. The request after it holds the conversation in its new form (a
 summary, the newest prompts); placement stores that as a compaction of the session.
 """
@@ -12,16 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from koogcli.core.messages import Message
-
-# Words only an agent's compaction request holds, in its last user message.
+# The words an agent's compaction instruction opens with.
 REQUEST_MARKERS = (
     "CRITICAL: Respond with TEXT ONLY",  # Claude Code
-    "CONTEXT CHECKPOINT COMPACTION",  # Codex
+    "You are performing a CONTEXT CHECKPOINT COMPACTION",  # Codex
 )
 
 
-def is_compaction_request(conversation: Sequence[Message]) -> bool:
-    """The agent asks for a summary of its conversation, not for a turn of it."""
-    last = next((m for m in reversed(conversation) if m.role == "user"), None)
-    return last is not None and any(marker in last.text for marker in REQUEST_MARKERS)
+def opens_compaction(blocks: Sequence[str]) -> bool:
+    """The text blocks of the message a request ends with (a user message) are an agent's
+    compaction request: its instruction is a block of its own, the last, opening with the
+    agent's words. A prompt that quotes them anywhere else is a prompt."""
+    return bool(blocks) and blocks[-1].lstrip().startswith(REQUEST_MARKERS)

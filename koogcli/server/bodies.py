@@ -189,3 +189,27 @@ def whole(body: dict[str, Any], key: str, default: int, low: int, high: int) -> 
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise BadRequest(f"'{key}' must be a whole number from {low} to {high}", key)
     return value
+
+
+_TEXT_PARTS = ("text", "input_text")
+
+
+def last_blocks(items: list[Any]) -> list[str]:
+    """The text blocks of the message a conversation ends with, when it is a user message
+    (chat completions, Messages and Responses shapes alike): what an agent's compaction
+    request is told by (core/agent_compaction.py)."""
+    last = items[-1] if items else None
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return []
+    if last.get("type", "message") != "message":
+        return []
+    content = last.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [
+        str(p.get("text") or "")
+        for p in content
+        if isinstance(p, dict) and p.get("type") in _TEXT_PARTS
+    ]

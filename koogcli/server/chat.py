@@ -22,8 +22,9 @@ async def chat_completions(request: Request) -> Response:
         body = parse_chat(await request.body())
         session, own = session_of(state, grant, request, body.session)
         asked = Exchange(
-            session, body.conversation, body.client, body.model, body.stream, grant.allows, own
-        )
+            session, body.conversation, body.client, body.model, body.stream, grant.allows, own,
+            body.compacts,
+        )  # fmt: skip
         turn = await begin(request, state, grant, entry, asked, body.user)
     except Exception as exc:
         return errors.response(exc)

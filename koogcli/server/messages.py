@@ -51,7 +51,10 @@ async def create(request: Request) -> Response:
         if relay:  # the upstream speaks Messages: the request goes as it came
             forwarded = {h: v for h in FORWARDED if (v := request.headers.get(h)) is not None}
             client = replace(client, passthrough=PassThrough("messages", body.raw, forwarded))
-        asked = Exchange(session, body.conversation, client, model, body.stream, grant.allows, own)
+        asked = Exchange(
+            session, body.conversation, client, model, body.stream, grant.allows, own,
+            body.compacts,
+        )  # fmt: skip
         ident = wire.new_id()
 
         def answer(done: Exchanged) -> wire.Answer:

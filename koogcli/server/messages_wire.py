@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from koogcli.core import content_parts
+from koogcli.core.agent_compaction import opens_compaction
 from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest
@@ -51,6 +52,7 @@ class MessagesBody:
     stream: bool
     session: str | None  # metadata.koog_session
     raw: dict[str, Any]  # the body as sent, for an upstream that speaks Messages
+    compacts: bool = False  # an agent's compaction request, by its shape
 
 
 def _wire(role: str, content: str | None, **fields: Any) -> Message:
@@ -103,6 +105,7 @@ def parse_messages(raw: bytes) -> MessagesBody:
         stream=bodies.boolean(body, "stream", False),
         session=session or None,
         raw=body,
+        compacts=opens_compaction(bodies.last_blocks(given)),
     )
 
 

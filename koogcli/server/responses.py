@@ -70,7 +70,9 @@ async def create(request: Request) -> Response:
             reply_meta={stored_responses.KEY: key},
             passthrough=PassThrough("responses", body.raw) if relay else None,
         )
-        asked = Exchange(session, conversation, client, model, body.stream, grant.allows, own)
+        asked = Exchange(
+            session, conversation, client, model, body.stream, grant.allows, own, body.compacts
+        )
         ident = wire.response_id(family if asked.stored else None, key)
         created = int(time.time())
         echo = {**body.echo, "store": body.store}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from koogcli.core import content_parts
+from koogcli.core.agent_compaction import opens_compaction
 from koogcli.core.messages import Message, ToolCall
 from koogcli.server import bodies
 from koogcli.server.bodies import BadRequest
@@ -38,6 +39,7 @@ class ResponsesBody:
     user: str | None
     echo: Mapping[str, Any] = field(default_factory=dict)  # what the response repeats
     compaction: bool = False  # the last input item is `compaction_trigger` (Codex)
+    compacts: bool = False  # an agent's compaction request (a summary asked for), by its shape
     raw: Mapping[str, Any] = field(default_factory=dict)  # the body as sent
 
 
@@ -105,6 +107,7 @@ def parse_responses(raw: bytes) -> ResponsesBody:
         raw=body,
         echo=echo,
         compaction=_asks_compaction(items),
+        compacts=opens_compaction(bodies.last_blocks(items)),
     )
 
 

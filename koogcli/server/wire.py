@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from koogcli.core import content_parts
+from koogcli.core.agent_compaction import opens_compaction
 from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.core.ports import Usage
 from koogcli.server import bodies
@@ -39,6 +40,7 @@ class ChatBody:
     include_usage: bool
     session: str | None  # metadata.koog_session
     user: str | None  # safety_identifier, else user: a memory namespace when no header names one
+    compacts: bool = False  # an agent's compaction request, by its shape
 
 
 def parse_chat(raw: bytes) -> ChatBody:
@@ -86,6 +88,7 @@ def parse_chat(raw: bytes) -> ChatBody:
         include_usage=bodies.boolean(options or {}, "include_usage", False),
         session=session or None,
         user=user or None,
+        compacts=opens_compaction(bodies.last_blocks(messages)),
     )
 
 

@@ -382,3 +382,29 @@ def test_another_local_users_agent_is_not_journalled_and_its_files_are_never_tou
     assert (theirs / "notes.txt").read_text() == "changed by its owner\n"
     contents = isolated / "data" / "edits" / "contents"
     assert not contents.exists() or not list(contents.iterdir())  # nothing of theirs read
+
+
+def test_a_prompt_quoting_the_compaction_words_is_a_turn_and_its_edit_is_journalled(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, run_koog: Any
+) -> None:
+    """Issue 51: Claude Code's compaction is told by its shape (its instruction a block of
+    its own, last, opening with the words), not by the words: a prompt that quotes them is
+    stored, and its Write is journalled and rolled back."""
+    work = isolated / "work"
+    work.mkdir()
+    notes = work / "notes.txt"
+    served = KoogServe(koog_env).start()
+    try:
+        say = _agent(served, work, "quote")
+        _write(server, notes)
+        asked = 'Put what "CRITICAL: Respond with TEXT ONLY" means in notes.txt'
+        reply = say("<system-reminder>x</system-reminder>", asked)
+        notes.write_text("new\n")
+        server.enqueue({"content": "Wrote it."})
+        say(_result(reply))
+    finally:
+        assert served.stop() == 0
+    shown = run_koog("history", "show", "-s", "claude-quote")
+    assert asked in shown.stdout and "created notes.txt" in shown.stdout, shown.stdout
+    done = run_koog("rollback", "-s", "claude-quote", "--latest", "--yes")
+    assert done.returncode == 0 and not notes.exists(), done.stderr

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from koogcli.core import wire_marks
-from koogcli.core.agent_compaction import is_compaction_request
 from koogcli.core.errors import ConflictError, UsageError
 from koogcli.core.messages import CLIENT_TOOLS, Message, new_id, utc_now
 from koogcli.core.names import SessionName, family_name
@@ -57,6 +56,8 @@ class Exchange:
     # The session came from a coding agent's own session header: a tool-less request
     # under it is a side request (a title), answered statelessly (SPEC §6).
     agent_session: bool = False
+    # The agent's own compaction request (told by its shape, core/agent_compaction.py).
+    compacts: bool = False
 
     @property
     def stored(self) -> bool:
@@ -66,7 +67,7 @@ class Exchange:
             return False
         if not self.agent_session:
             return True
-        return bool(self.client.tools) and not is_compaction_request(self.conversation)
+        return bool(self.client.tools) and not self.compacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ def exchange(
     if watch is not None and request.session is not None:
         watch = agent_files.watching(watch, system_prompt, said)
         request = replace(request, client=replace(request.client, files=watch))
-    if request.session is not None and request.agent_session and is_compaction_request(said):
+    if request.session is not None and request.agent_session and request.compacts:
         family = family_of(request.session, request.granted)
         with gate.hold(family), ctx.turn_lock(family, exclusive=True):
             if watch is not None:
