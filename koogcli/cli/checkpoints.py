@@ -135,7 +135,8 @@ def rollback(
     for line in views.finished_lines(name.value, plan.finished):
         render.note(line)
     asked = not yes and render.is_tty(sys.stdin)  # the question names any call koog cannot undo
-    confirm_destructive(plan.question(), yes)
+    if not plan.retried:  # finishing a stopped rollback changes nothing more: not asked
+        confirm_destructive(plan.question(), yes)
     result = service.execute(app_ctx, plan, approve, confirmed=asked)
     if as_json:
         render.json_out(views.rollback_dict(result))

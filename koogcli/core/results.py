@@ -51,7 +51,7 @@ class Compensation:
 @dataclass(frozen=True)
 class RollbackResult:
     session: str
-    restored: Checkpoint
+    restored: Checkpoint | None  # None: a retry that only finished a stopped rollback
     undo_point: str | None
     messages_before: int
     messages_after: int
@@ -62,6 +62,9 @@ class RollbackResult:
     # An agent session's files: set back, left (changed since), not covered.
     files: list[FileFate] = field(default_factory=list)
     files_finished: list[FileFate] = field(default_factory=list)  # a killed rollback's
+    # `--latest` after a rollback was stopped once it had restored the history: that
+    # rollback is finished, and nothing more is rolled back (it would undo itself).
+    retried: bool = False
 
     @property
     def failed(self) -> list[Compensation]:

@@ -53,7 +53,7 @@ def _rollback(state: ReplState, args: str) -> None:
     )
     for line in views.finished_lines(state.session.value, plan.finished):
         state.ui.info(line)
-    if not state.ask(plan.question() + "?"):
+    if not plan.retried and not state.ask(plan.question() + "?"):
         state.ui.info("nothing changed")
         return
     result = rollback.execute(state.ctx, plan, state.approve_undo, confirmed=True)

@@ -59,7 +59,7 @@ class Options:
 @dataclass(frozen=True)
 class RollbackPlan:
     session: SessionName
-    target: Checkpoint  # with its messages
+    target: Checkpoint | None  # with its messages (None: `retried`)
     current: StoredHistory
     undoes: str  # the change this rollback undoes, in words
     removed: tuple[Compensation, ...]  # every call taken out, newest first, as planned
@@ -71,6 +71,12 @@ class RollbackPlan:
     files_finished: tuple[FileFate, ...] = ()  # restores a killed rollback left, done first
 
     @property
+    def retried(self) -> bool:
+        """`--latest` retried a rollback stopped after it restored the history: finishing
+        it was the whole of it (see `prepare`); nothing more is asked or rolled back."""
+        return self.target is None
+
+    @property
     def to_undo(self) -> list[ToolCall]:
         return [c.call for c in self.removed if c.status == "undone"]
 
@@ -80,6 +86,8 @@ class RollbackPlan:
         return [c.call for c in self.removed if c.reason == CANNOT_UNDO]
 
     def question(self) -> str:
+        if self.target is None:
+            return f"finish the rollback of {self.session.value} that was stopped"
         what = (
             f"roll {self.session.value} back to checkpoint {self.target.id}, undoing {self.undoes}"
         )
@@ -136,6 +144,15 @@ def prepare(
     require_enabled(ctx)
     finished = finish_compensations(ctx, session, approve, wait=True)
     files_finished = agent_files.finish_held(ctx, session, wait=True)
+    if latest and (finished or files_finished):
+        # What was finished belongs to a rollback that restored the history (one stopped
+        # before it did is cancelled, and finishes nothing): that rollback was the last
+        # change, and `--latest` asked for it. Choosing again would undo it.
+        current = ctx.history.read(session)
+        return RollbackPlan(
+            session, None, current, "", (), (), tuple(finished),
+            files_finished=tuple(files_finished),
+        )  # fmt: skip
     target = choose(ctx, session, wanted, latest)
     made = plan(ctx, session, target, options, finished)
     return replace(made, files_finished=tuple(files_finished))
@@ -252,13 +269,20 @@ def execute(
             hint="--force rolls back the history and leaves them in place (each reported); "
             "or map a compensation in [[mcp.compensations]]",
         )
+    if plan.target is None:
+        count = len(plan.current.messages)
+        return RollbackResult(
+            plan.session.value, None, None, count, count, finished=list(plan.finished),
+            files_finished=list(plan.files_finished), retried=True,
+        )  # fmt: skip
     with ctx.undo_lock(plan.session):
         return _execute(ctx, plan, approve)
 
 
 def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> RollbackResult:
-    session, current = plan.session, plan.current
-    restored = list(plan.target.messages)
+    session, current, target = plan.session, plan.current, plan.target
+    assert target is not None  # a retried plan never comes here
+    restored = list(target.messages)
     note = core.undone_note(list(plan.contradicted)) if plan.contradicted else None
     if note is not None:
         restored.append(note)
@@ -286,7 +310,7 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
     ]
     return RollbackResult(
         session.value,
-        plan.target,
+        target,
         point,
         len(current.messages),
         len(restored),

@@ -98,6 +98,14 @@ def checkpoint_dict(
 def rollback_lines(result: RollbackResult, repl: bool = False) -> list[str]:
     """What a rollback did, one line per tool call it took out of the history (§5.6).
     `repl`: hints name the REPL's slash commands instead of shell commands."""
+    if result.restored is None:
+        again = "/rollback" if repl else f"`koog rollback -s {result.session} --latest`"
+        lines = [
+            f"finished the rollback of {result.session} that was stopped (it had restored "
+            "the history); nothing more was rolled back"
+        ]
+        lines += [f"  {one_line(fate.describe(), 300)}" for fate in result.files_finished]
+        return [*lines, f"undo that rollback with {again}"]
     lines = [
         f"restored {result.session} to checkpoint {result.restored.id} "
         f"({result.messages_before} → {result.messages_after} messages), "
@@ -134,7 +142,8 @@ def rollback_dict(result: RollbackResult) -> dict[str, object]:
     """`rollback --json`."""
     return {
         "session": result.session,
-        "restored": result.restored.id,
+        "restored": result.restored.id if result.restored is not None else None,
+        "retried": result.retried,
         "undoes": result.undoes,
         "note": result.note.text if result.note else None,
         "undo": result.undo_point,

@@ -173,3 +173,39 @@ def test_commands_beside_a_live_or_killed_rollback_never_run_a_compensation_twic
         starts, undos = entries(tool_env, "undo-start"), entries(tool_env, "undo")
         assert sorted(undos) == sorted(NAMES), (trial, undos)
         assert sorted(starts) == sorted(NAMES), (trial, starts)
+
+
+def test_a_killed_rollback_latest_retried_with_latest_finishes_without_undoing_itself(
+    run_koog: Run,
+    zygote: Zygote,
+    server: FakeOpenAIServer,
+    tool_env: dict[str, str],
+    koog_env: dict[str, str],
+) -> None:
+    """Issue 51: `rollback --latest` killed while its k-th compensation runs, then the same
+    command again: the stopped rollback is finished (each compensation once) and that is
+    all; before, the retry finished it and then undid it (the last change was the rollback
+    itself), bringing the ten calls back."""
+    from koogcli.core.names import SessionName
+    from koogcli.services import compose
+
+    env = {**koog_env, **tool_env, "UNDO_SLEEP": "0.05"}
+    for k in (1, 6, 10):
+        session = f"again{k}"
+        Path(tool_env["TOOL_LOG"]).unlink(missing_ok=True)
+        prepare(run_koog, server, env, session)
+        proc = zygote.spawn("rollback", "-s", session, "--latest", "--yes", env=env)
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            if len(entries(tool_env, "undo-start")) >= k:
+                break
+            time.sleep(0.0005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        again = run_koog("rollback", "-s", session, "--latest", "--yes", env=tool_env)
+        said = again.stdout + again.stderr
+        assert again.returncode == 0, (k, said)
+        assert "that was stopped" in said and "nothing more was rolled back" in said, said
+        assert sorted(entries(tool_env, "undo")) == sorted(NAMES), (k, said)
+        stored = compose.build(env=env).history.read(SessionName(session)).messages
+        assert [m.text for m in stored if m.role != "system"] == [], (k, said)
