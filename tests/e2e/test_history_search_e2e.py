@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 
@@ -44,3 +47,22 @@ def test_a_phrase_is_found_in_whichever_session_it_was_said(backend: str, run_ko
     )
     assert run_koog("history", "search", "x", "-s", "nosuch").returncode == 2
     assert run_koog("history", "search", "  ").returncode == 2
+
+
+def test_a_large_message_costs_a_small_multiple_of_its_size_on_disk(
+    run_koog: Run, server: FakeOpenAIServer, data_dir: Path
+) -> None:
+    """Issue 51: a 4 MiB message and a short reply take less than five times the message in
+    the data dir (its session document, its checkpoint row, its transcript row, their
+    index and at most 4 MiB of WAL; before: 6.9 times, the index kept a copy of the text
+    and the WAL stayed as large as the write)."""
+    size = 4 << 20
+    server.enqueue({"content": "ok"})
+    done = run_koog("chat", "-s", "big", "summarise", input="zebra " * (size // 6))
+    assert done.returncode == 0, done.stderr
+    used = sum(p.stat().st_size for p in data_dir.rglob("*") if p.is_file())
+    assert used < 5 * size, f"{used / size:.1f} times the message"
+    found = run_koog("history", "search", "zebra", "--json")
+    assert len(json.loads(found.stdout)) == 1, found.stdout
+    assert run_koog("history", "delete", "big", "--yes").returncode == 0
+    assert json.loads(run_koog("history", "search", "zebra", "--json").stdout) == []

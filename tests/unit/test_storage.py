@@ -366,7 +366,7 @@ def test_a_version_1_koog_database_gains_the_session_origins_in_place(tmp_path: 
     db = SqliteDatabase(path)
     SqlSessionOrigins(db).record(SessionName("b"), SessionName("a"), 4)
     assert SqlSessionOrigins(db).all() == {"b": ("a", 4)}
-    assert db.one("SELECT value FROM meta WHERE key = 'version'") == ("3",)
-    # Version 3's full-text index holds what the transcript held before it.
+    assert db.one("SELECT value FROM meta WHERE key = 'version'") == ("4",)
+    # The full-text index (versions 3 and 4) holds what the transcript held before it.
     found = db.rows("SELECT rowid FROM transcript_text WHERE transcript_text MATCH 'zeppelin'")
     assert len(found) == 1

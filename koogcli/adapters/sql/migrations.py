@@ -191,6 +191,24 @@ _TRANSCRIPT_TEXT_SQLITE = (
     "INSERT INTO transcript_text (rowid, text) SELECT id, CASE WHEN json_valid(body) "
     "THEN coalesce(json_extract(body, '$.content'), '') ELSE '' END FROM transcript",
 )
+# The index without a copy of the text (`content=''`: search reads the transcript's rows),
+# so a message's storage is its rows and its index, not twice its text; a row leaves the
+# index by FTS5's 'delete' command, given the text it was indexed with.
+_ROW_TEXT = "CASE WHEN json_valid({row}.body) THEN coalesce(json_extract({row}.body, '$.content'), '') ELSE '' END"
+_TRANSCRIPT_INDEX_SQLITE = (
+    "DROP TRIGGER transcript_text_in",
+    "DROP TRIGGER transcript_text_out",
+    "DROP TABLE transcript_text",
+    "CREATE VIRTUAL TABLE transcript_text USING fts5(text, content='', tokenize='unicode61')",
+    "CREATE TRIGGER transcript_text_in AFTER INSERT ON transcript BEGIN "
+    f"INSERT INTO transcript_text (rowid, text) VALUES (new.id, {_ROW_TEXT.format(row='new')}); "
+    "END",
+    "CREATE TRIGGER transcript_text_out AFTER DELETE ON transcript BEGIN "
+    "INSERT INTO transcript_text (transcript_text, rowid, text) VALUES ('delete', old.id, "
+    f"{_ROW_TEXT.format(row='old')}); END",
+    f"INSERT INTO transcript_text (rowid, text) SELECT id, {_ROW_TEXT.format(row='transcript')} "
+    "FROM transcript",
+)
 _TRANSCRIPT_TEXT_POSTGRES = """
 CREATE FUNCTION transcript_words(body text) RETURNS tsvector
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -232,6 +250,7 @@ STORE = Schema(
             _TRANSCRIPT_TEXT_POSTGRES,
             in_postgres=4,
         ),
+        Step(4, "transcript search without a copy of the text", _TRANSCRIPT_INDEX_SQLITE),
     ),
 )
 

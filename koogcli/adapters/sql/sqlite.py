@@ -156,6 +156,9 @@ class SqliteDatabase:
             self._schema(conn)  # first: a file of another format is never written
             use_wal(conn, self.busy_timeout)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            # A large write leaves the WAL that large; past this, each checkpoint that
+            # empties it cuts it back (a message's storage stays a small multiple of it).
+            conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
         except sqlite3.Error as exc:
             conn.close()
             raise self._explain(exc) from exc
@@ -262,6 +265,9 @@ def immediate(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+WAL_LIMIT = 4 << 20
 
 
 def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
