@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -238,7 +239,6 @@ def test_a_checkpoint_whose_items_row_is_damaged_is_exit_3_naming_it(
     checkpoint, nothing changed; never an internal error."""
     import json
     import sqlite3
-    import subprocess
 
     def koog(*args: str) -> subprocess.CompletedProcess[str]:
         return run_koog(*args)  # type: ignore[return-value]
@@ -272,7 +272,6 @@ def test_an_emptied_or_replaced_database_is_exit_3_never_a_fresh_start(
     deleted, or swapped for another data dir's, every command is exit 3 naming the file
     (never exit 0 with "no checkpoints yet"); removing koog.sqlite3.id accepts it."""
     import sqlite3
-    import subprocess
 
     def koog(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return run_koog(*args, env=env)  # type: ignore[return-value]
@@ -304,3 +303,31 @@ def test_an_emptied_or_replaced_database_is_exit_3_never_a_fresh_start(
     shutil.copy(other / "koog.sqlite3", database)
     (data_dir / "koog.sqlite3.id").unlink()  # the user's say: use this one
     assert koog("chat", "-s", "db", "adopted").returncode == 0
+
+
+def test_damage_inside_the_wal_is_said_once_and_kept_for_a_look(
+    run_koog: Callable[..., subprocess.CompletedProcess[str]], data_dir: Path
+) -> None:
+    """Issue 51: 4 KiB of damage in the middle of koog.sqlite3-wal made SQLite drop every
+    later commit without a word. The next command says so (naming the file and what was
+    dropped) and keeps a copy of the WAL; the one after is silent; a WAL whose last frame
+    a crash tore holds no lost commit and is never reported."""
+    for i in range(4):
+        assert run_koog("chat", "-s", "w", f"turn {i}").returncode == 0
+    wal = data_dir / "koog.sqlite3-wal"
+    whole = wal.read_bytes()
+    wal.write_bytes(whole[: len(whole) - 100])  # a torn last frame: not damage
+    quiet = run_koog("checkpoint", "list", "-s", "w")
+    assert quiet.returncode == 0 and "damaged" not in quiet.stderr, quiet.stderr
+    assert run_koog("chat", "-s", "w", "turn 4").returncode == 0
+    size = wal.stat().st_size
+    with wal.open("r+b") as handle:
+        handle.seek(size // 2)
+        handle.write(os.urandom(4096))
+    said = run_koog("checkpoint", "list", "-s", "w")
+    assert said.returncode == 0, said.stderr
+    [line] = [x for x in said.stderr.splitlines() if "koog.sqlite3-wal is damaged" in x]
+    assert "committed write(s)" in line and "a copy of it is kept" in line, line
+    assert [p.name for p in data_dir.glob("koog.sqlite3-wal.damaged-*")], line
+    again = run_koog("checkpoint", "list", "-s", "w")
+    assert again.returncode == 0 and "damaged" not in again.stderr, again.stderr

@@ -42,7 +42,9 @@ class FileBackend(SqlStores):
     def __init__(self, data: DataDir, warn: Callable[[str], None] = stderr_warning) -> None:
         self.data = data
         self.warn = warn
-        self.db = SqliteDatabase(data.root / DATABASE, identity=data.root / f"{DATABASE}.id")
+        self.db = SqliteDatabase(
+            data.root / DATABASE, identity=data.root / f"{DATABASE}.id", warn=warn
+        )
         self.history = FileHistoryStore(data, warn=warn)
         SqlStores.__init__(self, self.db)
         self._moves = FileSessionMoves(

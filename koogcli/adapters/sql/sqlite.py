@@ -27,15 +27,17 @@ import random
 import re
 import sqlite3
 import stat
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.paths import ensure_dir, symlink_error
+from koogcli.adapters.sql import wal_check
 from koogcli.adapters.sql.dialect import SQLITE
 from koogcli.adapters.sql.migrations import STORE, Schema, sqlite_steps, upgrade
 from koogcli.core.errors import (
@@ -47,6 +49,12 @@ from koogcli.core.errors import (
 )
 
 KEEP = "koog never rewrites it; move it aside to start a new one"
+
+
+def _stderr_warning(text: str) -> None:
+    sys.stderr.write(f"koog: warning: {text}\n")
+
+
 _ID_KEY = "database_id"
 _NAMED = re.compile(r"%\((\w+)\)s")
 
@@ -62,8 +70,10 @@ class SqliteDatabase:
         identity: Path | None = None,
         schema: Schema = STORE,
         synchronous: str = "NORMAL",
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.path = path
+        self.warn = warn or _stderr_warning
         self.busy_timeout = busy_timeout
         self.schema_steps = schema
         self.synchronous = synchronous
@@ -148,6 +158,8 @@ class SqliteDatabase:
                 f"cannot read {self.path}: it is not a regular file, where koog keeps a file",
                 hint="move it aside; koog never reads or removes it",
             )
+        wal = self.path.with_name(self.path.name + "-wal")
+        before = wal_check.written(wal)  # before SQLite's recovery reads it
         try:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         except sqlite3.Error as exc:
@@ -159,6 +171,9 @@ class SqliteDatabase:
             # A large write leaves the WAL that large; past this, each checkpoint that
             # empties it cuts it back (a message's storage stays a small multiple of it).
             conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+            damage = wal_check.lost(conn, wal, before) if before and before.frames else None
+            if damage is not None:
+                self.warn(damage)
         except sqlite3.Error as exc:
             conn.close()
             raise self._explain(exc) from exc
