@@ -319,6 +319,27 @@ def test_stateless_requests_store_nothing_and_models_and_embeddings_pass_through
     assert http("GET", serve_files.url.removesuffix("/v1") + "/healthz") == (200, {"status": "ok"})
 
 
+def test_a_conversation_ending_with_an_assistant_message_is_refused_everywhere(
+    serve_files: KoogServe, server: FakeOpenAIServer, run_koog: Run
+) -> None:
+    """Issue 51: a prefill (the conversation ends with an assistant message) was answered
+    with the client's own words and the upstream never asked; it is a 400 on every
+    protocol, stored session or not, and nothing is stored."""
+    base = serve_files.url.removesuffix("/v1")
+    said = [{"role": "user", "content": "say a colour"}, {"role": "assistant", "content": "It is"}]
+    asked = len(server.requests)
+    for headers in ({"X-Koog-Session": "prefill"}, {}):
+        for path, body in (
+            ("/v1/chat/completions", {"model": "m", "messages": said}),
+            ("/v1/messages", {"model": "m", "max_tokens": 9, "messages": said}),
+            ("/v1/responses", {"model": "m", "input": said, "store": False}),
+        ):
+            status, answer = http("POST", base + path, body, {**headers, "anthropic-version": "1"})
+            assert status == 400 and "prefill" in json.dumps(answer), (path, headers, answer)
+    assert len(server.requests) == asked
+    assert json.loads(run_koog("history", "list", "--json").stdout) == []
+
+
 def test_a_client_gone_mid_stream_leaves_a_failed_turn(
     serve_files: KoogServe, server: FakeOpenAIServer, run_koog: Run
 ) -> None:

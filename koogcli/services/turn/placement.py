@@ -116,6 +116,14 @@ def exchange(
     system_prompt, said = split_system(request.conversation)
     if not said:
         raise UsageError("the request holds no message besides system messages")
+    if said[-1].role == "assistant":
+        # A prefill: koog would answer with the client's own words and never ask the
+        # upstream (a reply continued from it cannot be stored as the conversation the
+        # client sends next), so it is refused, stored or not.
+        raise UsageError(
+            "the conversation ends with an assistant message (a prefill): koog serve answers "
+            "a user message or tool results; send the prefill's words in the user message"
+        )
     said = tuple(map(_as_client, said))
     watch = request.client.files
     if watch is not None and request.session is not None:
@@ -429,8 +437,6 @@ def _split_tail(said: Sequence[Message]) -> tuple[tuple[Message, ...], tuple[Mes
     cut = len(said)
     while cut > 0 and said[cut - 1].role != "assistant":
         cut -= 1
-    if cut == len(said):
-        raise UsageError("the conversation ends with an assistant message: nothing to answer")
     return tuple(said[:cut]), tuple(said[cut:])
 
 
