@@ -48,7 +48,7 @@ def test_a_resent_conversation_stores_only_its_new_tail(make_ctx: Callable[..., 
         ("user", "two"),
         ("assistant", "echo: two"),
     ]
-    with pytest.raises(UsageError, match="nothing new to answer"):
+    with pytest.raises(UsageError, match="ends with an assistant message"):
         _ask(ctx, [*convo, assistant("echo: two")])
 
 

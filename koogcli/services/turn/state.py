@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from koogcli.core import checkpoints as core
 from koogcli.core.chat_memory import LoadedPrompt
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import KoogError
-from koogcli.core.messages import Message, utc_now
+from koogcli.core.errors import KoogError, StorageError
+from koogcli.core.messages import NOT_RUN, Message, ToolCall, clients_calls, utc_now
+from koogcli.core.results import call_text
 from koogcli.core.names import SessionName
 from koogcli.core.ports import Usage
 from koogcli.core.step_details import StepDetails
@@ -57,6 +58,7 @@ class TurnState:
     recovered: bool = False  # sent again, compressed, after the server said too long
     system_source: str = ""  # where the system prompt came from (`koog why`)
     unlogged: list[Message] = field(default_factory=list)  # a client's, until stored
+    unsaved: tuple[str, str | None] | None = None  # the step whose checkpoint is being written
 
     @property
     def client_options(self) -> ClientOptions:
@@ -115,7 +117,9 @@ class TurnState:
         self.new.extend(messages)
         safe = self.ctx.pipeline.redact(list(messages))
         self.written.extend(safe)
+        self.unsaved = (step, output)
         self.checkpoint(step, output)
+        self.unsaved = None
         if self.recording is Recording.CLIENT:
             # A client resends a failed request: its messages reach the transcript with
             # the turn's store, so a failed attempt leaves nothing there (SPEC §6).
@@ -140,6 +144,40 @@ def fail(turn: TurnState, reason: str) -> None:
         closed_with_room(turn, reason)
         if turn.restore_id and turn.ctx.settings.persistence.enabled:
             turn.ctx.checkpoints.delete(turn.session, turn.restore_id)
+
+
+def koogs_calls_that_ran(turn: TurnState) -> list[ToolCall]:
+    """This turn's calls of koog's own tools that ran: their effects are in the world,
+    whatever becomes of the turn."""
+    ran = {
+        m.tool_call_id
+        for m in turn.new
+        if m.role == "tool" and m.tool_call_id and not m.meta.get(NOT_RUN)
+    }
+    return [
+        c for m in turn.new if m.role == "assistant" and not clients_calls(m)
+        for c in m.tool_calls if c.id in ran
+    ]  # fmt: skip
+
+
+def stopped_after_effects(
+    turn: TurnState, ran: Sequence[ToolCall], err: StorageError
+) -> StorageError:
+    """A storage failure (a full disk) after koog's tools ran: closing the turn as failed
+    would leave their effects with nothing recording them. It is left interrupted instead,
+    the step being written when it failed written again in the reserve's room (so resume
+    never runs a call again), and the error names the calls and the way on."""
+    with interrupts.deferred(), contextlib.suppress(KoogError):
+        if turn.unsaved is not None:
+            turn.ctx.spend_reserve()
+            turn.checkpoint(*turn.unsaved)
+            turn.unsaved = None
+    names = ", ".join(call_text(c) for c in ran)
+    return StorageError(
+        f"{err.message}; the turn stopped after {names} ran, whose effects stay",
+        hint=f"free some space, then `koog chat -s {turn.session.value} --resume` finishes "
+        "the turn without running them again",
+    )
 
 
 def tombstone_for(session: SessionName, turn_id: str | None, reason: str) -> Checkpoint:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from koogcli.core import native_replay, wire_marks
 from koogcli.core import why as why_core
-from koogcli.core.errors import KoogError, TurnCancelledError
+from koogcli.core.errors import KoogError, StorageError, TurnCancelledError
 from koogcli.core.messages import (
     CLIENT_TOOLS,
     CUT_REASONS,
@@ -45,7 +45,14 @@ if TYPE_CHECKING:
 
 
 from koogcli.services.turn.request import RequestInfo, TurnAbandonedError, TurnResult
-from koogcli.services.turn.state import TurnState, closed_with_room, fail, result
+from koogcli.services.turn.state import (
+    TurnState,
+    closed_with_room,
+    fail,
+    koogs_calls_that_ran,
+    result,
+    stopped_after_effects,
+)
 
 
 def drive(turn: TurnState, resumed_after: str | None = None) -> TurnResult:
@@ -78,6 +85,12 @@ def _drive(turn: TurnState, resumed_after: str | None) -> TurnResult:
         interrupts.handled()
         fail(turn, "cancelled")
         raise TurnCancelledError("turn cancelled; the session history is unchanged") from None
+    except StorageError as err:
+        ran = koogs_calls_that_ran(turn) if turn.recording.steps else []
+        if ran:
+            raise stopped_after_effects(turn, ran, err) from err
+        fail(turn, "failed")
+        raise
     except Exception:
         fail(turn, "failed")
         raise
