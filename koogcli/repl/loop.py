@@ -112,7 +112,7 @@ def _finish_rollback(state: ReplState) -> None:
     finishes it itself), each compensation exactly once."""
     if not state.save:
         return
-    from koogcli.services.rollback import finish_compensations
+    from koogcli.services.compensations import finish_compensations
     from koogcli.ui.views import finished_lines
 
     done = finish_compensations(state.ctx, state.session, state.approve_undo)

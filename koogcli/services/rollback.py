@@ -16,34 +16,30 @@ and /retry alike.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from koogcli.core import checkpoints as core
 from koogcli.core.agent_edits import FileFate
 from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.errors import KoogError, LockTimeoutError, StorageError, UsageError
+from koogcli.core.errors import KoogError, StorageError, UsageError
 from koogcli.core.messages import (
     NOT_RUN,
     TOOL_EFFECTS,
     Message,
     ToolCall,
     clients_calls,
-    utc_now,
 )
 from koogcli.core.names import SessionName
-from koogcli.core.ports import StoredHistory, ToolOutcome
-from koogcli.core.results import Compensation, RollbackResult, Status, call_text
+from koogcli.core.ports import StoredHistory
+from koogcli.core.results import Compensation, RollbackResult, call_text
 from koogcli.services import agent_files, turn_numbers
 from koogcli.services.checkpoints import describe, find, require_enabled, restore_point
+from koogcli.services.compensations import Results, finish_compensations, journal_calls, run
 from koogcli.services.context import AppContext
 
 Approve = Callable[[ToolCall], str]
 
-# The one rule for a compensation stopped while it ran (SPEC §5.18), as for tool calls.
-IN_DOUBT = "in doubt: it was stopped while it ran, so it ran again"
 # An MCP call that may have changed something and has no compensation (SPEC §5.20): the
 # rollback says so before it runs, and goes on only when confirmed or forced.
 CANNOT_UNDO = "no compensation"
@@ -291,21 +287,21 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
     )
     point = undo.id if undo else None
     to_undo = plan.to_undo
-    _journal(ctx, session, to_undo, "pending", point)
+    journal_calls(ctx, session, to_undo, "pending", point)
     agent_files.journal_pending(ctx, session, plan.files, point)
     try:
         ctx.history.write(session, restored, expected_revision=current.revision)
     except KoogError as exc:
-        _journal(ctx, session, to_undo, "cancelled", point)
+        journal_calls(ctx, session, to_undo, "cancelled", point)
         agent_files.journal_pending(ctx, session, plan.files, point, "cancelled")
         raise StorageError(
             f"session {session.value} changed during the rollback; nothing restored",
             hint="run the rollback again",
         ) from exc
     files = agent_files.apply(ctx, session, plan.files, point)
-    results = _Results(ctx, session, {point: current.messages})
+    results = Results(ctx, session, {point: current.messages})
     done = [
-        _run(ctx, session, c.call, point, approve, results) if c.status == "undone" else c
+        run(ctx, session, c.call, point, approve, results) if c.status == "undone" else c
         for c in plan.removed
     ]
     return RollbackResult(
@@ -321,191 +317,3 @@ def _execute(ctx: AppContext, plan: RollbackPlan, approve: Approve | None) -> Ro
         files,
         list(plan.files_finished),
     )
-
-
-def finish_compensations(
-    ctx: AppContext, session: SessionName, approve: Approve | None = None, wait: bool = False
-) -> list[Compensation]:
-    """Finish what a killed rollback journalled, each compensation exactly once (§5.18),
-    and report every call that rollback took out: undone now, already undone before it was
-    killed, or not undone.
-
-    Under the session's undo lock, the journal read again: a live rollback holds it while
-    it runs its own compensations, so nothing it is doing is taken for left over (without
-    `wait`, as at a turn's start, the work is left to it; a rollback command waits).
-
-    - pending, its call still in the history: the rollback never restored it; cancelled.
-    - pending: never started; run now.
-    - running: its process outlives koog; wait for it and record its receipt. With no
-      receipt it never returned (in doubt: stopped while it ran, or before it began), and
-      the one rule applies, as for tool calls: it is run again.
-    """
-    if not ctx.settings.persistence.enabled:
-        return []
-    journal = ctx.checkpoints.compensations(session)
-    if not any(e.status in ("pending", "running") for e in journal) and not _left(ctx, session):
-        return []  # the common case: nothing to finish, no lock taken
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(ctx.undo_lock(session, wait))
-        except LockTimeoutError:
-            if wait:
-                raise
-            return []
-        return _finish(ctx, session, ctx.checkpoints.compensations(session), approve)
-
-
-def _finish(
-    ctx: AppContext,
-    session: SessionName,
-    journal: Sequence[core.CompensationEntry],
-    approve: Approve | None,
-) -> list[Compensation]:
-    _sweep(ctx, session, journal)
-    open_points = {e.rollback_point for e in journal if e.status in ("pending", "running")}
-    if not open_points:
-        return []
-    present = {c.id for m in ctx.history.read(session).messages for c in m.tool_calls}
-    results = _Results(ctx, session)
-    done: list[Compensation] = []
-    for entry in journal:
-        if entry.rollback_point not in open_points:
-            continue
-        call, point = entry.call, entry.rollback_point
-        if entry.status == "pending" and call.id in present:
-            _journal(ctx, session, [call], "cancelled", point)
-        elif entry.status == "pending":
-            done.append(_run(ctx, session, call, point, approve, results))
-        elif entry.status == "running":
-            done.append(_settle(ctx, session, call, point, approve, results))
-        elif entry.status == "done":
-            done.append(
-                Compensation(call, None, "already undone", "before the rollback was stopped")
-            )
-        elif entry.status == "failed":
-            failed = ToolOutcome("its compensation failed before the rollback was stopped", True)
-            done.append(Compensation(call, failed, "failed"))
-    return done
-
-
-def _left(ctx: AppContext, session: SessionName) -> bool:
-    """Receipts a killed rollback left (the folder exists only then)."""
-    return ctx.data.undo_receipt_file(session, "-", None).parent.exists()
-
-
-def _sweep(
-    ctx: AppContext, session: SessionName, journal: Sequence[core.CompensationEntry]
-) -> None:
-    """Receipts of compensations the journal has settled: a kill between the journal's
-    `done` and the receipt's removal leaves one (only then does the folder exist)."""
-    if not journal or not _left(ctx, session):
-        return
-    for entry in journal:
-        if entry.status not in ("pending", "running"):
-            receipt = _receipt(ctx, session, entry.call, entry.rollback_point)
-            if receipt is not None:
-                ctx.toolbox.forget(receipt)
-
-
-def _settle(
-    ctx: AppContext,
-    session: SessionName,
-    call: ToolCall,
-    point: str | None,
-    approve: Approve | None,
-    results: _Results,
-) -> Compensation:
-    """A compensation a killed koog started: its own result, or (in doubt) run again."""
-    receipt = _receipt(ctx, session, call, point)
-    outcome = ctx.toolbox.settle(call.name, receipt) if receipt is not None else None
-    if outcome is None:
-        again = _run(ctx, session, call, point, approve, results)
-        if again.status != "undone":
-            return again
-        return Compensation(call, again.outcome, "undone", IN_DOUBT)
-    _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
-    if receipt is not None:
-        ctx.toolbox.forget(receipt)
-    status: Status = "failed" if outcome.error else "undone"
-    return Compensation(call, outcome, status, "it finished after koog was stopped")
-
-
-def _journal(
-    ctx: AppContext,
-    session: SessionName,
-    calls: Sequence[ToolCall],
-    status: core.Status,
-    point: str | None,
-) -> None:
-    if calls and ctx.settings.persistence.enabled:
-        ctx.checkpoints.record_compensations(
-            session, [core.CompensationEntry(c, status, point, utc_now()) for c in calls]
-        )
-
-
-def _run(
-    ctx: AppContext,
-    session: SessionName,
-    call: ToolCall,
-    point: str | None,
-    approve: Approve | None,
-    results: _Results,
-) -> Compensation:
-    """One compensation: asked for when its tool asks, journalled `running` before its
-    process starts and `done` or `failed` after; the process writes its receipt first, and
-    finishes even if koog dies (a later rollback records it: `_settle`)."""
-    from koogcli.services import approval
-
-    verdict = approval.decide(ctx, session, call, approve, undo=True)
-    if verdict != "run":
-        _journal(ctx, session, [call], "refused", point)
-        why = "declined" if verdict == "declined" else "could not be asked (no terminal)"
-        return Compensation(call, ToolOutcome(f"not run: the user {why}", True), "declined", why)
-
-    def started() -> None:
-        _journal(ctx, session, [call], "running", point)
-
-    receipt = _receipt(ctx, session, call, point)
-    outcome = ctx.toolbox.rollback(
-        call.name, call.arguments, started, receipt, results.of(call, point)
-    )
-    _journal(ctx, session, [call], "failed" if outcome.error else "done", point)
-    if receipt is not None:
-        ctx.toolbox.forget(receipt)
-    return Compensation(call, outcome, "failed" if outcome.error else "undone")
-
-
-class _Results:
-    """The removed calls' results as the history held them before the rollback (its
-    restore point), for compensations whose arguments name them: read once a rollback,
-    when a compensation first asks (a live rollback has them already)."""
-
-    def __init__(
-        self,
-        ctx: AppContext,
-        session: SessionName,
-        known: Mapping[str | None, Sequence[Message]] | None = None,
-    ) -> None:
-        self.ctx, self.session = ctx, session
-        self.by_point = {p: _tool_texts(m) for p, m in (known or {}).items() if p is not None}
-
-    def of(self, call: ToolCall, point: str | None) -> str | None:
-        if point is None or not call.id:
-            return None
-        if point not in self.by_point:
-            try:
-                before = self.ctx.checkpoints.get(self.session, point).messages
-            except KoogError:
-                before = ()
-            self.by_point[point] = _tool_texts(before)
-        return self.by_point[point].get(call.id)
-
-
-def _tool_texts(messages: Sequence[Message]) -> dict[str | None, str]:
-    return {m.tool_call_id: m.text for m in messages if m.role == "tool"}
-
-
-def _receipt(
-    ctx: AppContext, session: SessionName, call: ToolCall, point: str | None
-) -> Path | None:
-    return ctx.data.undo_receipt_file(session, call.id, point) if call.id else None

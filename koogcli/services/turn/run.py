@@ -22,8 +22,8 @@ from koogcli.core.step_details import StepDetails, owner_of
 from koogcli.services import budget
 from koogcli.services.budget import live_prompt
 from koogcli.services.checkpoints import restore_point
+from koogcli.services.compensations import finish_compensations
 from koogcli.services.context import AppContext
-from koogcli.services.rollback import finish_compensations
 from koogcli.services.turn import prepare
 from koogcli.services.turn.request import TurnEvents, TurnRequest, TurnResult
 from koogcli.services.turn.state import TurnState, fail, result, tombstone, tombstone_for

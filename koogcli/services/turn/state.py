@@ -13,9 +13,9 @@ from koogcli.core.chat_memory import LoadedPrompt
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import KoogError, StorageError
 from koogcli.core.messages import NOT_RUN, Message, ToolCall, clients_calls, utc_now
-from koogcli.core.results import call_text
 from koogcli.core.names import SessionName
 from koogcli.core.ports import Usage
+from koogcli.core.results import call_text
 from koogcli.core.step_details import StepDetails
 from koogcli.services import interrupts
 from koogcli.services.context import AppContext
