@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.fakes.openai_server import ID_PROFILES, FakeOpenAIServer
-from tests.support.serving import KoogServe, http
+from tests.support.serving import KoogServe, as_another_user, http
 
 pytestmark = pytest.mark.e2e
 
@@ -341,13 +341,6 @@ def test_another_local_users_agent_is_not_journalled_and_its_files_are_never_tou
     """Issue 51, acceptance 1: a token holder who is another local user names files of a
     folder only the server's user can read: koog reads none of them, lists them as not
     covered, and a rollback leaves them as they are."""
-    import os
-    import shutil
-    import subprocess
-
-    python = shutil.which("python3", path="/usr/bin:/bin")
-    if os.geteuid() != 0 or python is None:
-        pytest.skip("acting as another user needs root and a system python3 (CI has both)")
     token = "another-users-token-0123456789"
     config = isolated / "tokens.toml"
     config.write_text(
@@ -362,14 +355,8 @@ def test_another_local_users_agent_is_not_journalled_and_its_files_are_never_tou
     env = {**koog_env, "KOOG_CONFIG": str(config)}
     served = KoogServe(env).start()
     try:
-        other = subprocess.run(
-            [python, "-c", AS_ANOTHER_AGENT, served.url.removesuffix("/v1"), token, str(theirs)],
-            user="nobody",
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
+        other = as_another_user(
+            AS_ANOTHER_AGENT, served.url.removesuffix("/v1"), token, str(theirs)
         )
         assert other.stdout.strip() == "sent", other.stderr
     finally:

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import KOOG_BIN, SERVICE_TOOLS
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.support.serving import KoogServe, http
+from tests.support.serving import KoogServe, as_another_user, http
 
 pytestmark = pytest.mark.e2e
 
@@ -621,9 +621,6 @@ def test_another_local_user_is_refused_and_the_servers_user_is_served(
 ) -> None:
     """SPEC §6 (issue 45, acceptance 2): without tokens, only the user who runs koog serve
     is served; the data dir is 0700, and loopback is open to every local user."""
-    import os
-    import shutil
-
     assert run_koog("memory", "add", "the secret is 42").returncode == 0
     base = serve.url.removesuffix("/v1")
     mine = http(
@@ -633,18 +630,7 @@ def test_another_local_user_is_refused_and_the_servers_user_is_served(
     )
     assert mine[0] == 200
     assert http("POST", f"{base}/koog/v1/memory/search", {"query": "secret"})[0] == 200
-    python = shutil.which("python3", path="/usr/bin:/bin")
-    if os.geteuid() != 0 or python is None:
-        pytest.skip("acting as another user needs root and a system python3 (CI has both)")
-    other = subprocess.run(
-        [python, "-c", AS_ANOTHER_USER, base],
-        user="nobody",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-    )
+    other = as_another_user(AS_ANOTHER_USER, base)
     assert other.stdout.split("\n")[:2] == [
         "403 not_the_servers_user",
         "403 not_the_servers_user",

@@ -93,3 +93,25 @@ def http(
             return answer.status, json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read() or b"null")
+
+
+def as_another_user(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`code` run by the system's python3 as the local user `nobody` (the test is skipped
+    where that cannot be done: CI runs as root and has both)."""
+    import os
+    import shutil
+
+    import pytest
+
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or python is None:
+        pytest.skip("acting as another user needs root and a system python3 (CI has both)")
+    return subprocess.run(
+        [python, "-c", code, *args],
+        user="nobody",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+    )
