@@ -21,8 +21,8 @@ def models(ctx: typer.Context, as_json: bool = JSON) -> None:
     if as_json:
         render.json_out([{"id": m, "configured": m == configured} for m in found])
         return
-    for m in found:
-        render.out(f"{'*' if m == configured else ' '} {m}")
+    for m in found:  # an upstream's ids: shown, never executed, to a terminal or not
+        render.out(f"{'*' if m == configured else ' '} {render.visible(m)}")
     if configured not in found:
         render.note(f"the configured model {configured!r} is not among them")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -73,7 +72,8 @@ def search(
     if as_json:
         render.json_out([views.found_dict(f) for f in found])
     elif found:
-        render.out("\n".join(views.found_lines(found, render.emphasis())))
+        # found_lines shows each line visibly; the marks are koog's own reverse video.
+        render.out("\n".join(views.found_lines(found, render.emphasis())), styled=True)
     else:
         render.note(f"nothing in the transcripts holds {words!r}")
 
@@ -245,7 +245,7 @@ def export(
     name = app_ctx.session(session)
     if fmt == "json":
         document = history.export(app_ctx, name)
-        text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+        text = render.json_text(document) + "\n"
         count = len(document["messages"])  # type: ignore[arg-type]
     else:
         from koogcli.ui import export as shared_page

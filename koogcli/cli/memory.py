@@ -150,9 +150,10 @@ def show(
         render.out(f"  from session {session}, message {message}")
     else:
         render.out("  added by hand (memory add)")
+    # Stored text, shown as memory list shows it, to a terminal or not (--json: as it is).
     for key, value in record.metadata.items():
-        render.out(f"  {key} = {value}")
-    render.out("\n" + record.content)
+        render.out(render.visible(f"  {key} = {value}"))
+    render.out("\n" + render.visible(record.content))
 
 
 @app.command()

@@ -3,6 +3,12 @@
 stdout carries results only (a reply, a listing, one JSON document); diagnostics go to
 stderr. Plain text and no ANSI codes unless the stream is a terminal and NO_COLOR is unset.
 rich is imported only where a terminal rendering needs it.
+
+One escaping rule (SPEC §6: shown, never executed): whatever `out()` writes to a terminal
+has its control characters shown (`visible()`), unless koog styled the text itself and
+escaped the parts of it that came from outside; a listing of stored or outside text
+(`table()`, the views) escapes whatever the stream; an export or a reply to a pipe or file
+stays byte for byte what it is; JSON writes DEL and the C1 controls as `\\u` escapes.
 """
 
 from __future__ import annotations
@@ -68,8 +74,13 @@ def emphasis(stream: TextIO | None = None) -> Callable[[str], str]:
     return lambda text: text
 
 
-def out(text: str, stream: TextIO | None = None) -> None:
+def out(text: str, stream: TextIO | None = None, styled: bool = False) -> None:
+    """Write a line. On a terminal its control characters are shown, never executed,
+    unless `styled`: koog's own escape codes are in it and the caller escaped every part
+    that came from outside (a message, a file name, a model id)."""
     stream = stream or current().stdout
+    if not styled and is_tty(stream):
+        text = visible(text)
     try:
         stream.write(text if text.endswith("\n") else text + "\n")
         stream.flush()
@@ -80,7 +91,18 @@ def out(text: str, stream: TextIO | None = None) -> None:
 
 
 def json_out(data: object) -> None:
-    out(json.dumps(data, ensure_ascii=False, indent=2))
+    out(json_text(data))
+
+
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}
+
+
+def json_text(data: object, indent: int | None = 2) -> str:
+    """JSON as koog writes it: text readable (not ASCII-escaped), control characters as
+    `\\u` escapes, DEL and C1 too (json escapes only C0): a raw U+009B is valid JSON but a
+    CSI to a terminal that shows the document. Outside strings JSON is ASCII, so the
+    translation touches string contents only."""
+    return json.dumps(data, ensure_ascii=False, indent=indent).translate(_JSON_CONTROLS)
 
 
 def read_stdin(limit: int | None = None, setting: str = "chat.max_input_bytes") -> str:
@@ -111,7 +133,7 @@ def note(text: str) -> None:
     text = visible(text)
     if color_ok(current().stderr):
         text = f"\x1b[2m{text}\x1b[0m"
-    out(text, current().stderr)
+    out(text, current().stderr, styled=True)
 
 
 def usage_line(usage: Usage | None) -> None:
@@ -153,7 +175,7 @@ def error(err: KoogError) -> None:
 
 def internal_error(exc: BaseException) -> None:
     err_stream = current().stderr
-    out(f"koog: internal error: {type(exc).__name__}: {exc}", err_stream)
+    out(f"koog: internal error: {type(exc).__name__}: {visible(str(exc))}", err_stream)
     out("koog: hint: rerun with KOOG_DEBUG=1 for a traceback, and report it", err_stream)
 
 
@@ -185,8 +207,8 @@ def format_messages(
             for m, n in zip(messages, counts, strict=True)
         ]
         if fmt == "json":
-            return json.dumps(dicts, ensure_ascii=False, indent=2)
-        return "\n".join(json.dumps(d, ensure_ascii=False) for d in dicts)
+            return json_text(dicts)
+        return "\n".join(json_text(d, indent=None) for d in dicts)
     blocks = [
         _message_block(m, fmt == "markdown", n) for m, n in zip(messages, counts, strict=True)
     ]
@@ -255,7 +277,9 @@ def tool_result_line(outcome: ToolOutcome) -> str:
 
 
 def table(rows: Iterable[Sequence[str]], headers: Sequence[str]) -> str:
-    data = [list(headers), *[list(r) for r in rows]]
+    """Columns of cells, each shown visibly (a listing names stored or outside text: a
+    label, a file name a model chose), to a terminal or not."""
+    data = [list(headers), *[[visible(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in data) for i in range(len(headers))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in data
@@ -293,14 +317,14 @@ def ask_tool(call: ToolCall, stream: TextIO | None = None, undo: bool = False) -
     if is_tty(stream):
         from koogcli.ui.keypress import choose
 
-        err.write(approval_question(call, undo))
+        err.write(visible(approval_question(call, undo)))
         err.flush()
         found = choose(stream, _ANSWERS)
-        err.write(f"{found}\n" if found else f"\n{approval_declined(call, undo)}\n")
+        err.write(f"{found}\n" if found else f"\n{visible(approval_declined(call, undo))}\n")
         err.flush()
         return _ANSWERS[found] if found else "n"
     while True:
-        err.write(approval_question(call, undo))
+        err.write(visible(approval_question(call, undo)))
         err.flush()
         line = stream.readline()
         if not line:
@@ -360,7 +384,7 @@ class ProgressBar:
             )
             self._progress = Progress(*columns, console=console, transient=True)
             self._progress.start()
-            self._task = self._progress.add_task(self.label, total=total)
+            self._task = self._progress.add_task(visible(self.label), total=total)
         self._progress.update(self._task, completed=done, total=total)
 
     def __exit__(self, *exc: object) -> None:

@@ -5,7 +5,9 @@ reply) and only the growing block is redrawn (ui/live_region.py), at most ten ti
 second and never taller than half the screen, so a terminal resized to half its width or
 height can still be redrawn in place: rendering costs about what rendering the finished
 reply once does, and the scrollback holds one copy of it, resized or not. Plain text streams as it comes; a pipe never gets a
-spinner or an escape code. When the reader of a pipe goes away, the reply is still
+spinner or an escape code. On a terminal the reply's own control characters and the
+spinner's label (a model's or a tool's name) are shown, never executed (SPEC §6); a pipe
+gets the reply byte for byte. When the reader of a pipe goes away, the reply is still
 received and stored; the rest is not written (SPEC §2).
 """
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypedDict
 
 from koogcli.ui.environment import current
 from koogcli.ui.markdown_blocks import BlockSplitter
-from koogcli.ui.render import is_tty, silence_stdout, tool_call_line, tool_result_line
+from koogcli.ui.render import is_tty, silence_stdout, tool_call_line, tool_result_line, visible
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -47,6 +49,7 @@ class ReplyWriter:
         self._shown = False  # text of the current reply was shown
         self._any_text = False
         self._redrawn = 0.0
+        self._cr = False  # the last delta ended with a CR (it may begin a CRLF)
 
     # -- waiting -----------------------------------------------------------------------
     def waiting(self, label: str = "waiting") -> None:
@@ -75,6 +78,8 @@ class ReplyWriter:
         self._stop_spinner()
         self._any_text = True
         self._shown = True
+        if self.terminal:
+            text = self._visible(text)
         if not self.markdown:
             self._write(text)
             return
@@ -113,6 +118,15 @@ class ReplyWriter:
         elif self._shown:
             self._write("\n")
         self._shown = False
+
+    def _visible(self, text: str) -> str:
+        """SPEC §6: a reply's control characters are shown, never executed; a line ending
+        in CRLF is a line (a lone CR, which would overwrite the line, is shown as ^M)."""
+        if self._cr:
+            text, self._cr = "\r" + text, False
+        if text.endswith("\r"):
+            text, self._cr = text[:-1], True
+        return visible(text.replace("\r\n", "\n"))
 
     # -- rendering ---------------------------------------------------------------------
     def _rich(self) -> Console:
@@ -202,7 +216,7 @@ class Waiting:
         from rich.spinner import Spinner
 
         self.started = time.monotonic()
-        self.label = label
+        self.label = visible(label)  # `waiting for MODEL`, `running TOOL`: names from outside
         self.spinner = Spinner("dots", style="dim")
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -364,7 +364,7 @@ def why_lines(found: Explained) -> list[str]:
         lines.append(f"the reply: {cut} (finish_reason {found.reply.meta[FINISH_KEY]})")
     if found.edits:
         lines.append("files the agent's edits changed: " + "; ".join(found.edits))
-    return lines
+    return [visible(line) for line in lines]  # file and tool names came from outside
 
 
 def _cancelled_words(turns: Sequence[int]) -> str:

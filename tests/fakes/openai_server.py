@@ -119,6 +119,7 @@ class FakeOpenAIServer:
         self.messages_cache = MessagesCache()
         self.stored_responses: dict[str, list[dict[str, Any]]] = {}
         self.items_slot: list[tuple[str, ...]] | None = None
+        self.models = ["test-model"]  # the ids /v1/models lists
         handler = type("Handler", (_Handler,), {"fake": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -164,6 +165,7 @@ class FakeOpenAIServer:
             self.messages_cache = MessagesCache()
             self.stored_responses = {}
             self.items_slot = None
+            self.models = ["test-model"]
 
     def use_profile(self, name: str) -> None:
         """Behave like one kind of real endpoint (PROFILES)."""
@@ -249,7 +251,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.endswith("/models"):
-            self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+            listed = [{"id": m, "object": "model"} for m in self.fake.models]
+            self._json(200, {"object": "list", "data": listed})
         elif self.path == "/_control/requests":
             with self.fake.lock:
                 self._json(200, list(self.fake.requests))
