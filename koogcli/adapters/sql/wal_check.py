@@ -8,7 +8,8 @@ counts, without computing a checksum:
 - `written`: the last commit frame of the WAL's current generation, read from the frame
   headers (a frame of this generation carries the header's salts; frames an earlier
   generation left further on carry others);
-- what SQLite kept (`PRAGMA wal_checkpoint(PASSIVE)`'s log size, after its recovery).
+- what SQLite kept after its recovery (the wal-index header's `mxFrame` in the `-shm`
+  file: read, never written, so a command that writes nothing still writes nothing).
 
 More written than kept is damage. A crash in the middle of a write leaves only an
 uncommitted tail, which holds no commit frame: it is never taken for damage. The WAL is
@@ -23,6 +24,7 @@ import contextlib
 import shutil
 import sqlite3
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,17 +63,33 @@ def written(wal: Path) -> Written | None:
     return Written((salt1, salt2), commits[-1] if commits else 0, commits)
 
 
+def kept(shm: Path, salts: tuple[int, int]) -> int | None:
+    """How many frames SQLite took from the WAL (its wal-index header's `mxFrame`, read
+    from the `-shm` file, native byte order), when the header is of the same WAL
+    generation; None when it cannot be told. Reading it writes nothing."""
+    try:
+        with shm.open("rb") as handle:
+            head = handle.read(48)
+    except OSError:
+        return None
+    if len(head) < 48 or head[12] != 1:  # isInit
+        return None
+    frames = int.from_bytes(head[16:20], sys.byteorder)
+    if struct.unpack(">II", head[32:40]) != salts:  # aSalt, as the WAL header holds them
+        return None
+    return frames
+
+
 def lost(conn: sqlite3.Connection, wal: Path, before: Written) -> str | None:
     """What SQLite dropped of what the WAL holds, in words, after keeping a copy of the
     WAL (None: nothing, or it cannot be told: another process started the WAL over)."""
-    try:
-        kept = int(conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
-    except sqlite3.Error:
-        return None  # read-only, or busy: not told this time
-    after = written(wal)
-    if after is None or after.salts != before.salts or before.frames <= kept:
+    found = kept(wal.with_name(wal.name[: -len("-wal")] + "-shm"), before.salts)
+    if found is None or before.frames <= found:
         return None
-    dropped = [c for c in before.commits if c > kept]
+    after = written(wal)
+    if after is None or after.salts != before.salts:
+        return None
+    dropped = [c for c in before.commits if c > found]
     copy = wal.with_name(f"{wal.name}.damaged-{before.salts[0]:08x}{before.salts[1]:08x}")
     try:
         if not copy.exists():
@@ -85,7 +103,7 @@ def lost(conn: sqlite3.Connection, wal: Path, before: Written) -> str | None:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return (
-        f"{wal} is damaged: SQLite kept its first {kept} frames and dropped "
-        f"{before.frames - kept} after them, {len(dropped)} committed write(s) "
+        f"{wal} is damaged: SQLite kept its first {found} frames and dropped "
+        f"{before.frames - found} after them, {len(dropped)} committed write(s) "
         f"(the newest restore points, transcript rows or journal entries){kept_copy}"
     )
