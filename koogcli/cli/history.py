@@ -93,6 +93,9 @@ def show(
     tokens: bool = typer.Option(
         False, "--tokens", help="Estimated tokens per message, and the next request's size."
     ),
+    whole_system: bool = typer.Option(
+        False, "--system", help="A long system prompt whole (text and markdown fold it)."
+    ),
 ) -> None:
     """Show a session's stored history (or its full transcript)."""
     from koogcli.services import agent_files, history
@@ -112,7 +115,7 @@ def show(
         size = budget.session_size(app_ctx, name)
     counts = size.of_messages(messages) if size else None
     if messages or fmt == "json":
-        render.out(render.format_messages(messages, fmt, counts))
+        render.out(render.format_messages(messages, fmt, counts, fold_system=not whole_system))
     elif fmt in ("text", "markdown"):
         render.note(views.empty_history(name.value))
     if size:

@@ -196,10 +196,14 @@ api_key_env = "MY_KEY_VAR"
 
 
 def format_messages(
-    messages: Sequence[Message], fmt: str, tokens: Sequence[int] | None = None
+    messages: Sequence[Message],
+    fmt: str,
+    tokens: Sequence[int] | None = None,
+    fold_system: bool = False,
 ) -> str:
     """`tokens`, when given, are estimates per message: a `tokens` field in JSON, a
-    `~N tokens` note on each label in text and markdown."""
+    `~N tokens` note on each label in text and markdown. `fold_system`: a system prompt of
+    more than one line is one line in text and markdown (an agent's runs to 100 lines)."""
     counts: Sequence[int | None] = tokens if tokens is not None else [None] * len(messages)
     if fmt in ("json", "jsonl"):
         dicts = [
@@ -210,9 +214,21 @@ def format_messages(
             return json_text(dicts)
         return "\n".join(json_text(d, indent=None) for d in dicts)
     blocks = [
-        _message_block(m, fmt == "markdown", n) for m, n in zip(messages, counts, strict=True)
+        _message_block(_folded(m) if fold_system else m, fmt == "markdown", n)
+        for m, n in zip(messages, counts, strict=True)
     ]
     return ("\n\n" if fmt == "markdown" else "\n").join(blocks)
+
+
+def _folded(m: Message) -> Message:
+    text = m.text
+    if m.role != "system" or ("\n" not in text.strip() and len(text) <= 200):
+        return m
+    first = " ".join(text.split("\n", 1)[0].split())[:100]
+    lines = len(text.strip().splitlines())
+    return m.with_content(
+        f"{first} … ({lines:,} lines, {len(text):,} characters; --system shows it whole)"
+    )
 
 
 def _message_block(m: Message, markdown: bool, tokens: int | None = None) -> str:

@@ -41,3 +41,37 @@ def test_a_tool_that_cannot_be_imported_names_no_session(
     assert done.returncode == 2 and "no_such_module_here" in done.stderr
     assert "session " not in done.stderr
     assert json.loads(run_koog("history", "list", "--json").stdout) == []
+
+
+def test_an_agent_session_reads_as_the_person_wrote_it(
+    run_koog: Callable[..., subprocess.CompletedProcess[str]],
+    koog_env: dict[str, str],
+    server: object,
+) -> None:
+    """Issue 52: `history list` previews the person's prompt, not the `<system-reminder>`
+    Claude Code put before it; `history show` folds the agent's 100-line system prompt to
+    one line, and `--system` shows it whole."""
+    from tests.support.serving import KoogServe, http
+
+    served = KoogServe(koog_env).start()
+    system = "You are Claude Code.\n" + "\n".join(f"Rule {i}: be careful." for i in range(100))
+    said = ["<system-reminder>\nContext the agent adds.\n</system-reminder>", "fix the test"]
+    body = {
+        "model": "m",
+        "max_tokens": 9,
+        "system": system,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": t} for t in said]}],
+    }
+    headers = {"x-claude-code-session-id": "s1", "anthropic-version": "1"}
+    try:
+        status, _ = http("POST", served.url.removesuffix("/v1") + "/v1/messages", body, headers)
+        assert status == 200
+    finally:
+        assert served.stop() == 0
+    [listed] = json.loads(run_koog("history", "list", "--json").stdout)
+    assert listed["preview"] == "fix the test", listed
+    shown = run_koog("history", "show", "-s", "claude-s1").stdout
+    assert "Rule 50" not in shown and "(101 lines" in shown and "fix the test" in shown
+    whole = run_koog("history", "show", "-s", "claude-s1", "--system").stdout
+    assert "Rule 50: be careful." in whole

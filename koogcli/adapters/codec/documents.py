@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
+from koogcli.core.injected import first_prompt
 from koogcli.core.messages import Message
 
 HISTORY_FORMAT = "koog.chat-history"
@@ -180,7 +181,7 @@ def dump_history(
         "updated_at": updated_at,
     }
     if summary:
-        first = next((m.text for m in messages if m.role == "user"), "")
+        first = first_prompt(messages)
         fields["message_count"] = len(messages)
         fields["preview"] = first[:PREVIEW_CHARS]
     head = json.dumps(fields, ensure_ascii=False)

@@ -27,6 +27,7 @@ from koogcli.adapters.codec.documents import (
     read_summary,
 )
 from koogcli.adapters.files import log as history_log
+from koogcli.core.injected import first_prompt
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.ports import CutCheck
 
@@ -110,9 +111,7 @@ def _write(target: Path, name: str, history: _History, count: int, source: str) 
     in_lines = min(count, len(history.lines) - history.skip)
     chosen = history.lines[history.skip : history.skip + in_lines]
     extra = history.tail[: count - in_lines]
-    first = next(
-        (m for m in history.messages(0, min(count, AROUND), source) if m.role == "user"), None
-    )
+    first = first_prompt(history.messages(0, min(count, AROUND), source))
     header = json.dumps(
         {
             "format": HISTORY_FORMAT,
@@ -121,7 +120,7 @@ def _write(target: Path, name: str, history: _History, count: int, source: str) 
             "revision": 1,
             "updated_at": utc_now(),
             "message_count": count,
-            "preview": (first.text if first else "")[:PREVIEW_CHARS],
+            "preview": first[:PREVIEW_CHARS],
         },
         ensure_ascii=False,
     )

@@ -34,6 +34,7 @@ from koogcli.adapters.codec.documents import (
 from koogcli.adapters.files import log as history_log
 from koogcli.adapters.paths import DataDir
 from koogcli.core.errors import ConflictError, CorruptDocumentError, KoogError
+from koogcli.core.injected import first_prompt
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import CutCheck, SessionInfo, StoredHistory
@@ -164,7 +165,7 @@ class FileHistoryStore:
                     and known.files is not None
                     and known.files == self._files_as_they_are(session)
                 )
-                first = next((m.text for m in messages if m.role == "user"), "")
+                first = first_prompt(messages)
                 entry = history_log.Entry(revision, current, drop, added, len(messages), first, now)
                 history_log.append(log, entry)
                 if known is not None and cacheable:
@@ -325,7 +326,7 @@ class FileHistoryStore:
             return None
         except KoogError as err:
             return SessionInfo(name.value, 0, 0, None, problem=err.message)
-        first = next((m.text for m in stored.messages if m.role == "user"), "")
+        first = first_prompt(stored.messages)
         return SessionInfo(
             name.value,
             len(stored.messages),

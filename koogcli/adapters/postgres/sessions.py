@@ -16,14 +16,15 @@ from koogcli.adapters.codec.documents import PREVIEW_CHARS
 from koogcli.adapters.postgres.database import Database
 from koogcli.adapters.sql import rows
 from koogcli.core.errors import ConflictError
+from koogcli.core.injected import first_prompt
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import CutCheck, SessionInfo, StoredHistory
 
 
 def _preview(messages: Sequence[Message]) -> str:
-    """What `history list` shows of a session: its first user message."""
-    return next((m.text for m in messages if m.role == "user"), "")[:PREVIEW_CHARS]
+    """What `history list` shows of a session: the person's first prompt."""
+    return first_prompt(messages)[:PREVIEW_CHARS]
 
 
 class PgHistoryStore:
