@@ -13,7 +13,9 @@ from koogcli.core.ports import ToolOutcome
 from koogcli.core.usage import Usage
 
 Approval = Literal["y", "n", "a"]  # yes, no, always (this tool, this session)
-Status = Literal["undone", "failed", "declined", "left in place", "already undone"]
+Status = Literal[
+    "undone", "failed", "declined", "left in place", "already undone", "files set back"
+]
 
 
 def call_text(call: ToolCall) -> str:

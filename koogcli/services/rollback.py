@@ -223,12 +223,12 @@ def _fate(
         return Compensation(call, None, "left in place", reason)
 
     if clients_calls(message):
-        if call.id and call.id in restored:
-            return left(
-                "a client's tool; the files it edited are set back from koog's journal"
-                if restored[call.id]
-                else "a client's tool; the file it edited changed since, see below"
+        if call.id and restored.get(call.id):  # one report for the call and its files
+            return Compensation(
+                call, None, "files set back", "a client's tool; from koog's journal, below"
             )
+        if call.id and call.id in restored:
+            return left("a client's tool; the file it edited changed since, see below")
         return left("a client's tool")
     if call.id in already:
         return Compensation(call, None, "already undone", "by an earlier rollback")

@@ -224,6 +224,9 @@ def test_each_id_quirk_keeps_each_edit_its_own_and_rolls_back(
     done = run_koog("rollback", "-s", "claude-q1", "--latest", "--yes")
     assert done.returncode == 0, done.stderr
     assert notes.read_text() == "one\n", done.stderr
+    # One story for the call and its file (issue 52: it said "left in place: Write(...)",
+    # then "restored: notes.txt").
+    assert "files set back: Write(" in done.stderr and "left in place" not in done.stderr
 
 
 def test_a_hostile_file_name_is_shown_never_executed_by_the_rollback(
