@@ -78,8 +78,17 @@ class HistoryStore(Protocol):
     def delete(self, session: SessionName) -> bool: ...
 
 
+# The transcript keeps what a failed turn produced, its turn id marked so (`failed:ID`):
+# turns are numbered without it (SPEC §5.19: a session of four answered turns has four).
+FAILED_TURN = "failed:"
+
+
 class TranscriptStore(Protocol):
     def append(self, session: SessionName, messages: Sequence[Message], turn_id: str) -> None: ...
+
+    def mark_failed(self, session: SessionName, turn_id: str) -> None:
+        """The turn failed: its rows stay, under `FAILED_TURN + turn_id`."""
+        ...
 
     def read(self, session: SessionName) -> list[Message]: ...
 
@@ -107,7 +116,7 @@ class TranscriptStore(Protocol):
 
     def turn_numbers(self, session: str, positions: Sequence[int]) -> list[int]:
         """Which turn of its session each transcript row at `positions` belongs to (1: the
-        first turn that wrote to the transcript)."""
+        first turn that wrote to the transcript and did not fail)."""
         ...
 
 

@@ -11,7 +11,7 @@ from dataclasses import replace as replace_
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
-from koogcli.core.ports import SessionInfo
+from koogcli.core.ports import FAILED_TURN, SessionInfo
 from koogcli.core.results import Found, SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.core.usage import Usage
@@ -324,7 +324,7 @@ def search(ctx: AppContext, words: str, session: SessionName | None, limit: int)
     return [
         Found(
             hit.session,
-            turns[(hit.session, hit.position)],
+            0 if hit.turn_id.startswith(FAILED_TURN) else turns[(hit.session, hit.position)],
             hit.message,
             matching_line(hit.message.text, terms),
             terms,

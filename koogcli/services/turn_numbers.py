@@ -1,5 +1,5 @@
 """Turn numbers, one way everywhere (SPEC §5.19): turn N of a session is the N-th turn
-that wrote to its transcript, the numbering of `history search`. Rollback, `why` and
+that wrote to its transcript and did not fail, the numbering of `history search`. Rollback, `why` and
 search all count so, whatever rollbacks and compressions did to the history since."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
+from koogcli.core.ports import FAILED_TURN
 from koogcli.services.context import AppContext
 
 
@@ -19,10 +20,12 @@ class Numbered:
 
 
 def numbered(entries: Iterable[tuple[Message, str]]) -> Numbered:
+    """A failed turn's messages have no number (its rows' turn ids are marked failed)."""
     turns: dict[str, int] = {}
     of_message: dict[str, int] = {}
     for message, turn_id in entries:
-        of_message.setdefault(message.id, turns.setdefault(turn_id, len(turns) + 1))
+        if not turn_id.startswith(FAILED_TURN):
+            of_message.setdefault(message.id, turns.setdefault(turn_id, len(turns) + 1))
     return Numbered(of_message, len(turns))
 
 

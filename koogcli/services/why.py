@@ -81,7 +81,9 @@ def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> E
     ctx.require_session(session)
     entries = list(ctx.transcript.entries(session))
     numbers = turn_numbers.numbered(entries)
-    answered, cancelled = core.replies((m, numbers.of_message[m.id]) for m, _ in entries)
+    answered, cancelled = core.replies(
+        (m, numbers.of_message[m.id]) for m, _ in entries if m.id in numbers.of_message
+    )
     if not answered:
         raise UsageError(
             f"session {session.value!r} has no reply recorded with what shaped it",

@@ -413,7 +413,7 @@ def found_dict(f: Found) -> dict[str, object]:
     """A hit of `history search --json`."""
     return {
         "session": f.session,
-        "turn": f.turn,
+        "turn": f.turn or None,  # a failed turn's words have no turn number
         "role": f.message.role,
         "id": f.message.id,
         "created_at": f.message.created_at,
@@ -429,7 +429,8 @@ def found_lines(found: Sequence[Found], mark: Callable[[str], str]) -> list[str]
         line = visible(f.line)
         line = line if len(line) <= 160 else line[:159] + "…"
         rows.append(
-            f"{f.session}  turn {f.turn}  {local_time(f.message.created_at)}  "
+            f"{f.session}  {f'turn {f.turn}' if f.turn else 'failed turn'}  "
+            f"{local_time(f.message.created_at)}  "
             f"{f.message.role}  {_marked(line, f.terms, mark)}"
         )
     return rows

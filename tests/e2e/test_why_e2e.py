@@ -199,3 +199,26 @@ def test_a_cancelled_turn_is_never_explained_as_answered(
     second = run("why", "-s", "c", "--turn", "2")
     assert second.returncode == 2
     assert "turn 2 of 'c' was cancelled before its reply" in second.stderr, second.stderr
+
+
+def test_failed_turns_have_no_number(
+    run_koog: Callable[..., subprocess.CompletedProcess[str]], server: FakeOpenAIServer
+) -> None:
+    """Issue 52: turns that failed (the server refused them) counted, so three answered
+    turns read `turn 5 of 5` and `--turn 2` explained nothing; now a failed turn's words
+    stay in the transcript with no number, and turns count the answered ones."""
+    for text in ("one", "two", "three", "four", "five"):
+        if text in ("two", "four"):
+            server.enqueue({"status": 400, "message": "the server refuses this"})
+        done = run_koog("chat", "-s", "n", text)
+        assert done.returncode == (1 if text in ("two", "four") else 0), done.stderr
+    last = json.loads(run_koog("why", "-s", "n", "--json").stdout)
+    assert (last["turn"], last["turns"]) == (3, 3), last
+    second = json.loads(run_koog("why", "-s", "n", "--turn", "2", "--json").stdout)
+    shown = json.loads(run_koog("history", "show", "-s", "n", "--json").stdout)
+    [three] = [m for m in shown if m["content"] == "echo: three"]
+    assert second["reply"]["id"] == three["id"], second
+    [hit] = json.loads(run_koog("history", "search", "four", "--json").stdout)
+    assert hit["turn"] is None, hit
+    assert "failed turn" in run_koog("history", "search", "four").stdout
+    assert "turn 3" in run_koog("history", "search", "five").stdout

@@ -18,7 +18,7 @@ from koogcli.adapters.sql import rows
 from koogcli.core.errors import CorruptDocumentError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.core.ports import TranscriptHit
+from koogcli.core.ports import FAILED_TURN, TranscriptHit
 
 
 class SqlTranscriptStore:
@@ -33,6 +33,15 @@ class SqlTranscriptStore:
             cur.executemany(
                 "INSERT INTO transcript (session, turn_id, body) VALUES (%s, %s, %s)",
                 [(session.value, turn_id, rows.body(m)) for m in messages],
+            )
+
+    def mark_failed(self, session: SessionName, turn_id: str) -> None:
+        if not self.db.exists():
+            return
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE transcript SET turn_id = %s WHERE session = %s AND turn_id = %s",
+                (FAILED_TURN + turn_id, session.value, turn_id),
             )
 
     def read(self, session: SessionName) -> list[Message]:
@@ -114,7 +123,7 @@ class SqlTranscriptStore:
 
     def turn_numbers(self, session: str, positions: Sequence[int]) -> list[int]:
         """One pass over the session's rows (the `transcript_turns` index alone): where
-        each turn began, then each position's turn by bisection."""
+        each turn that did not fail began, then each position's turn by bisection."""
         if not positions:
             return []
         import bisect
@@ -122,8 +131,9 @@ class SqlTranscriptStore:
         starts = sorted(
             int(r[0])
             for r in self.db.rows(
-                "SELECT min(id) FROM transcript WHERE session = %s AND id <= %s GROUP BY turn_id",
-                [session, max(positions)],
+                "SELECT min(id) FROM transcript WHERE session = %s AND id <= %s "
+                "AND substr(turn_id, 1, %s) <> %s GROUP BY turn_id",
+                [session, max(positions), len(FAILED_TURN), FAILED_TURN],
             )
         )
         return [bisect.bisect_right(starts, p) for p in positions]

@@ -142,6 +142,8 @@ def fail(turn: TurnState, reason: str) -> None:
         return
     with interrupts.deferred(), contextlib.suppress(KoogError):  # never half-closed
         closed_with_room(turn, reason)
+        if reason == "failed":  # its prompt stays in the transcript, numbered by no turn
+            turn.ctx.transcript.mark_failed(turn.session, turn.turn_id)
         if turn.restore_id and turn.ctx.settings.persistence.enabled:
             turn.ctx.checkpoints.delete(turn.session, turn.restore_id)
 
