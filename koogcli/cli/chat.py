@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from koogcli.cli import process
-from koogcli.cli.options import Globals, complete_roles, globals_of, session_option
+from koogcli.cli.options import Globals, complete_roles, globals_of, session_option, with_endpoint
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
 from koogcli.ui import render
@@ -134,22 +134,6 @@ def plan(request: ChatRequest, stdin_is_tty: bool) -> Plan:
     return OneShot()
 
 
-def _tell_once(app_ctx: AppContext, found: str, repl: bool) -> None:
-    """Which server or model koog chose: the REPL says it every time, one-shots the first
-    time for that endpoint and model (a pipeline's stderr stays quiet after)."""
-    import time
-
-    learned, endpoint, model = (
-        app_ctx.learned_limits,
-        app_ctx.endpoint_key,
-        app_ctx.settings.llm.model,
-    )
-    if repl or not learned.told(endpoint, model):
-        render.note(found)
-        if not repl:
-            learned.note_told(endpoint, model, int(time.time()))
-
-
 def _open(
     options: Globals, flags: dict[str, object], request: ChatRequest
 ) -> tuple[AppContext, SessionName, bool]:
@@ -162,9 +146,7 @@ def _open(
         given = {k: v for k, v in flags.items() if v is not None}  # the command line wins
         app_ctx = options.build({**sessions.role_flags(app_ctx, request.role), **given})
     name, generated = sessions.choose(app_ctx, request.session, request.continue_)
-    app_ctx, found = app_ctx.with_endpoint()
-    if found is not None:
-        _tell_once(app_ctx, found, isinstance(plan(request, sys.stdin.isatty()), Repl))
+    app_ctx = with_endpoint(app_ctx, isinstance(plan(request, sys.stdin.isatty()), Repl))
     if (
         request.resume is False
         and not (request.save and turn.close_stored(app_ctx, name))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from koogcli.cli.options import complete_strategies, globals_of, session_option
+from koogcli.cli.options import complete_strategies, globals_of, session_option, with_endpoint
 from koogcli.ui import render, views
 
 
@@ -58,7 +58,7 @@ def compress(
     from koogcli.services.compression import CompressRequest, StrategyChoice
     from koogcli.services.compression import compress as run
 
-    app_ctx = globals_of(ctx).build()
+    app_ctx = with_endpoint(globals_of(ctx).build())  # the model chat would summarise with
     choice = StrategyChoice(strategy, last, since, chunk_size, tuple(concept), fallback)
     request = CompressRequest(
         app_ctx.session(session),

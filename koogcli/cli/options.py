@@ -80,3 +80,25 @@ def session_option(help: str = "Session name (default: the most recently used)."
     return typer.Option(
         None, "-s", "--session", metavar="NAME", help=help, autocompletion=complete_sessions
     )
+
+
+def with_endpoint(app_ctx: AppContext, always: bool = False) -> AppContext:
+    """The context that talks to the model chat would use (a local server's first model
+    when none is configured), saying which: every time when `always` (the REPL), else the
+    first time for that endpoint and model (a pipeline's stderr stays quiet after)."""
+    import time
+
+    from koogcli.ui import render
+
+    app_ctx, found = app_ctx.with_endpoint()
+    if found is not None:
+        learned, endpoint, model = (
+            app_ctx.learned_limits,
+            app_ctx.endpoint_key,
+            app_ctx.settings.llm.model,
+        )
+        if always or not learned.told(endpoint, model):
+            render.note(found)
+            if not always:
+                learned.note_told(endpoint, model, int(time.time()))
+    return app_ctx

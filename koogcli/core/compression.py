@@ -50,6 +50,12 @@ Arrange it under clear headings:
 Apart from the system message, this summary is all that will remain of the conversation.
 Make sure it holds everything needed to carry on."""
 
+# For a small context (a local model's 512 or 1,024 tokens), where the full instruction
+# alone would take a third of it and ask for more than there is room to write.
+BRIEF_SUMMARY_PROMPT = """\
+Summarize the conversation above, enclosed in <conversation_to_summarize> tags, in one \
+short paragraph. Keep names, numbers and decisions. Write the summary only."""
+
 SUMMARIZER_ROLE = (
     "You write faithful summaries of conversations between a user and an assistant, so the "
     "conversation can continue from the summary alone. You never take part in the "

@@ -7,12 +7,9 @@ compression and leaves the history byte-identical.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TypeVar
 
 from koogcli.config.schema import CompressionSettings
 from koogcli.core import compression as core
@@ -22,14 +19,14 @@ from koogcli.core.errors import (
     ConflictError,
     ContextOverflowError,
     ModelError,
-    ResponseFormatError,
     StorageError,
     UsageError,
 )
-from koogcli.core.messages import Message, assistant, user
+from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.core.ports import Completion, ModelRequest, StoredHistory
+from koogcli.core.ports import StoredHistory
 from koogcli.core.results import CompressResult
+from koogcli.core.summary_in_parts import InParts
 from koogcli.core.tokens import carry, request_tokens
 from koogcli.services.budget import (
     context_limit,
@@ -39,10 +36,9 @@ from koogcli.services.budget import (
 )
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
+from koogcli.services.summarizer import ModelSummarizer, NoSummaryError, instructed
 
 Progress = Callable[[int, int], None]
-Q = TypeVar("Q")
-A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -66,153 +62,6 @@ class CompressRequest:
     model: str | None = None  # who summarises (-m); None: compression.model, else chat_model
     chat_model: str | None = None  # the model in use (the REPL's /model); None: llm.model
     system_prompt: str | None = None  # the live system prompt; None: llm.system_prompt
-
-
-def _not_a_summary(done: Completion) -> str | None:
-    if done.tool_calls:
-        names = ", ".join(c.name or "?" for c in done.tool_calls)
-        return f"a tool call ({names}) instead of text"
-    if not done.text.strip():
-        return "no text"
-    if done.finish_reason in ("length", "content_filter"):
-        cut = "the length limit" if done.finish_reason == "length" else "a content filter"
-        return f"a text cut off by {cut}"
-    return None
-
-
-FORMATS = ("json_schema", "json_object", "plain")
-
-
-class ModelSummarizer:
-    """Sends summary requests through the model, `concurrency` at a time, in order.
-
-    Questions with a JSON answer go out with `response_format` json_schema; a server that
-    refuses it is asked with json_object, then with the plain prompt, and this process
-    keeps asking it that way. An answer that does not parse is asked again with what was
-    wrong, up to `compression.retries` times."""
-
-    def __init__(
-        self,
-        ctx: AppContext,
-        concurrency: int,
-        progress: Progress | None = None,
-        model: str | None = None,
-    ) -> None:
-        self.ctx = ctx
-        self.model = model or ctx.settings.llm.model
-        self.concurrency = concurrency
-        self.progress = progress
-        self.requests = 0
-        self.problems: list[str] = []
-        self._format = 0  # index into FORMATS, lowered when the server refuses one
-        self._lock = threading.Lock()
-
-    def _send(self, prompt: Sequence[Message], response_format: dict[str, object] | None) -> str:
-        return self._complete(prompt, response_format).text
-
-    def _complete(
-        self, prompt: Sequence[Message], response_format: dict[str, object] | None
-    ) -> Completion:
-        llm = self.ctx.settings.llm
-        budget = {"max_tokens": summary_room(self.ctx, self.model)}
-        request = ModelRequest(
-            self.model,
-            list(prompt),
-            llm.temperature,
-            stream=False,
-            response_format=response_format,
-            extra=budget,
-        )
-        with self._lock:
-            self.requests += 1
-        return self.ctx.model().complete(request)
-
-    def _one(self, prompt: Sequence[Message]) -> str:
-        """One summary: text, whole. An answer that is empty, a tool call, or cut short
-        is no summary, and storing it would lose what it replaces (SPEC §5.19). The
-        request says how long it may be (small local models otherwise run on to the
-        token limit), and an answer cut off there is asked for once more, shorter."""
-        words = summary_room(self.ctx, self.model) * 3 // 5
-        *head, last = prompt
-        for budget in (words, words // 4):  # once more, shorter, after a cut-off answer
-            asked = [*head, last.with_content(f"{last.text}\nWrite at most {budget} words.")]
-            done = self._complete(asked, None)
-            if done.finish_reason != "length" or done.tool_calls or not done.text.strip():
-                break
-        why = _not_a_summary(done)
-        if why is not None:
-            raise NoSummaryError(
-                f"the summary request was answered with {why}; nothing was changed",
-                hint="try again, or another model with -m (compression.model)",
-                cut_off=done.finish_reason == "length" and not done.tool_calls,
-            )
-        return done.text
-
-    def _answer(self, question: core.Question, prompt: Sequence[Message]) -> str:
-        while True:
-            tried = self._format
-            response_format = _response_format(FORMATS[tried], question)
-            try:
-                return self._send(prompt, response_format)
-            except ResponseFormatError:
-                if response_format is None:
-                    raise
-                with self._lock:
-                    self._format = max(self._format, tried + 1)
-
-    def _one_parsed(self, question: core.Question) -> object | None:
-        prompt = list(question.messages)
-        retries = self.ctx.settings.compression.retries
-        for attempt in range(retries + 1):
-            text = self._answer(question, prompt)
-            try:
-                return question.parse(text)
-            except core.InvalidAnswer as why:
-                if attempt == retries:
-                    with self._lock:
-                        self.problems.append(
-                            f"no valid answer for {question.name} after {attempt + 1} "
-                            f"requests: {why}"
-                        )
-                    return None
-                prompt += [
-                    assistant(text),
-                    user(f"That answer is not valid: {why}. Answer again with the JSON only."),
-                ]
-        return None
-
-    def ask_all(self, prompts: Sequence[Sequence[Message]]) -> list[str]:
-        return self._all(self._one, prompts)
-
-    def ask_parsed(self, questions: Sequence[core.Question]) -> list[object | None]:
-        return self._all(self._one_parsed, questions)
-
-    def _all(self, ask: Callable[[Q], A], items: Sequence[Q]) -> list[A]:
-        total = len(items)
-        if self.progress:
-            self.progress(0, total)
-        pool = ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, total)))
-        futures: list[Future[A]] = [pool.submit(ask, item) for item in items]
-        try:
-            done_count = 0
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    future.result()  # raises the first failure: the compression is aborted
-                done_count += len(done)
-                if self.progress:
-                    self.progress(done_count, total)
-            return [f.result() for f in futures]
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _response_format(kind: str, question: core.Question) -> dict[str, object] | None:
-    if kind == "json_schema":
-        schema = {"name": question.name, "schema": question.schema, "strict": True}
-        return {"type": "json_schema", "json_schema": schema}
-    return {"type": "json_object"} if kind == "json_object" else None
 
 
 def build_strategy(
@@ -283,17 +132,26 @@ def compress_prompt(
     the summarising model's context is run in chunks that do. `must_shrink=False`: a
     summary no shorter than what it replaces is kept (an agent asked for it)."""
     summarizer = ModelSummarizer(ctx, ctx.settings.compression.concurrency, progress, model)
-    planned = fitted(strategy, prompt, context_limit(ctx, summarizer.model))
     memory = core.memory_messages(prompt, preserve_memory)
-    try:
-        out = planned.compress(list(prompt), memory, summarizer)
-    except ContextOverflowError as err:
-        # The summary request itself was too long, and the server said its size: plan
-        # again for it, once.
-        if not learn_limit(ctx, summarizer.model, err.limit):
-            raise
-        planned = fitted(strategy, prompt, context_limit(ctx, summarizer.model))
-        out = planned.compress(list(prompt), memory, summarizer)
+    for attempt, share in enumerate(_SHARES):
+        planned = fitted(strategy, prompt, context_limit(ctx, summarizer.model), share)
+        try:
+            out = planned.compress(list(prompt), memory, summarizer)
+            break
+        except ContextOverflowError as err:
+            # The summary request itself was too long: plan again with the size the
+            # server said (learned), in smaller chunks, while there is a smaller share.
+            learned = learn_limit(ctx, summarizer.model, err.limit)
+            known = context_limit(ctx, summarizer.model) is not None
+            if attempt == len(_SHARES) - 1 or not (learned or known):
+                raise
+        except NoSummaryError as err:
+            # Cut off at the room a small context leaves: smaller chunks leave more room
+            # and ask for less; without a known context there is nothing to make smaller.
+            if not err.cut_off or attempt == len(_SHARES) - 1:
+                raise
+            if context_limit(ctx, summarizer.model) is None:
+                raise
     strategy = planned
     if out is not None:
         if must_shrink:
@@ -320,15 +178,6 @@ def _compressed_already(prompt: Sequence[Message]) -> bool:
     return not any(wire_marks.conversational(m) for m in prompt[last + 1 :])
 
 
-class NoSummaryError(ModelError):
-    """The model answered a summary request with no usable summary (nothing, a tool
-    call, a cut-off text): the compression changes nothing."""
-
-    def __init__(self, message: str, hint: str | None = None, cut_off: bool = False) -> None:
-        super().__init__(message, hint=hint)
-        self.cut_off = cut_off  # cut at the token limit even when asked for fewer words
-
-
 class CompressionGrewError(ModelError):
     """The summaries came out longer than what they replace: applying them would defeat
     compression's purpose, so nothing changes (a small model repeating its input does it)."""
@@ -345,25 +194,31 @@ def _shrinks(prompt: Sequence[Message], out: Sequence[Message], strategy: str) -
         )
 
 
-def summary_room(ctx: AppContext, model: str) -> int:
-    """Tokens a summary may take: `compression.max_summary_tokens`, and at most a quarter
-    of a known context (the request and its answer must fit it together)."""
-    room = ctx.settings.compression.max_summary_tokens
-    limit = context_limit(ctx, model)
-    return room if limit is None else max(16, min(room, limit // 4))
-
-
-def fitted(strategy: core.Strategy, prompt: Sequence[Message], limit: int | None) -> core.Strategy:
-    """`whole` (and `per-system`) become `chunked` when one summary request of the whole
-    history would not leave the summary room (a quarter of the context at most) in the
-    summarising model's context; chunks then hold about half of it each."""
-    if limit is None or strategy.name not in ("whole", "per-system"):
+def fitted(
+    strategy: core.Strategy, prompt: Sequence[Message], limit: int | None, share: float = 0.5
+) -> core.Strategy:
+    """When one summary request of the whole history would not leave the summary room (a
+    quarter of the context at most) in the summarising model's context, `whole` is made
+    in parts that fit (core/summary_in_parts.py) and `per-system` becomes `chunked`, each
+    part about `share` of it (the estimate is a server's count only roughly: a smaller
+    share when the server still refused); chunks asked for are made smaller to fit."""
+    if limit is None or strategy.name not in ("whole", "per-system", "chunked"):
         return strategy
     answer_room = min(1024, limit // 4)
-    if request_tokens(core.summary_prompt(prompt)) <= limit - answer_room:
+    whole = strategy.name != "chunked"
+    if whole and request_tokens(core.summary_prompt(prompt)) <= (limit - answer_room) * share * 2:
         return strategy
+    if strategy.name == "whole":  # one summary still, made in parts that fit
+        instruction = request_tokens(instructed(core.summary_prompt([]), limit))
+        return InParts(max(32, int((limit - answer_room) * share * 2) - instruction))
     per_message = request_tokens(prompt) / max(1, len(prompt))
-    return core.Chunked(max(1, int(limit / 2 / per_message)))
+    fits = max(1, int(limit * share / per_message))
+    if not whole and getattr(strategy, "size", fits) <= fits:
+        return strategy  # chunks asked for that fit already
+    return core.Chunked(fits)
+
+
+_SHARES = (0.5, 0.25, 0.1)  # of the context, for a chunk, in turn while the server refuses
 
 
 def compress(

@@ -8,10 +8,22 @@ from typing import Any
 
 from koogcli.core.errors import ContextOverflowError, ModelError, ResponseFormatError
 
+# Each server's words for "longer than the context" (README, Local models): OpenAI and vLLM
+# "maximum context length is N tokens", llama.cpp's llama-server "request (N tokens)
+# exceeds the available context size (M tokens)", llama-cpp-python "Requested tokens (N)
+# exceed context window of M", Ollama "the input length exceeds the context length",
+# LM Studio "... the model is loaded with context length of only M tokens" (MLX: "Context
+# size has been exceeded"), Anthropic "prompt is too long".
 _OVERFLOW = re.compile(
     r"context.length|context.window|maximum context|too many tokens|prompt is too long|"
-    r"reduce the length|exceeds? the (?:model'?s? )?(?:context|max)",
+    r"reduce the length|exceeds? the (?:model'?s? |available )?(?:context|max)|"
+    r"context size has been exceeded|exceed_context_size",
     re.IGNORECASE,
+)
+_OVERFLOW_CODES = (
+    "context_length_exceeded",
+    "context_window_exceeded",
+    "exceed_context_size_error",
 )
 
 
@@ -26,6 +38,13 @@ def status_error(
             hint=f"check the key in {key_env} (config llm.api_key_env)",
         )
     if status == 404:
+        said = f"{exc.message} {error_detail(exc)}"
+        if "model" not in said.lower():  # the server's "no such page": the path is wrong
+            return ModelError(
+                f"{url} answered HTTP 404{error_detail(exc)}: nothing is served at that path",
+                hint="check the base URL's path (llama.cpp, Ollama and LM Studio serve their "
+                "API under /v1)",
+            )
         return ModelError(
             f"model {model!r} not found at {url} (HTTP 404)",
             hint="check llm.model / --model / KOOG_MODEL, and the base URL",
@@ -56,10 +75,10 @@ def refusal(exc: Any, model: str, url: str) -> ModelError | None:
     """A 4xx that means "too long for this model" or "no such response_format"."""
     body = getattr(exc, "body", None)
     err = body.get("error", body) if isinstance(body, dict) else None
-    code = str(err.get("code") or "") if isinstance(err, dict) else ""
+    codes = {str(err.get(k) or "") for k in ("code", "type")} if isinstance(err, dict) else set()
     detail = error_detail(exc)
     said = f"{exc.message} {detail}"
-    if code in ("context_length_exceeded", "context_window_exceeded") or _OVERFLOW.search(said):
+    if codes & set(_OVERFLOW_CODES) or _OVERFLOW.search(said):
         error = ContextOverflowError(
             f"{url} refused the request as longer than {model}'s context"
             f"{detail or f' (HTTP {exc.status_code})'}"

@@ -66,21 +66,30 @@ def within_budget(
         else:
             loaded, compressed = _compress_request(ctx, model, loaded, events, reason, recovering)
     except ContextOverflowError as err:
+        # Even its smallest summary requests were too long: the turn sends what fits.
+        fitted = _fitted(ctx, request, model, loaded, events, refused)
+        if fitted is not None:
+            events.warn(
+                f"{err.message.rstrip('.')}, in the summary request of the compression "
+                "before the turn; the history stays as it was"
+            )
+            return fitted, stored, False
         raise ContextOverflowError(
             f"{err.message.rstrip('.')}, in the summary request of the compression before "
             "the turn; nothing was stored",
-            hint=f"compress in smaller parts: `koog compress -s {request.session.value} "
-            "--strategy chunked`",
+            hint=f"`koog compress -s {request.session.value} --strategy last-n` keeps a "
+            f"summary of the last messages, or `koog rollback -s {request.session.value} "
+            "--latest` undoes the last turn",
         ) from err
     limit = budget.context_limit(ctx, model)
     size = (
         _size(ctx, request, model, loaded) if limit and ctx.settings.compression.auto_at else None
     )
     too_long = size is not None and size.limit is not None and size.tokens > size.limit
-    if not compressed and (too_long or recovering):
+    if too_long or (recovering and not compressed):  # still too long: what fits is sent
         fitted = _fitted(ctx, request, model, loaded, events, refused)
         if fitted is not None:
-            return fitted, stored, False
+            return fitted, stored, compressed
     if size is not None and size.limit is not None and size.tokens > size.limit:
         kept = " (the compression is kept; `koog rollback --latest` undoes it)"
         raise ContextOverflowError(
@@ -152,7 +161,7 @@ def _compress(
     recovering: bool,
 ) -> bool:
     """Compress the stored history; False when it could not be and the turn goes on."""
-    from koogcli.services import compression  # only when it runs: imports cost every turn
+    from koogcli.services import compression, summarizer  # only when it runs (import cost)
 
     def run(choice: compression.StrategyChoice) -> CompressResult:
         return compression.compress(
@@ -164,8 +173,8 @@ def _compress(
 
     try:
         done = run(compression.StrategyChoice())
-    except compression.NoSummaryError as err:
-        _no_summary(ctx, model, err, events, recovering)
+    except summarizer.NoSummaryError as err:
+        _no_summary(ctx, model, err, events)
         return False
     except compression.CompressionGrewError as err:
         # The configured strategy would lengthen the history: the next one, which keeps
@@ -173,8 +182,8 @@ def _compress(
         events.warn(f"{err.message}; trying --strategy {FALLBACK_STRATEGY}")
         try:
             done = run(compression.StrategyChoice(strategy=FALLBACK_STRATEGY))
-        except compression.NoSummaryError as again:
-            _no_summary(ctx, model, again, events, recovering)
+        except summarizer.NoSummaryError as again:
+            _no_summary(ctx, model, again, events)
             return False
         except compression.CompressionGrewError as again:
             events.warn(f"{again.message}; the turn goes on uncompressed")
@@ -187,17 +196,13 @@ def _compress(
     return done.changed
 
 
-def _no_summary(
-    ctx: AppContext, model: str, err: Exception, events: TurnEvents, recovering: bool
-) -> None:
+def _no_summary(ctx: AppContext, model: str, err: Exception, events: TurnEvents) -> None:
     """A summary that is none (SPEC §5.19): remembered when the model cut it off, so the
-    next automatic compressions do not ask again (budget.summary_cut_lately). A turn the
-    server refused as too long goes on (fitted to the context); any other fails, with
-    nothing changed."""
+    next automatic compressions do not ask again (budget.summary_cut_lately). The turn goes
+    on, fitted to the context where it does not fit: a summary koog could not make is no
+    reason to refuse the person's turn."""
     if getattr(err, "cut_off", False):
         budget.learn_summary_cut(ctx, budget.summary_model(ctx.settings, None, model))
-    if not recovering:
-        raise err
     events.warn(f"{err}; the turn goes on uncompressed")
 
 
@@ -209,7 +214,7 @@ def _compress_request(
     reason: str,
     recovering: bool,
 ) -> tuple[LoadedPrompt, bool]:
-    from koogcli.services import compression
+    from koogcli.services import compression, summarizer
 
     settings = ctx.settings.compression
     try:
@@ -220,8 +225,8 @@ def _compress_request(
             settings.preserve_memory,
             model=budget.summary_model(ctx.settings, None, model),
         )
-    except compression.NoSummaryError as err:
-        _no_summary(ctx, model, err, events, recovering)
+    except summarizer.NoSummaryError as err:
+        _no_summary(ctx, model, err, events)
         return loaded, False
     except compression.CompressionGrewError as err:
         events.warn(f"{err.message}; the turn goes on uncompressed")
