@@ -167,10 +167,14 @@ def _overflow(
         hint = "the message alone is too long for the model: shorten it or attach less"
     elif not ctx.settings.compression.auto_at:
         hint = (
-            f"run `koog compress -s {name}` (automatic compression is off: compression.auto_at = 0)"
+            f"run `koog compress -s {name}` (automatic compression is off: compression.auto_at "
+            f"= 0), or `koog rollback -s {name} --latest` to take the last turn back"
         )
     else:
-        hint = f"even compressed it was too long; try `koog compress -s {name} --strategy last-n`"
+        hint = (
+            f"even compressed it was too long; try `koog compress -s {name} --strategy "
+            f"last-n`, or `koog rollback -s {name} --latest` to take the last turn back"
+        )
     kept = (
         " (the compression before it is kept; `koog rollback --latest` undoes it)"
         if request.recording.writes and recovering and turn.compressed
