@@ -13,7 +13,7 @@ from koogcli.cli import process
 from koogcli.cli.options import Globals, complete_roles, globals_of, session_option, with_endpoint
 from koogcli.core.errors import UsageError
 from koogcli.core.names import SessionName
-from koogcli.ui import render
+from koogcli.ui import render, views
 
 if TYPE_CHECKING:
     from koogcli.services.context import AppContext
@@ -62,6 +62,9 @@ def chat(
         help="Finish the turn a killed process left behind, or abandon it.",
     ),
     as_json: bool = typer.Option(False, "--json", help="One-shot: print one JSON object."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, metavar="N", help="The longest reply, in tokens."
+    ),
 ) -> None:
     """Chat with the model: a REPL, or one turn.
 
@@ -69,7 +72,11 @@ def chat(
     """
     if session is not None and continue_:
         raise UsageError("-s and -c both name a session; give one of them")
-    flags: dict[str, object] = {"llm.model": model, "llm.system_prompt": system}
+    flags: dict[str, object] = {
+        "llm.model": model,
+        "llm.system_prompt": system,
+        "llm.max_tokens": max_tokens,
+    }
     if no_stream:
         flags["chat.stream"] = False
     if ask_tools:
@@ -259,6 +266,9 @@ def show(
     if result is None:
         return
     writer.finish(result.reply)
+    cut = views.cut_reply(result.finish_reason, app_ctx.settings.llm.max_tokens)
+    if cut is not None:
+        render.warning(cut)
     if as_json:
         from koogcli.ui.views import usage_dict
 
@@ -269,6 +279,7 @@ def show(
                 "model": result.model,
                 "usage": usage_dict(result.usage),
                 "checkpoint": result.checkpoint,
+                "finish_reason": result.finish_reason,
             }
         )
     if usage:

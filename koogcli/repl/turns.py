@@ -61,6 +61,12 @@ def show_turn(
         display.abort()
         raise
     display.finish(result.reply if result else None)
+    if result is not None:
+        from koogcli.ui.views import cut_reply
+
+        cut = cut_reply(result.finish_reason, state.ctx.settings.llm.max_tokens)
+        if cut is not None:
+            state.ui.warning(cut)
     return result
 
 

@@ -444,3 +444,17 @@ def _marked(line: str, terms: Sequence[str], mark: Callable[[str], str]) -> str:
         return line
     pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
     return pattern.sub(lambda m: mark(m.group(0)), line)
+
+
+def cut_reply(finish_reason: str | None, max_tokens: int | None) -> str | None:
+    """What a reply the model did not finish says on stderr (REPL and one-shot alike)."""
+    if finish_reason == "length":
+        if max_tokens:
+            return (
+                f"cut at max_tokens ({max_tokens:,}): the reply is not whole; raise [llm] "
+                "max_tokens or pass --max-tokens N"
+            )
+        return "cut at the server's length limit: the reply is not whole"
+    if finish_reason == "content_filter":
+        return "cut by a content filter: the reply is not whole"
+    return None

@@ -109,7 +109,8 @@ def test_models_and_roles(run_koog: Run, server: FakeOpenAIServer, tmp_path: Pat
 def test_json_usage_and_stored_usage(run_koog: Run) -> None:
     result = run_koog("chat", "-s", "j", "hello", "--json")
     payload = json.loads(result.stdout)
-    assert set(payload) == {"session", "reply", "model", "usage", "checkpoint"}
+    assert set(payload) == {"session", "reply", "model", "usage", "checkpoint", "finish_reason"}
+    assert payload["finish_reason"] == "stop"
     assert payload["model"] == "gpt-4o-mini" and payload["usage"]["completion_tokens"] > 0
     counted = run_koog("chat", "-s", "j", "again", "-u")
     assert counted.stdout == "echo: again\n"

@@ -94,3 +94,15 @@ def test_a_wrong_path_in_the_base_url_is_said(
     assert done.returncode == 1, done.stderr
     assert "nothing is served at that path" in done.stderr and "/v1" in done.stderr
     assert "gpt-4o-mini" not in done.stderr
+
+
+def test_a_reply_cut_at_max_tokens_says_so(run_koog: Run, local: dict[str, str]) -> None:
+    """Acceptance 3: `max_tokens = 3` on the real server: stderr says the reply was cut,
+    `--json` has `"finish_reason": "length"`, and `--max-tokens` sets it for one call."""
+    done = run_koog("chat", "--no-save", "--max-tokens", "3", "tell me a long story", env=local)
+    assert done.returncode == 0, done.stderr
+    assert "cut at max_tokens (3)" in done.stderr, done.stderr
+    shown = run_koog("chat", "-s", "cut", "--json", "--max-tokens", "3", "a story", env=local)
+    assert json.loads(shown.stdout)["finish_reason"] == "length", shown.stdout
+    assert "cut at max_tokens (3)" in shown.stderr
+    assert "cut at the length limit" in run_koog("history", "show", "-s", "cut", env=local).stdout
