@@ -1,7 +1,7 @@
-"""The tool approval question in the REPL: one key answers it (y / n / a, no Enter), as
-at a one-shot's terminal. Ctrl-D declines and a line says so, where a line prompt would
-have ended the input unseen; Ctrl-C declines as before. Other keys are passed over, so a
-stray Enter answers nothing. The answer is never sent as a message."""
+"""The REPL's questions, each answered by one key: the tool approval (y / n / a, no
+Enter), as at a one-shot's terminal, and [y/N] confirmations (Enter is no). Ctrl-D
+declines and a line says so, where a line prompt would have ended the input unseen; Ctrl-C
+declines as before. Other keys are passed over. The answer is never sent as a message."""
 
 from __future__ import annotations
 
@@ -25,11 +25,8 @@ def ask(
 ) -> str:
     """y, n or a; a question of its own on the REPL's terminal, so the prompt's keys and
     history are left as they were."""
-    question: PromptSession[str] = PromptSession(
-        input=prompt.input, output=prompt.output, key_bindings=_keys()
-    )
     try:
-        answer = question.prompt(render.approval_question(call, undo))
+        answer = one_key(prompt, render.approval_question(call, undo), "yna")
     except KeyboardInterrupt:
         return "n"
     if not answer:  # Ctrl-D
@@ -38,7 +35,24 @@ def ask(
     return answer
 
 
-def _keys() -> KeyBindings:
+def yes_or_no(prompt: PromptSession[str], question: str) -> bool:
+    """A [y/N] question answered by one key: y is yes; n, Enter, Ctrl-D and Ctrl-C are no.
+    Keys typed after it stay for the prompt (they were never read by the question)."""
+    try:
+        return one_key(prompt, f"{question} [y/N] ", "yn", enter="n") == "y"
+    except KeyboardInterrupt:
+        return False
+
+
+def one_key(prompt: PromptSession[str], question: str, keys: str, enter: str = "") -> str:
+    """The first of `keys` typed (lower case), `enter` for Enter; "" for Ctrl-D."""
+    asked: PromptSession[str] = PromptSession(
+        input=prompt.input, output=prompt.output, key_bindings=_keys(keys, enter)
+    )
+    return asked.prompt(question)
+
+
+def _keys(keys: str, enter: str) -> KeyBindings:
     kb = KeyBindings()
 
     def answer(event: KeyPressEvent) -> None:
@@ -46,7 +60,7 @@ def _keys() -> KeyBindings:
         event.current_buffer.text = choice  # left on screen after the question
         event.app.exit(result=choice)
 
-    for key in "ynaYNA":
+    for key in keys + keys.upper():
         kb.add(key)(answer)
 
     @kb.add("c-d")
@@ -57,8 +71,13 @@ def _keys() -> KeyBindings:
     def _interrupt(event: KeyPressEvent) -> None:
         event.app.exit(exception=KeyboardInterrupt())
 
-    @kb.add("<any>")
     @kb.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        if enter:
+            event.current_buffer.text = enter
+            event.app.exit(result=enter)
+
+    @kb.add("<any>")
     def _other(event: KeyPressEvent) -> None:
         pass
 

@@ -11,8 +11,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from prompt_toolkit import PromptSession
-
 from koogcli.core.errors import KoogError, TurnCancelledError
 from koogcli.core.names import SessionName
 from koogcli.repl import (  # noqa: F401  (register slash commands)
@@ -26,6 +24,7 @@ from koogcli.repl import (  # noqa: F401  (register slash commands)
     turns,
 )
 from koogcli.repl import prompt as prompt_builder
+from koogcli.repl.approval import yes_or_no
 from koogcli.repl.slash import REGISTRY
 from koogcli.repl.state import ReplState, ReplUI
 from koogcli.services.context import AppContext
@@ -66,7 +65,7 @@ def run(
         redact=ctx.pipeline.redacts,
         state=lambda: state,
     )
-    state.ask = lambda question: _ask(prompt, question)
+    state.ask = lambda question: yes_or_no(prompt, question)
     state.approve = lambda call: approval.ask(prompt, call, state.ui.info)
     state.approve_undo = lambda call: approval.ask(prompt, call, state.ui.info, undo=True)
     state.ui.info(banner(state))
@@ -139,14 +138,6 @@ def context_on_entry(state: ReplState) -> str:
     if not count or not state.ctx.history.exists(state.session):
         return ""
     return recent_exchanges(state.ctx.history.read(state.session).messages, count)
-
-
-def _ask(prompt: PromptSession[str], question: str) -> bool:
-    try:
-        answer = prompt.prompt(f"{question} [y/N] ")
-    except (EOFError, KeyboardInterrupt):
-        return False
-    return answer.strip().lower() in ("y", "yes")
 
 
 def _offer_resume(state: ReplState) -> None:

@@ -43,6 +43,14 @@ def read_key(stream: TextIO) -> str:
         return os.read(fd, 64).decode(errors="replace")
 
 
+def read_char(stream: TextIO) -> str:
+    """One byte typed on the terminal `stream` (what follows stays unread, for whoever
+    reads next); "" when the terminal has gone."""
+    fd = stream.fileno()
+    with unbuffered(fd):
+        return os.read(fd, 1).decode(errors="replace")
+
+
 def choose(stream: TextIO, answers: Mapping[str, str]) -> str | None:
     """The answer of the first key in `answers` (either case); None for Ctrl-D or a
     terminal that has gone. Other keys (Enter among them) are passed over."""

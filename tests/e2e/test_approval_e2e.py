@@ -4,7 +4,9 @@ Ctrl-D declines, saying so; in the REPL and in a one-shot alike."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +106,30 @@ def test_one_key_answers_and_ctrl_d_declines_in_a_one_shot(
     assert "declined (Ctrl-D)" in terminal.text
     assert tool_logs.logged(env) == [["shout", "one"]]
     assert told(server) == ["Error: the user declined this call of shout; it was not made."]
+
+
+def test_a_destructive_command_and_the_repl_ask_yes_or_no_with_one_key(
+    server: FakeOpenAIServer, env: dict[str, str], run_koog: Callable[..., Any]
+) -> None:
+    """Issue 52: a [y/N] question took a whole line (Enter), and swallowed what was typed
+    after it. One key answers: y clears (no Enter), Enter alone is no."""
+    for name in ("kept", "gone"):
+        assert run_koog("chat", "-s", name, "hello", env=env).returncode == 0
+    refused = Terminal([KOOG_BIN, "history", "clear", "-s", "kept"], env)
+    refused.wait_for("[y/N]:")
+    refused.send("\r")
+    assert refused.close() == 2 and "cancelled; nothing changed" in refused.text
+    cleared = Terminal([KOOG_BIN, "history", "clear", "-s", "gone"], env)
+    cleared.wait_for("[y/N]:")
+    cleared.send("y")  # no Enter
+    assert cleared.close() == 0, cleared.text
+    repl = Terminal([KOOG_BIN, "chat", "-s", "kept"], env)
+    repl.wait_for("kept>")
+    repl.send("/clear\r")
+    repl.wait_for("[y/N]")
+    repl.send("y")  # no Enter
+    repl.wait_for("cleared")
+    repl.send("\x04")
+    assert repl.close() == 0, repl.text
+    shown = run_koog("history", "show", "-s", "kept", "--json", env=env).stdout
+    assert "hello" not in shown
