@@ -220,6 +220,7 @@ def _one_shot(
         app_ctx,
         request.as_json,
         request.usage,
+        unnamed=generated and not request.save,  # --no-save made no session: none is named
     )
 
 
@@ -240,6 +241,7 @@ def show(
     app_ctx: AppContext,
     as_json: bool,
     usage: bool = False,
+    unnamed: bool = False,
 ) -> None:
     """Run a one-shot turn: the reply alone on stdout (or one JSON object), tools on stderr."""
     from koogcli.services.turn import TurnEvents
@@ -274,7 +276,7 @@ def show(
 
         render.json_out(
             {
-                "session": result.session,
+                "session": None if unnamed else result.session,
                 "reply": result.reply,
                 "model": result.model,
                 "usage": usage_dict(result.usage),

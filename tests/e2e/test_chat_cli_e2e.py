@@ -67,6 +67,10 @@ def test_no_save_writes_nothing(run_koog: Run, server: FakeOpenAIServer, data_di
     assert with_session.returncode == 0
     assert users(server.chat_requests[-1]) == ["remember me", "what did I say?"]
     assert run_koog("chat", "--no-save", "fresh").returncode == 0
+    # --json names the session it read, and none when it made none (issue 52).
+    fresh = json.loads(run_koog("chat", "--no-save", "--json", "fresh").stdout)
+    kept = json.loads(run_koog("chat", "-s", "kept", "--no-save", "--json", "again").stdout)
+    assert (fresh["session"], kept["session"]) == (None, "kept")
     assert snapshot(data_dir) == before
 
 
