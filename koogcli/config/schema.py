@@ -57,7 +57,11 @@ class LLMSettings(_Strict):
     # Sent with koog's own tools: "auto", "required" or "none"; unset: not sent. Local
     # servers (llama.cpp's) call no tool unless it is sent.
     tool_choice: Literal["auto", "required", "none"] | None = None
+    # How long a request waits for the upstream's first byte (and for each read after it).
     timeout_seconds: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
+    # How long one reply may take, from its request to its last byte: an upstream that
+    # trickles its reply fails the turn here (nothing stored).
+    turn_timeout_seconds: float = Field(default=600.0, gt=0.0, allow_inf_nan=False)
     max_retries: int = Field(default=2, ge=0, le=20)
     # The model's context window in tokens; unset: unknown (no automatic compression by size).
     context_tokens: int | None = Field(default=None, ge=1)

@@ -158,7 +158,10 @@ def _messages(items: Sequence[Any]) -> tuple[Message, ...]:
         elif kind == "reasoning" or kind == "compaction_trigger":
             continue  # the upstream's own record of its reasoning; a compaction request's mark
         elif kind == "compaction":  # a summary Codex replays: koog's own handle, read back
-            summary = remote_compaction.expanded(item.get("encrypted_content"))
+            try:
+                summary = remote_compaction.expanded(item.get("encrypted_content"))
+            except remote_compaction.ForgedHandleError as exc:
+                raise BadRequest(exc.message, f"{where}.encrypted_content") from None
             if summary is not None:
                 out.append(_wire("user", summary))
         else:

@@ -29,7 +29,9 @@ from koogcli.core.ports import (
 from koogcli.services.context import AppContext, EmbedderFactory, ModelFactory, Parts
 
 if TYPE_CHECKING:
-    from koogcli.adapters.model.openai_model import OpenAIChatModel
+    from koogcli.adapters.model.messages_upstream import MessagesChatModel
+    from koogcli.adapters.model.openai_model import Endpoint, OpenAIChatModel
+    from koogcli.adapters.model.responses_upstream import ResponsesChatModel
     from koogcli.adapters.tools.bounded_regex import BoundedPattern
     from koogcli.adapters.tools.mcp_hub import McpHub
     from koogcli.adapters.tools.python_tools import PythonToolBox
@@ -55,7 +57,7 @@ def _chat(ctx: AppContext, forward: bool = False) -> ChatModel:
     if llm.wire_api == "chat" and not any(
         spec.wire_api or spec.base_url or spec.api_key_env for spec in ctx.settings.models.values()
     ):
-        return _openai_chat(ctx, llm, forward)
+        return _keyless(_openai_chat(ctx, llm, forward))
     from koogcli.adapters.model.wire_router import WireRouter
 
     def build(model: str) -> tuple[tuple[str, ...], Callable[[], ChatModel]]:
@@ -64,14 +66,30 @@ def _chat(ctx: AppContext, forward: bool = False) -> ChatModel:
         chosen = llm_for(ctx.settings, model)
         where = (chosen.wire_api, chosen.base_url, chosen.key_env(chosen.wire_api))
         if chosen.wire_api == "chat":
-            return where, lambda: _openai_chat(ctx, chosen, forward)
-        return where, lambda: _native(ctx, chosen)
+            return where, lambda: _keyless(_openai_chat(ctx, chosen, forward))
+        return where, lambda: _keyless(_native(ctx, chosen))
 
     return WireRouter(build)
 
 
-def _native(ctx: AppContext, llm: LLMSettings) -> ChatModel:
-    from koogcli.adapters.model.openai_model import RequestOptions, resolve_endpoint
+def _keyless(model: OpenAIChatModel | MessagesChatModel | ResponsesChatModel) -> ChatModel:
+    """The client, its upstream's words passing the key's scrub (SPEC §6: the upstream key
+    never leaves the server)."""
+    from koogcli.adapters.model.keyless import KeylessModel, sent_key
+
+    return KeylessModel(model, sent_key(model.endpoint))
+
+
+def _endpoint(ctx: AppContext, llm: LLMSettings, base_url: str, key_env: str) -> Endpoint:
+    """`llm`'s endpoint at `base_url`, its key read from `key_env` (§5.8)."""
+    from koogcli.adapters.model.openai_model import resolve_endpoint
+
+    timeouts = (llm.timeout_seconds, llm.max_retries, llm.turn_timeout_seconds)
+    return resolve_endpoint(base_url, key_env, ctx.env, *timeouts)
+
+
+def _native(ctx: AppContext, llm: LLMSettings) -> MessagesChatModel | ResponsesChatModel:
+    from koogcli.adapters.model.openai_model import RequestOptions
 
     wire = llm.wire_api
     from koogcli.services.model_settings import require_key
@@ -84,45 +102,30 @@ def _native(ctx: AppContext, llm: LLMSettings) -> ChatModel:
             MessagesChatModel,
         )
 
-        endpoint = resolve_endpoint(
-            llm.base_url or ANTHROPIC_DEFAULT_URL,
-            llm.key_env(wire),
-            ctx.env,
-            llm.timeout_seconds,
-            llm.max_retries,
-        )
+        endpoint = _endpoint(ctx, llm, llm.base_url or ANTHROPIC_DEFAULT_URL, llm.key_env(wire))
         return MessagesChatModel(endpoint, options)
     from koogcli.adapters.model.responses_upstream import ResponsesChatModel
 
-    endpoint = resolve_endpoint(
-        llm.base_url, llm.key_env(wire), ctx.env, llm.timeout_seconds, llm.max_retries
-    )
-    return ResponsesChatModel(endpoint, options)
+    return ResponsesChatModel(_endpoint(ctx, llm, llm.base_url, llm.key_env(wire)), options)
 
 
 def _openai_chat(ctx: AppContext, llm: LLMSettings, forward: bool = False) -> OpenAIChatModel:
-    from koogcli.adapters.model.openai_model import (
-        OpenAIChatModel,
-        RequestOptions,
-        resolve_endpoint,
-    )
+    from koogcli.adapters.model.openai_model import OpenAIChatModel, RequestOptions
 
-    endpoint = resolve_endpoint(
-        llm.base_url, llm.api_key_env, ctx.env, llm.timeout_seconds, llm.max_retries
-    )
     return OpenAIChatModel(
-        endpoint,
+        _endpoint(ctx, llm, llm.base_url, llm.api_key_env),
         RequestOptions(llm.max_tokens, llm.reasoning_effort, dict(llm.extra_body)),
         forward=forward,
     )
 
 
 def openai_embedder_factory(ctx: AppContext) -> Embedder:
+    from koogcli.adapters.model.keyless import KeylessEmbedder, sent_key
     from koogcli.adapters.model.openai_model import OpenAIEmbedder
 
-    return OpenAIEmbedder(
-        _openai_chat(ctx, ctx.settings.llm), ctx.settings.long_term_memory.embeddings.model
-    )
+    chat = _openai_chat(ctx, ctx.settings.llm)
+    embedder = OpenAIEmbedder(chat, ctx.settings.long_term_memory.embeddings.model)
+    return KeylessEmbedder(embedder, sent_key(chat.endpoint))
 
 
 def build(
@@ -450,29 +453,9 @@ def history_document(
 def parse_history_document(text: str, source: str) -> list[Message]:
     """Messages from an export document, JSON Lines (`history show --format jsonl`), or a
     list of messages, koog's or a plain OpenAI `messages` array (ids and times filled in)."""
-    import json
+    from koogcli.adapters.codec.documents import parse_import
 
-    from koogcli.adapters.codec.documents import parse_history, parse_messages
-    from koogcli.core.messages import new_id, utc_now
-
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError:
-        lines = [line for line in text.splitlines() if line.strip()]
-        if len(lines) < 2:
-            raise
-        raw = [json.loads(line) for line in lines]
-    if isinstance(raw, dict) and "role" in raw and "messages" not in raw:
-        raw = [raw]  # JSON Lines of one line: one message, not an export document
-    if isinstance(raw, list):
-        filled = [
-            {"id": new_id(), "created_at": utc_now(), "content": None, **m}
-            if isinstance(m, dict)
-            else m
-            for m in raw
-        ]
-        return parse_messages(filled, source)
-    return parse_history(raw, Path(source))[1]
+    return parse_import(text, source)
 
 
 def agent_files(ctx: AppContext) -> AgentFiles:

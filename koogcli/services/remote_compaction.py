@@ -4,7 +4,9 @@ input item is `compaction_trigger` (or `POST /v1/responses/compact`) expects exa
 conversation it summarised. Without a Responses upstream to pass it to, koog writes the
 summary with its own compression (`[compression]`, strategy "whole") and hands back a koog
 handle holding it; a replayed handle is read back into the summary it holds. A handle
-from anyone else cannot be read and is left out."""
+from anyone else cannot be read and is left out; one that says it is koog's and is not
+(forged: not base64 of koog's JSON, or JSON nested past core/bounded_json.py's bound) is
+refused."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 import secrets
 from collections.abc import Sequence
 
+from koogcli.core import bounded_json
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import Message
 from koogcli.services.context import AppContext
@@ -49,13 +52,21 @@ def item(summary: str) -> dict[str, object]:
     }
 
 
+class ForgedHandleError(UsageError):
+    """A compaction item that says it holds koog's handle and does not."""
+
+
 def expanded(encrypted_content: object) -> str | None:
-    """The summary a replayed koog handle holds (with its lead), or None for another's."""
+    """The summary a replayed koog handle holds (with its lead), or None for another's;
+    ForgedHandleError for one that carries koog's mark but not a summary koog wrote."""
     if not isinstance(encrypted_content, str) or not encrypted_content.startswith(HANDLE):
         return None
     try:
-        raw = json.loads(base64.urlsafe_b64decode(encrypted_content[len(HANDLE) :]))
-    except (ValueError, binascii.Error):
-        return None
+        raw = bounded_json.loads(base64.urlsafe_b64decode(encrypted_content[len(HANDLE) :]))
+    except (ValueError, binascii.Error) as exc:
+        reason = str(exc) if isinstance(exc, bounded_json.TooDeepError) else "not koog's"
+        raise ForgedHandleError(f"the compaction handle cannot be read ({reason})") from None
     summary = raw.get("summary") if isinstance(raw, dict) else None
-    return f"{LEAD}\n\n{summary}" if isinstance(summary, str) else None
+    if not isinstance(summary, str):
+        raise ForgedHandleError("the compaction handle holds no summary")
+    return f"{LEAD}\n\n{summary}"

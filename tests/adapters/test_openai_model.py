@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Iterator
 
 import pytest
 
-from koogcli.adapters.model import forwarding
+from koogcli.adapters.model import forwarding, sse
 from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoint
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
 from koogcli.core.messages import system, user
@@ -220,9 +221,20 @@ def test_fields_repeated_in_every_fragment_are_set_once(
     ]
 
 
+class _Pieces:
+    """A response whose body arrives in these pieces."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = pieces
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        return iter(self.pieces)
+
+
 def test_server_sent_events_are_read_as_the_spec_reads_them() -> None:
-    lines = [": keep-alive", "", "event: x", 'data: {"a":', "data: 1}", "", "data:[DONE]"]
-    assert list(forwarding._events(iter(lines))) == ['{"a":\n1}', "[DONE]"]
+    body = _Pieces(b': keep-alive\r\n\r\nevent: x\ndata: {"a":', b"\ndata: 1}\n\ndata:[DONE]")
+    found = [data for _, data in sse.events(body, sse.Bounds("u"))]
+    assert found == ["", '{"a":\n1}', "[DONE]"]
     chunk = forwarding.Fields({"choices": [{"delta": {"content": "hi"}}], "usage": None})
     assert chunk.choices[0].delta.content == "hi" and chunk.usage is None
     assert chunk.choices[0].finish_reason is None

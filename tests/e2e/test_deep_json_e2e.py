@@ -1,7 +1,9 @@
 """JSON koog did not write is parsed within bounds (issue 45, acceptance 4): a client's
 tool-call arguments and tool result nested 3,000 levels deep (inside strings, so the body's
 own depth check passes) leave the session usable: export, rollback and the next turn all
-exit 0, and the text is kept as it was sent."""
+exit 0, and the text is kept as it was sent. A forged compaction handle and an imported
+file nested 3,000 or 100,000 levels deep are a 400 and one error line (issue 51,
+acceptance 5; an upstream's deep JSON: test_upstream_bounds_e2e.py)."""
 
 from __future__ import annotations
 
@@ -113,3 +115,45 @@ def test_deep_json_in_an_mcp_tool_result_leaves_the_session_usable(
     assert back.returncode == 0 and "Traceback" not in back.stderr, back.stderr
     again = run_koog("chat", "-s", "mcpdeep", "still here?", env=env)
     assert again.returncode == 0 and again.stdout == "echo: still here?\n", again.stderr
+
+
+@pytest.mark.parametrize("levels", [3_000, 100_000])
+def test_a_forged_compaction_handle_nested_deep_is_a_400(
+    serve_files: KoogServe, levels: int
+) -> None:
+    """A `compaction` item carrying koog's mark and JSON nested past the bound (issue 51,
+    acceptance 5): a 400 naming the item, not a 500 with a traceback."""
+    import base64
+
+    from tests.support.serving import http
+
+    packed = base64.urlsafe_b64encode(("[" * levels + "]" * levels).encode()).decode()
+    items = [
+        {"type": "message", "role": "user", "content": "before"},
+        {"type": "compaction", "encrypted_content": "koog-compaction.v1:" + packed},
+        {"type": "message", "role": "user", "content": "after"},
+    ]
+    status, body = http(
+        "POST",
+        serve_files.url + "/responses",
+        {"model": "gpt-4o-mini", "input": items},
+        {"X-Koog-Session": "forged"},
+    )
+    assert status == 400, body
+    assert body["error"]["param"] == "input[1].encrypted_content"
+    assert "nested deeper than 128 levels" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("levels", [3_000, 100_000])
+def test_importing_a_deeply_nested_file_is_one_error_line(
+    run_koog: Run, tmp_path: Path, levels: int
+) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"messages": ' + "[" * levels + "]" * levels + "}")
+    done = run_koog("history", "import", "-s", "imported", str(deep))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"koog: error: {deep} holds JSON nested deeper than 128 levels\n"
+        "koog: hint: expected the output of `koog history export`\n"
+    )
+    assert run_koog("history", "show", "-s", "imported").returncode == 2

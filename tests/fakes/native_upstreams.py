@@ -32,7 +32,10 @@ Responses (`POST /v1/responses`):
   - `previous_response_id` resolves a response stored with `store` true.
 
 Replies come from the fake's script queue (`content`, `tool_calls`, `status`, ...) or the
-echo of the last user text, as for chat completions. `server.native_log` holds each
+echo of the last user text, as for chat completions; `deep`, `huge_line` and `error_event`
+(tests/fakes/hostile.py) in each protocol's own shapes: Messages' `error` event
+(`{"type": "error", "error": {...}}`), the Responses API's (`{"type": "error", "code",
+"message", "param", "sequence_number"}`). `server.native_log` holds each
 answered request's figures (`{"protocol", "input", "cache_read", "cache_write", "rejected"}`).
 """
 
@@ -45,6 +48,8 @@ import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
+
+from tests.fakes import hostile
 
 if TYPE_CHECKING:
     from tests.fakes.openai_server import _Handler
@@ -235,8 +240,11 @@ def answer_messages(handler: _Handler, body: dict[str, Any]) -> None:
     time.sleep(float(script.get("delay", fake.default_delay)))
     if "status" in script:
         status = int(script["status"])
-        kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
-        handler._json(status, _error(kind, str(script.get("message", f"scripted {status}"))))
+        kind = _KINDS.get(status, "api_error")
+        error = _error(kind, str(script.get("message", f"scripted {status}")))
+        if "deep" in script:
+            error["error"]["details"] = hostile.deep(script["deep"])
+        handler._json(status, error)
         return
     messages = body.get("messages") or []
     with fake.lock:
@@ -284,6 +292,8 @@ def answer_messages(handler: _Handler, body: dict[str, Any]) -> None:
         "stop_sequence": None,
         "usage": usage,
     }
+    if "deep" in script:
+        message["container"] = {"id": hostile.deep(script["deep"])}
     if not body.get("stream"):
         handler._json(200, message)
         return
@@ -298,6 +308,19 @@ def answer_messages(handler: _Handler, body: dict[str, Any]) -> None:
         _sse(handler, "message_start", {"type": "message_start", "message": start})
         for index, block in enumerate(content):
             _stream_block(handler, index, block, float(script.get("chunk_delay", 0)))
+        if "huge_line" in script:
+            delta = {"type": "text_delta", "text": ""}
+            _huge(
+                handler,
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": delta},
+                int(script["huge_line"]),
+            )
+        if "error_event" in script:
+            said = {"type": "overloaded_error", "message": str(script["error_event"])}
+            _sse(handler, "error", {"type": "error", "error": said})
+            _close_sse(handler)
+            return
         _sse(
             handler,
             "message_delta",
@@ -367,9 +390,23 @@ def _open_sse(handler: _Handler) -> None:
 
 
 def _sse(handler: _Handler, event: str, data: dict[str, Any]) -> None:
-    payload = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+    payload = f"event: {event}\ndata: {hostile.spliced(json.dumps(data))}\n\n".encode()
     handler.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
     handler.wfile.flush()
+
+
+def _huge(handler: _Handler, event: str, data: dict[str, Any], size: int) -> None:
+    """One event whose data line is `size` bytes: its one empty string filled with `a`s."""
+    text = json.dumps(data)
+    cut = text.index('""') + 1
+    handler.wfile.write(f"{len(event) + 8:x}\r\nevent: {event}\n\r\n".encode())
+    for piece in hostile.huge_data(text[:cut], size, text[cut:]):
+        handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+    handler.wfile.flush()
+
+
+_KINDS = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+_KINDS[529] = "overloaded_error"
 
 
 def _close_sse(handler: _Handler) -> None:
@@ -444,17 +481,15 @@ def answer_responses(handler: _Handler, body: dict[str, Any]) -> None:
     time.sleep(float(script.get("delay", fake.default_delay)))
     if "status" in script:
         status = int(script["status"])
-        handler._json(
-            status,
-            {
-                "error": {
-                    "message": str(script.get("message", f"scripted {status}")),
-                    "type": "server_error",
-                    "param": None,
-                    "code": None,
-                }
-            },
-        )
+        error: dict[str, Any] = {
+            "message": str(script.get("message", f"scripted {status}")),
+            "type": "server_error",
+            "param": None,
+            "code": script.get("code"),
+        }
+        if "deep" in script:
+            error["details"] = hostile.deep(script["deep"])
+        handler._json(status, {"error": error})
         return
     flat = [{"instructions": body.get("instructions")}] + [_canonical(i) for i in items]
     with fake.lock:
@@ -520,6 +555,8 @@ def answer_responses(handler: _Handler, body: dict[str, Any]) -> None:
         "output": output,
         "usage": usage,
     }
+    if "deep" in script:
+        response["metadata"] = {"deep": hostile.deep(script["deep"])}
     if body.get("store", True):
         with fake.lock:
             fake.stored_responses[response_id] = [*items, *output]
@@ -586,6 +623,15 @@ def answer_responses(handler: _Handler, body: dict[str, Any]) -> None:
                     }
                 )
             send({"type": "response.output_item.done", "output_index": index, "item": item})
+        if "huge_line" in script:
+            kind = "response.output_text.delta"
+            delta = {"type": kind, "output_index": 0, "delta": ""}
+            _huge(handler, kind, delta, int(script["huge_line"]))
+        if "error_event" in script:
+            said = str(script["error_event"])
+            send({"type": "error", "code": "server_error", "message": said, "param": None})
+            _close_sse(handler)
+            return
         send({"type": "response.completed", "response": response})
         _close_sse(handler)
     except (BrokenPipeError, ConnectionResetError):

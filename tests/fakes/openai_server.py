@@ -19,6 +19,9 @@ Scripted responses are dicts:
   {"finish_reason": "length", ...}         this finish reason instead of stop / tool_calls
   {"empty_stream": true}                   a stream with no content, no tool call, no finish
   a tool call with "raw": true sends its arguments as given (an object, not JSON text)
+  {"deep": 3000}, {"huge_line": 41943040}, {"error_event": "text"}: JSON nested that deep
+  (in the reply, its first chunk or an error body), one SSE line that long, or the stream
+  broken off by an error event, on every protocol (tests/fakes/hostile.py)
 `reject_stream_options = True` answers 400 to any request carrying `stream_options`;
 `reject_response_formats` holds the `response_format` types answered with 400;
 `context_limit` (with `context_counter`, a function of the messages, default the server's
@@ -87,6 +90,7 @@ from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakes import hostile
 from tests.fakes.native_upstreams import (
     MessagesCache,
     answer_messages,
@@ -240,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        data = hostile.spliced(json.dumps(payload)).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -328,6 +332,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "type": script.get("type", "scripted"),
                 "code": script.get("code", status),
             }
+            if "deep" in script:
+                error["details"] = hostile.deep(script["deep"])
             wait = {"retry-after": str(script["retry_after"])} if "retry_after" in script else {}
             self._json(status, {"error": error}, {"retry-after-ms": "10", **wait})
             return
@@ -456,6 +462,8 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             ],
         }
+        if "deep" in script:
+            answer["choices"][0]["logprobs"] = {"content": hostile.deep(script["deep"])}
         usage, timings = self._reported(content, figures)
         if usage is not None:
             answer["usage"] = usage
@@ -499,6 +507,10 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
                 if finish is not None and timings is not None:  # as llama-server's last chunk
                     chunk["timings"] = timings
+                if index == 0 and "deep" in script:
+                    chunk["choices"][0]["logprobs"] = {"content": hostile.deep(script["deep"])}
+                if finish is not None and self._hostile(base, script):
+                    return
                 self._event(json.dumps(chunk))
                 if delay and finish is None:
                     time.sleep(delay)
@@ -516,9 +528,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _event(self, data: str) -> None:
-        payload = f"data: {data}\n\n".encode()
+        payload = f"data: {hostile.spliced(data)}\n\n".encode()
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
+
+    def _hostile(self, base: dict[str, Any], script: dict[str, Any]) -> bool:
+        """Before the finish chunk: a huge line, or an error event ending the stream
+        (OpenAI's mid-stream error: a chunk holding only `error`). True: the stream ended."""
+        if "huge_line" in script:
+            head = json.dumps({**base, "choices": [{"index": 0, "delta": {"content": ""}}]})
+            cut = head.index('"content": ""') + len('"content": "')
+            for piece in hostile.huge_data(head[:cut], int(script["huge_line"]), head[cut:]):
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        if "error_event" not in script:
+            return False
+        error = {"message": script["error_event"], "type": "server_error", "code": None}
+        self._event(json.dumps({"error": error}))
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        return True
 
 
 EMBEDDING_SIZE = 64

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from koogcli.core.errors import CorruptDocumentError, UnknownFormatError
+from koogcli.core import bounded_json
+from koogcli.core.errors import CorruptDocumentError, UnknownFormatError, UsageError
 from koogcli.core.injected import first_prompt
-from koogcli.core.messages import Message
+from koogcli.core.messages import Message, new_id, utc_now
 
 HISTORY_FORMAT = "koog.chat-history"
 HISTORY_VERSION = 2  # 2: an append log may follow the document (adapters/files/log.py)
@@ -262,3 +263,30 @@ def parse_pending(raw: object, source: str) -> list[Message]:
     if not isinstance(raw, dict) or raw.get("format") != PENDING_FORMAT or raw.get("version") != 1:
         raise CorruptDocumentError(f"{source} is not a koog pending-ingestion document")
     return parse_messages(raw.get("messages"), source)
+
+
+def parse_import(text: str, source: str) -> list[Message]:
+    """Messages from an export document, JSON Lines (`history show --format jsonl`), or a
+    list of messages, koog's or a plain OpenAI `messages` array (ids and times filled in).
+    Not JSON: json.JSONDecodeError; nested past core/bounded_json.py's bound: UsageError."""
+    try:
+        try:
+            raw = bounded_json.loads(text)
+        except json.JSONDecodeError:
+            lines = [line for line in text.splitlines() if line.strip()]
+            if len(lines) < 2:
+                raise
+            raw = [bounded_json.loads(line) for line in lines]
+    except bounded_json.TooDeepError as exc:  # no history koog writes is nested so deep
+        raise UsageError(f"{source} holds {exc}") from None
+    if isinstance(raw, dict) and "role" in raw and "messages" not in raw:
+        raw = [raw]  # JSON Lines of one line: one message, not an export document
+    if isinstance(raw, list):
+        filled = [
+            {"id": new_id(), "created_at": utc_now(), "content": None, **m}
+            if isinstance(m, dict)
+            else m
+            for m in raw
+        ]
+        return parse_messages(filled, source)
+    return parse_history(raw, Path(source))[1]

@@ -6,7 +6,8 @@ bytes over the client's own connection pool (the same timeouts), and the upstrea
 events are read as plain JSON. What the model adapter reads of a chunk it reads by attribute,
 so a chunk is a thin view of its dict. Failures are the SDK's own exceptions (status errors
 built by the SDK from the response, connection errors, timeouts), so the one mapping to
-ModelError in openai_model.py holds for both paths; retries follow the SDK's rules.
+ModelError in openai_model.py holds for both paths; retries follow the SDK's rules. Events
+are read within the reply's bounds (model/sse.py: size, deadline, JSON depth).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from koogcli.adapters.model import sse
+from koogcli.core import bounded_json
 
 # The SDK honours a server's Retry-After up to this long, and backs off 0.5 s doubling to 8.
 _LONGEST_RETRY_AFTER = 60.0
@@ -46,13 +50,17 @@ class Fields:
 
 class ForwardedStream:
     """The upstream's streamed answer: `response` (its status and headers), iterated as
-    chunks, closed on leaving `with`. An error event raises `failure(error, message)`, by
-    default the SDK's APIError."""
+    chunks within `bounds`, closed on leaving `with`. An error event raises
+    `failure(error, message)`, by default the SDK's APIError."""
 
     def __init__(
-        self, response: Any, failure: Callable[[object, str], Exception] | None = None
+        self,
+        response: Any,
+        bounds: sse.Bounds,
+        failure: Callable[[object, str], Exception] | None = None,
     ) -> None:
         self.response = response
+        self.bounds = bounds
         self.failure = failure
 
     def __enter__(self) -> ForwardedStream:
@@ -62,10 +70,12 @@ class ForwardedStream:
         self.response.close()
 
     def __iter__(self) -> Iterator[Fields]:
-        for data in _events(self.response.iter_lines()):
+        for _, data in sse.events(self.response, self.bounds):
+            if not data:
+                continue  # comments and other fields only (a keep-alive)
             if data.startswith("[DONE]"):
                 return
-            chunk = json.loads(data)
+            chunk = bounded_json.loads(data)
             if isinstance(chunk, dict) and chunk.get("error"):
                 error = chunk["error"]
                 said = error.get("message") if isinstance(error, dict) else None
@@ -100,8 +110,8 @@ class Forwarder:
         given = {**client.default_headers, **client.auth_headers}
         self.headers = {k: v for k, v in given.items() if isinstance(v, str)}
 
-    def open(self, body: dict[str, Any], max_retries: int) -> ForwardedStream:
-        """POST `body`, retried as the SDK would retry it."""
+    def open(self, body: dict[str, Any], max_retries: int, bounds: sse.Bounds) -> ForwardedStream:
+        """POST `body`, retried as the SDK would retry it; its answer read within `bounds`."""
         import openai
 
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -123,7 +133,7 @@ class Forwarder:
                 time.sleep(_backoff(attempt))
                 continue
             if response.status_code < 400:
-                return ForwardedStream(response)
+                return ForwardedStream(response, bounds)
             if not last and client._should_retry(response):
                 response.close()
                 time.sleep(_retry_delay(client, response, attempt))
@@ -142,20 +152,3 @@ def _retry_delay(client: Any, response: Any, attempt: int) -> float:
 
 def _backoff(attempt: int) -> float:
     return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
-
-
-def _events(lines: Iterator[str]) -> Iterator[str]:
-    """The data of each server-sent event (its `data:` lines joined), as the SSE spec reads
-    a stream: an event ends at a blank line; comments and other fields are skipped."""
-    data: list[str] = []
-    for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-    if data:
-        yield "\n".join(data)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from koogcli.adapters.model import sse
 from koogcli.adapters.model.forwarding import ForwardedStream
 from koogcli.adapters.model.native_http import HttpFailure, NativeHttp
 
@@ -26,9 +27,10 @@ class LeanPoster:
         headers = {"authorization": f"Bearer {api_key}", "accept": "text/event-stream"}
         self.http = NativeHttp(base_url, headers, timeout, max_retries)
 
-    def open(self, body: dict[str, Any]) -> ForwardedStream:
-        """The streamed answer; an error event mid-stream is an HttpFailure."""
-        return ForwardedStream(self.http.post("/chat/completions", body), _failure)
+    def open(self, body: dict[str, Any], bounds: sse.Bounds) -> ForwardedStream:
+        """The streamed answer, read within `bounds`; an error event mid-stream is an
+        HttpFailure."""
+        return ForwardedStream(self.http.post("/chat/completions", body), bounds, _failure)
 
 
 def _failure(error: object, message: str) -> Exception:

@@ -24,7 +24,7 @@ from typing import Any
 from koogcli.adapters.model.cache_figures import messages_usage
 from koogcli.adapters.model.native_http import NativeHttp, exchange, explained, listed_models
 from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
-from koogcli.core import content_parts, memory_placement, native_replay
+from koogcli.core import bounded_json, content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError, ResponseFormatError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.ports import Completion, ModelRequest
@@ -267,7 +267,8 @@ class MessagesChatModel:
             "anthropic-version": ANTHROPIC_VERSION,
             "accept": "application/json",
         }
-        self.http = NativeHttp(endpoint.base_url, headers, endpoint.timeout, endpoint.max_retries)
+        e = endpoint
+        self.http = NativeHttp(e.base_url, headers, e.timeout, e.max_retries, e.turn_timeout)
 
     def complete(
         self,
@@ -350,7 +351,7 @@ class _Reply:
             built = self.blocks.get(index)
             if built is not None and built.get("type") == "tool_use" and index in self.pieces:
                 text = "".join(self.pieces.pop(index))
-                built["input"] = json.loads(text) if text.strip() else {}
+                built["input"] = bounded_json.loads(text) if text.strip() else {}
         elif kind == "message_delta":
             self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
             self._usage(event.get("usage"))

@@ -1,7 +1,8 @@
 """HTTP for the native upstreams (Anthropic Messages, the Responses API): one pooled httpx
 client, JSON bodies sent as bytes, retries as the providers ask (408, 409, 429, 5xx and
-Anthropic's 529, Retry-After honoured up to a minute), server-sent events read as JSON, and
-every failure turned into one ModelError naming what to check.
+Anthropic's 529, Retry-After honoured up to a minute), server-sent events read as JSON
+within the reply's bounds (model/sse.py: the size of an event, the reply's deadline, the
+depth of its JSON), and every failure turned into one ModelError naming what to check.
 
 The HTTP package is the openai SDK's own (`httpx2` in current releases, `httpx` before),
 so nothing new is installed; it is imported only when a native upstream is used.
@@ -16,8 +17,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
+from koogcli.adapters.model import sse
 from koogcli.adapters.model.forwarding import _LONGEST_RETRY_AFTER, _backoff
 from koogcli.adapters.model.refusals import status_error
+from koogcli.core import bounded_json
 from koogcli.core.errors import ModelError
 
 _RETRIED = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -40,13 +43,19 @@ class NativeHttp:
     """POSTs to one upstream: `base_url` + path, with the protocol's headers."""
 
     def __init__(
-        self, base_url: str, headers: Mapping[str, str], timeout: float, max_retries: int
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        timeout: float,
+        max_retries: int,
+        turn_timeout: float | None = None,
     ) -> None:
         self.httpx = httpx = _package()
         self.base_url = base_url.rstrip("/")
         self.headers = dict(headers)
         self.timeout = timeout
         self.max_retries = max_retries
+        self.turn_timeout = turn_timeout
         self.client = httpx.Client(timeout=timeout, follow_redirects=False)
 
     def post(
@@ -81,7 +90,7 @@ class NativeHttp:
         response = self.client.get(self.base_url + path, headers=self.headers)
         if response.status_code >= 400:
             raise failure_of(response)
-        return response.json()
+        return bounded_json.loads(response.content)
 
 
 def _package() -> Any:
@@ -96,10 +105,14 @@ def _package() -> Any:
     raise ModelError("no HTTP package found (httpx2 or httpx)", hint="reinstall koog")
 
 
+# An error answer is read this far: its words, not a payload.
+_ERROR_BYTES = 1 << 20
+
+
 def failure_of(response: Any) -> HttpFailure:
-    raw = response.read()
+    raw = _head(response, _ERROR_BYTES)
     try:
-        body = json.loads(raw)
+        body = bounded_json.loads(raw)
     except ValueError:
         body = {"error": {"message": raw.decode(errors="replace")[:300]}}
     err = body.get("error", body) if isinstance(body, dict) else {}
@@ -113,6 +126,18 @@ def failure_of(response: Any) -> HttpFailure:
     )
 
 
+def _head(response: Any, limit: int) -> bytes:
+    """The body's first `limit` bytes (all of it when read already)."""
+    if getattr(response, "is_stream_consumed", False) or not hasattr(response, "iter_bytes"):
+        return bytes(response.read()[:limit])
+    got = bytearray()
+    for chunk in response.iter_bytes():
+        got += chunk
+        if len(got) >= limit:
+            break
+    return bytes(got[:limit])
+
+
 def _retry_after(value: str | None) -> float | None:
     try:
         wait = float(value) if value else None
@@ -121,30 +146,19 @@ def _retry_after(value: str | None) -> float | None:
     return wait if wait is not None and 0 < wait <= _LONGEST_RETRY_AFTER else None
 
 
-def relayed(response: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+def relayed(response: Any, bounds: sse.Bounds) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each server-sent event as the upstream wrote it (its lines and the blank line that
-    ends it) with its data read as JSON; events whose data is not an object are passed on
-    with an empty one."""
-    lines: list[str] = []
-    data: list[str] = []
-    for line in response.iter_lines():
-        if line:
-            lines.append(line)
-            if line.startswith("data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(" ") else value)
-            continue
-        if not lines:
-            continue
-        yield "\n".join(lines) + "\n\n", _object("\n".join(data))
-        lines, data = [], []
-    if lines:
-        yield "\n".join(lines) + "\n\n", _object("\n".join(data))
+    ends it) with its data read as JSON, within `bounds`; events whose data is not an
+    object are passed on with an empty one, and JSON nested too deep is refused."""
+    for lines, data in sse.events(response, bounds):
+        yield "\n".join(lines) + "\n\n", _object(data)
 
 
 def _object(data: str) -> dict[str, Any]:
     try:
-        value = json.loads(data) if data and not data.startswith("[DONE]") else {}
+        value = bounded_json.loads(data) if data and not data.startswith("[DONE]") else {}
+    except bounded_json.TooDeepError:
+        raise
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
@@ -191,7 +205,9 @@ def exchange(
     """One request of a native upstream: its answer read as one JSON object (`whole`) or
     as events (`event`), each passed to `sink` as the upstream wrote it (a passed-through
     request's client reads them); a refusal is `failure(exc)`, a reply broken off midway
-    a ModelError that says so (`url`: the endpoint as it may be shown)."""
+    a ModelError that says so (`url`: the endpoint as it may be shown); the answer is read
+    within the bounds of model/sse.py (`http.turn_timeout` from now)."""
+    bounds = sse.Bounds.starting(url, http.turn_timeout)
     try:
         response = http.post(path, body, headers)
     except Exception as exc:
@@ -199,19 +215,22 @@ def exchange(
     try:
         with closing(response):
             if not body.get("stream") or "json" in response.headers.get("content-type", ""):
-                raw = response.read().decode()
+                raw = sse.body(response, bounds).decode()
+                parsed = bounded_json.loads(raw)
                 if sink is not None:
                     sink(raw)
-                whole(json.loads(raw))
+                whole(parsed)
                 return
-            for text, parsed in relayed(response):
+            for text, parsed in relayed(response, bounds):
                 if sink is not None:
                     sink(text)
                 event(parsed)
     except ModelError:
         raise
     except Exception as exc:
-        if isinstance(exc, (http.httpx.HTTPError, ValueError)):
+        if isinstance(exc, ValueError):
+            raise unreadable(url, exc) from exc
+        if isinstance(exc, http.httpx.HTTPError):
             raise broken(url, exc) from exc
         raise
 
@@ -224,6 +243,14 @@ def listed_models(http: NativeHttp, url: str, key_env: str) -> list[str]:
         raise explained(exc, http, url, "", key_env) from exc
     data = found.get("data") if isinstance(found, Mapping) else None
     return sorted(str(m.get("id")) for m in data or [] if isinstance(m, Mapping))
+
+
+def unreadable(url: str, exc: BaseException) -> ModelError:
+    """A reply that is not the JSON it should be (or is nested too deep to read)."""
+    return ModelError(
+        f"{url} sent a reply koog cannot read: {exc}",
+        hint="retry; nothing of this turn was stored",
+    )
 
 
 def broken(url: str, exc: BaseException) -> ModelError:

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from koogcli.adapters.model import sse
 from koogcli.adapters.model.cache_figures import chat_usage
 from koogcli.adapters.model.forwarding import Fields
 from koogcli.adapters.model.native_http import HttpFailure
 from koogcli.adapters.model.refusals import error_detail, status_error
-from koogcli.core import content_parts
+from koogcli.core import bounded_json, content_parts
 from koogcli.core.errors import (
     EndpointNotConfiguredError,
     ModelError,
@@ -29,6 +30,8 @@ from koogcli.core.ports import Completion, ModelRequest
 from koogcli.core.urls import masked
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+# The key a client is given when none is configured (local servers need none).
+NO_KEY = "not-needed"
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class Endpoint:
     api_key_env: str
     timeout: float
     max_retries: int
+    # `[llm] turn_timeout_seconds`: how long one reply may take from its request to its end
+    # (None: only `timeout` bounds each read).
+    turn_timeout: float | None = None
 
     @property
     def shown_url(self) -> str:
@@ -59,16 +65,20 @@ class RequestOptions:
 
 
 def resolve_endpoint(
-    base_url: str, api_key_env: str, env: Mapping[str, str], timeout: float, max_retries: int
+    base_url: str,
+    api_key_env: str,
+    env: Mapping[str, str],
+    timeout: float,
+    max_retries: int,
+    turn_timeout: float | None = None,
 ) -> Endpoint:
     """The key is read here, when the client is built, and nowhere else (§5.8)."""
     key = env.get(api_key_env, "")
     if not key and not base_url:
         raise EndpointNotConfiguredError(f"no API key in {api_key_env} and no base URL")
     # Local servers usually need no key, but the client insists on one.
-    return Endpoint(
-        base_url or OPENAI_DEFAULT_URL, key or "not-needed", api_key_env, timeout, max_retries
-    )
+    url = base_url or OPENAI_DEFAULT_URL
+    return Endpoint(url, key or NO_KEY, api_key_env, timeout, max_retries, turn_timeout)
 
 
 def message_to_wire(m: Message) -> dict[str, Any]:
@@ -174,23 +184,23 @@ class OpenAIChatModel:
         usage = chat_usage(response.usage, getattr(response, "timings", None))
         return Completion(text, calls, usage, choice.finish_reason, reasoning)
 
-    def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+    def _open_stream(self, kwargs: dict[str, Any], bounds: sse.Bounds) -> Any:
         """Ask for a usage chunk; a server that rejects `stream_options` is asked once more
         without it, and never again in this process."""
         if not self.stream_options:
-            return self._post_stream(kwargs, False)
+            return self._post_stream(kwargs, False, bounds)
         try:
-            return self._post_stream(kwargs, True)
+            return self._post_stream(kwargs, True, bounds)
         except Exception as exc:  # the SDK's status error, or lean_stream's HttpFailure
             status = getattr(exc, "status_code", None)
             said = f"{getattr(exc, 'message', '')} {error_detail(exc)}"
             if status not in (400, 422) or "stream_options" not in said:
                 raise
-            stream = self._post_stream(kwargs, False)
+            stream = self._post_stream(kwargs, False, bounds)
             self.stream_options = False
             return stream
 
-    def _post_stream(self, kwargs: dict[str, Any], usage: bool) -> Any:
+    def _post_stream(self, kwargs: dict[str, Any], usage: bool, bounds: sse.Bounds) -> Any:
         asked: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
         if not self.forward:
             with self._made:
@@ -201,7 +211,7 @@ class OpenAIChatModel:
                     self._lean = LeanPoster(e.base_url, e.api_key, e.timeout, e.max_retries)
             body = {k: v for k, v in kwargs.items() if k != "extra_body"}
             body.update(kwargs["extra_body"], stream=True, **asked)
-            return self._lean.open(body)
+            return self._lean.open(body, bounds)
         with self._made:
             if self._forwarder is None:
                 from koogcli.adapters.model.forwarding import Forwarder
@@ -210,16 +220,21 @@ class OpenAIChatModel:
         # The body the SDK would send: the typed fields, `extra_body` merged over them.
         body = {k: v for k, v in kwargs.items() if k != "extra_body"}
         body.update(kwargs["extra_body"], stream=True, **asked)
-        return self._forwarder.open(body, self.endpoint.max_retries)
+        return self._forwarder.open(body, self.endpoint.max_retries, bounds)
 
     def _stream(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
-        stream = self._open_stream(kwargs)
+        e = self.endpoint
+        bounds = sse.Bounds.starting(e.shown_url, e.turn_timeout)
+        stream = self._open_stream(kwargs, bounds)
         if "json" in stream.response.headers.get("content-type", ""):
             # The server ignored `stream: true` and answered with one JSON completion.
             from openai.types.chat import ChatCompletion
 
             with stream:
-                raw = json.loads(stream.response.read())
+                try:
+                    raw = bounded_json.loads(sse.body(stream.response, bounds))
+                except ValueError as exc:
+                    raise _unreadable(e, exc) from exc
             return self._from_completion(ChatCompletion.model_validate(raw), sinks)
         parts: list[str] = []
         calls: dict[int, dict[str, str | None]] = {}
@@ -350,6 +365,8 @@ class OpenAIChatModel:
             )
         if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
             return ModelError(f"{url}: {type(exc).__name__}: {self.endpoint.scrub(str(exc))}")
+        if isinstance(exc, RecursionError):  # the SDK parsed JSON nested past the stack
+            return _unreadable(self.endpoint, bounded_json.TooDeepError(bounded_json.MAX_DEPTH))
         raise exc
 
     def _status_explained(self, exc: Any, status: int, model: str, retries: str) -> ModelError:
@@ -365,16 +382,27 @@ def _guarded(stream: Any, endpoint: Endpoint) -> Any:
             chunk = next(iterator)
         except StopIteration:
             return
+        except ModelError:
+            raise  # the reply's bounds (model/sse.py): said as they are
         except Exception as exc:
             status = getattr(exc, "status_code", None)
             if isinstance(status, int) and status != 200:
                 raise  # an error answer (not an error event mid-stream): read by the caller
+            if isinstance(exc, ValueError):  # not JSON, or JSON nested too deep
+                raise _unreadable(endpoint, exc) from exc
             raise ModelError(
                 f"the connection to {endpoint.shown_url} broke during the reply: "
                 f"{endpoint.scrub(str(exc))}",
                 hint="retry; nothing of this turn was stored",
             ) from exc
         yield chunk
+
+
+def _unreadable(endpoint: Endpoint, exc: Exception) -> ModelError:
+    return ModelError(
+        f"{endpoint.shown_url} sent a reply koog cannot read: {exc}",
+        hint="nothing of this turn was stored; the server's reply is broken",
+    )
 
 
 def _assemble(slot: dict[str, str | None], frag: Any, endpoint: Endpoint) -> None:

@@ -138,7 +138,8 @@ class ResponsesChatModel:
         self.endpoint = endpoint
         self.options = options or RequestOptions()
         headers = {"authorization": f"Bearer {endpoint.api_key}", "accept": "application/json"}
-        self.http = NativeHttp(endpoint.base_url, headers, endpoint.timeout, endpoint.max_retries)
+        e = endpoint
+        self.http = NativeHttp(e.base_url, headers, e.timeout, e.max_retries, e.turn_timeout)
 
     def complete(
         self,
@@ -246,7 +247,9 @@ def _append_memory(items: list[Any], sent: Sequence[Message]) -> None:
 
 
 def _failed(event: Mapping[str, Any], url: str) -> ModelError:
-    error = event.get("error") or (event.get("response") or {}).get("error") or {}
+    # `error` events say it at the top (`{"type": "error", "code", "message", ...}`);
+    # `response.failed` in its response's `error`.
+    error = event.get("error") or (event.get("response") or {}).get("error") or event
     said = error.get("message") if isinstance(error, Mapping) else None
     return ModelError(
         f"{url} failed the reply: {said or 'an error event'}",
