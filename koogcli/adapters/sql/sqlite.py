@@ -21,6 +21,7 @@ it is what failed, the messages waiting for it are safe here.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -159,7 +160,8 @@ class SqliteDatabase:
                 hint="move it aside; koog never reads or removes it",
             )
         wal = self.path.with_name(self.path.name + "-wal")
-        before = wal_check.written(wal)  # before SQLite's recovery reads it
+        damage = wal_check.damaged(wal)  # read as SQLite's recovery will read it
+        copy = wal_check.keep_copy(wal, damage) if damage is not None else ""
         try:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         except sqlite3.Error as exc:
@@ -171,9 +173,11 @@ class SqliteDatabase:
             # A large write leaves the WAL that large; past this, each checkpoint that
             # empties it cuts it back (a message's storage stays a small multiple of it).
             conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
-            damage = wal_check.lost(conn, wal, before) if before and before.frames else None
             if damage is not None:
-                self.warn(damage)
+                self.warn(wal_check.said(wal, damage, copy))
+                if copy:  # what SQLite kept goes into the database, the WAL starts over:
+                    with contextlib.suppress(sqlite3.Error):  # said once
+                        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as exc:
             conn.close()
             raise self._explain(exc) from exc
