@@ -84,7 +84,7 @@ def test_tool_call_deltas_are_reassembled(server: FakeOpenAIServer, stream: bool
     [
         (401, r"rejected the API key \(HTTP 401\)", "TEST_KEY"),
         (403, r"rejected the API key \(HTTP 403\)", "TEST_KEY"),
-        (404, r"model 'test-model' not found", "llm.model"),
+        (404, r"nothing is served at that path", "base URL's path"),
         (429, r"rate limiting requests \(HTTP 429\)$", None),
         (400, r"answered HTTP 400: boom$", None),
         (500, r"answered HTTP 500: boom$", None),

@@ -57,7 +57,7 @@ def test_pipelines_get_only_the_reply(
     assert result.stdout == "echo: q\n\nfile body\n"
     as_json = run_koog("chat", "-s", "p", "json please", "--json")
     payload = json.loads(as_json.stdout)
-    assert set(payload) == {"session", "reply", "model", "usage", "checkpoint"}
+    assert set(payload) == {"session", "reply", "model", "usage", "checkpoint", "finish_reason"}
     assert payload["reply"] == "echo: json please" and payload["session"] == "p"
     assert payload["usage"]["total_tokens"] > 0
 
@@ -261,11 +261,26 @@ def test_config_init_leaves_every_default_to_the_defaults(run_koog: Run, tmp_pat
     assert shown["settings"]["llm"]["model"] == "gpt-4o-mini"
 
 
-@pytest.mark.parametrize("status, needle", [(401, "OPENAI_API_KEY"), (404, "model 'gpt-4o-mini'")])
+MODEL_NOT_FOUND = {
+    "status": 404,
+    "message": "The model `gpt-4o-mini` does not exist or you do not have access to it.",
+    "code": "model_not_found",
+}
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        ({"status": 401}, "OPENAI_API_KEY"),
+        (MODEL_NOT_FOUND, "model 'gpt-4o-mini'"),
+        ({"status": 404, "message": "File Not Found"}, "nothing is served at that path"),
+    ],
+    ids=["401", "404-model", "404-path"],
+)
 def test_api_errors_name_what_to_check(
-    run_koog: Run, server: FakeOpenAIServer, status: int, needle: str
+    run_koog: Run, server: FakeOpenAIServer, answer: dict[str, object], needle: str
 ) -> None:
-    server.enqueue({"status": status})
+    server.enqueue(answer)
     result = run_koog("chat", "hi")
     assert result.returncode == 1 and needle in result.stderr
     assert API_KEY not in result.stderr
