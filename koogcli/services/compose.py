@@ -284,6 +284,12 @@ def reserve(ctx: AppContext, spend: bool) -> bool:
     return True
 
 
+WRONG_PATH = (
+    "{url}/models answered HTTP 404, so koog found no model there: check the base URL's path "
+    "(llama.cpp, Ollama and LM Studio serve their API under /v1)"
+)
+
+
 def find_endpoint(ctx: AppContext) -> tuple[AppContext, str | None]:
     """The context a command talks to the model through, and a line to show when a
     local server's model is used; the first-run guide (exit 2) when no endpoint is
@@ -319,11 +325,16 @@ def find_endpoint(ctx: AppContext) -> tuple[AppContext, str | None]:
         url, first_model = found
         local = ctx.with_local(url, first_model)
         return local, f"using the local server at {url} (model {local.settings.llm.model})"
-    if "llm.model" in ctx.config.provenance or not is_loopback(endpoint.base_url):
+    if not is_loopback(endpoint.base_url):
         return ctx, None
+    if "llm.model" in ctx.config.provenance:
+        return ctx.with_local(None, None), None
     found = local_servers.find([endpoint.base_url])
-    if found is None:
-        return ctx, None  # it does not answer /models: the request will say what is wrong
+    if found is None:  # no model to take: a wrong path is said now, the rest by the request
+        wrong = local_servers.models_status(endpoint.base_url) == 404
+        return ctx.with_local(None, None), WRONG_PATH.format(
+            url=endpoint.shown_url
+        ) if wrong else None
     local = ctx.with_local(None, found[1])
     return local, (
         f"using model {local.settings.llm.model}, the first that {endpoint.shown_url} "

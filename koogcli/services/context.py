@@ -54,6 +54,9 @@ class Parts:
     agent_files: Callable[[AppContext], AgentFiles]
 
 
+LOCAL_MAX_TOKENS = 4096  # a local server's reply cap when none is configured
+
+
 @dataclass
 class AppContext:
     """`config` is loaded on first use: commands that need no settings (`history show -s`)
@@ -208,12 +211,16 @@ class AppContext:
         configured at all and no local server answers (services/compose.py)."""
         return self.parts.endpoint(self)
 
-    def with_local(self, url: str | None, first_model: str) -> AppContext:
-        """Settings with a local server's URL (when found) and, unless configured, model."""
+    def with_local(self, url: str | None, first_model: str | None) -> AppContext:
+        """Settings for a local server: its URL (when found) and, unless configured, its
+        first model and a reply cap of LOCAL_MAX_TOKENS (a small model left to run on can
+        stream for minutes, then overflow its context)."""
         llm = self.settings.llm
         update: dict[str, object] = {} if url is None else {"base_url": url}
-        if "llm.model" not in self.config.provenance:
+        if first_model is not None and "llm.model" not in self.config.provenance:
             update["model"] = first_model
+        if llm.max_tokens is None and "llm.max_tokens" not in self.config.provenance:
+            update["max_tokens"] = LOCAL_MAX_TOKENS
         settings = self.settings.model_copy(update={"llm": llm.model_copy(update=update)})
         return self.with_settings(settings, keep_model=False)
 

@@ -89,10 +89,11 @@ def test_a_wrong_path_in_the_base_url_is_said(
     run_koog: Run, local: dict[str, str], llama: LlamaServer
 ) -> None:
     """Issue 52: a base URL without /v1's right path named gpt-4o-mini as not found."""
-    wrong = {**local, "OPENAI_BASE_URL": llama.base_url.removesuffix("/v1") + "/api/v1"}
+    wrong = {**local, "KOOG_MODEL": "", "OPENAI_BASE_URL": llama.base_url[:-3] + "/api/v1"}
     done = run_koog("chat", "--no-save", "hi", env=wrong)
     assert done.returncode == 1, done.stderr
     assert "nothing is served at that path" in done.stderr and "/v1" in done.stderr
+    assert "/models answered HTTP 404, so koog found no model there" in done.stderr
     assert "gpt-4o-mini" not in done.stderr
 
 

@@ -160,3 +160,20 @@ def test_a_model_that_cannot_summarise_still_completes_every_turn_and_keeps_the_
     last = server.chat_requests[-1]["messages"]
     assert text_of(last[-1]["content"]).startswith("turn 23:")
     assert len(last) < 48
+
+
+def test_a_local_servers_replies_are_capped_unless_configured(
+    run_koog: Callable[..., subprocess.CompletedProcess[str]],
+    server: FakeOpenAIServer,
+    tmp_path: Path,
+) -> None:
+    """Issue 52: with no cap a small model streamed for minutes, then overflowed; a server
+    on this machine gets max_tokens 4,096 unless [llm] max_tokens or --max-tokens says."""
+    assert run_koog("chat", "--no-save", "hi").returncode == 0
+    assert server.chat_requests[-1]["max_tokens"] == 4096
+    assert run_koog("chat", "--no-save", "--max-tokens", "50", "hi").returncode == 0
+    assert server.chat_requests[-1]["max_tokens"] == 50
+    config = tmp_path / "capped.toml"
+    config.write_text('[llm]\nmodel = "test-model"\nmax_tokens = 77\n')
+    assert run_koog("chat", "--no-save", "hi", env={"KOOG_CONFIG": str(config)}).returncode == 0
+    assert server.chat_requests[-1]["max_tokens"] == 77

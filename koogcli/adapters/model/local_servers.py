@@ -41,3 +41,15 @@ def find(
             if isinstance(first, str) and first:
                 return url.rstrip("/"), first
     return None
+
+
+def models_status(url: str, timeout: float = BUDGET_SECONDS) -> int | None:
+    """The HTTP status of `GET URL/models` (None: no answer): a 404 there usually means
+    the base URL's path is wrong."""
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/models", timeout=timeout) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+    except (OSError, ValueError):
+        return None
