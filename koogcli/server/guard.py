@@ -50,6 +50,7 @@ class LogEntry:
     session: str = "-"
     placement: str = "-"
     token: str = "-"
+    left_out: str = ""  # tools of the request the upstream cannot run, left out of it
 
 
 def log_entry(scope: Scope) -> LogEntry:
@@ -279,7 +280,9 @@ class Guard:
         line = (
             f"{when} {_printable(str(scope.get('method')))} {path} {status} {ms:.0f}ms "
             f"session={_printable(entry.session)} {_printable(entry.placement, spaces=True)} "
-            f"token={_printable(entry.token)}\n"
+            f"token={_printable(entry.token)}"
+            + (f" left-out={_printable(entry.left_out)}" if entry.left_out else "")
+            + "\n"
         )
         try:
             sys.stderr.write(line)

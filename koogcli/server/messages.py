@@ -51,6 +51,8 @@ async def create(request: Request) -> Response:
         if relay:  # the upstream speaks Messages: the request goes as it came
             forwarded = {h: v for h in FORWARDED if (v := request.headers.get(h)) is not None}
             client = replace(client, passthrough=PassThrough("messages", body.raw, forwarded))
+        elif body.left_out:  # server tools a translated upstream cannot run
+            entry.left_out = ",".join(body.left_out)
         asked = Exchange(
             session, body.conversation, client, model, body.stream, grant.allows, own,
             body.compacts,

@@ -53,6 +53,7 @@ class MessagesBody:
     session: str | None  # metadata.koog_session
     raw: dict[str, Any]  # the body as sent, for an upstream that speaks Messages
     compacts: bool = False  # an agent's compaction request, by its shape
+    left_out: tuple[str, ...] = ()  # server tools the upstream cannot run (access log)
 
 
 def _wire(role: str, content: str | None, **fields: Any) -> Message:
@@ -82,7 +83,7 @@ def parse_messages(raw: bytes) -> MessagesBody:
             raise BadRequest("'stop_sequences' must be an array of strings", "stop_sequences")
         if stops:
             extra["stop"] = stops
-    tools = _tools(bodies.array(body, "tools"))
+    tools, left_out = _tools(bodies.array(body, "tools"))
     choice = body.get("tool_choice")
     if choice is not None:
         picked = _tool_choice(choice)
@@ -106,6 +107,7 @@ def parse_messages(raw: bytes) -> MessagesBody:
         session=session or None,
         raw=body,
         compacts=opens_compaction(bodies.last_blocks(given)),
+        left_out=left_out,
     )
 
 
@@ -220,16 +222,17 @@ def _result_text(raw: object, at: str) -> str:
     raise BadRequest(f"{at}.content must be a string or an array of blocks", f"{at}.content")
 
 
-def _tools(raw: list[Any]) -> tuple[dict[str, object], ...]:
+def _tools(raw: list[Any]) -> tuple[tuple[dict[str, object], ...], tuple[str, ...]]:
+    """The client's tools as functions, and the server tools (web search, code execution)
+    left out: Anthropic's servers run those, a translated upstream cannot."""
     out: list[dict[str, object]] = []
+    left: list[str] = []
     for i, tool in enumerate(raw):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             raise BadRequest(f"tools[{i}] must be an object with a 'name'", f"tools[{i}]")
         if tool.get("type") not in (None, "custom"):
-            raise BadRequest(
-                f"tools[{i}]: {tool.get('type')!r} is a server tool the upstream cannot run",
-                f"tools[{i}].type",
-            )
+            left.append(str(tool.get("type")))
+            continue
         function: dict[str, object] = {
             "name": tool["name"],
             "parameters": tool.get("input_schema") or {"type": "object", "properties": {}},
@@ -237,7 +240,7 @@ def _tools(raw: list[Any]) -> tuple[dict[str, object], ...]:
         if isinstance(tool.get("description"), str):
             function["description"] = tool["description"]
         out.append({"type": "function", "function": function})
-    return tuple(out)
+    return tuple(out), tuple(dict.fromkeys(left))
 
 
 def _tool_choice(raw: object) -> object:

@@ -57,6 +57,8 @@ async def create(request: Request) -> Response:
             and body.previous is None
             and "conversation" not in body.raw
         )
+        if body.left_out and not relay:  # a Responses upstream runs them: passed on
+            entry.left_out = ",".join(body.left_out)
         if body.compaction and not relay:  # Codex's remote compaction: no turn
             shown = body.model or state.ctx.settings.llm.model
             entry.session = session.value if session is not None else "-"

@@ -7,6 +7,7 @@ request koog sends upstream. A body koog cannot take is a BadRequest naming the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -40,6 +41,7 @@ class ResponsesBody:
     echo: Mapping[str, Any] = field(default_factory=dict)  # what the response repeats
     compaction: bool = False  # the last input item is `compaction_trigger` (Codex)
     compacts: bool = False  # an agent's compaction request (a summary asked for), by its shape
+    left_out: tuple[str, ...] = ()  # hosted tools the upstream cannot run (access log)
     raw: Mapping[str, Any] = field(default_factory=dict)  # the body as sent
 
 
@@ -60,7 +62,7 @@ def parse_responses(raw: bytes) -> ResponsesBody:
         raise BadRequest("'input' must be a string or a non-empty array of items", "input")
     said = _messages(items)
     system = (_wire("system", instructions),) if instructions else ()
-    tools = _tools(bodies.array(body, "tools"))
+    tools, left_out = _tools(bodies.array(body, "tools"))
     extra: dict[str, object] = {k: body[k] for k in _PASSED if k in body}
     if "max_output_tokens" in body:
         extra["max_tokens"] = bodies.whole(body, "max_output_tokens", 0, 1, 10_000_000)
@@ -108,6 +110,7 @@ def parse_responses(raw: bytes) -> ResponsesBody:
         echo=echo,
         compaction=_asks_compaction(items),
         compacts=opens_compaction(bodies.last_blocks(items)),
+        left_out=left_out,
     )
 
 
@@ -149,8 +152,18 @@ def _messages(items: Sequence[Any]) -> tuple[Message, ...]:
                 out[-1] = replace(last, tool_calls=(*last.tool_calls, call))
             else:
                 out.append(_wire("assistant", None, tool_calls=(call,)))
-        elif kind == "function_call_output":
-            call_id = item.get("call_id")
+        elif kind in ("custom_tool_call", "local_shell_call"):
+            call = (
+                _freeform_call(item, where) if kind == "custom_tool_call" else _shell(item, where)
+            )
+            names[call.id or ""] = call.name or ""
+            last = out[-1] if out else None
+            if last is not None and last.role == "assistant":
+                out[-1] = replace(last, tool_calls=(*last.tool_calls, call))
+            else:
+                out.append(_wire("assistant", None, tool_calls=(call,)))
+        elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+            call_id = item.get("call_id", item.get("id"))
             if not isinstance(call_id, str):
                 raise BadRequest(f"{where}.call_id must be a string", f"{where}.call_id")
             text = _text(item.get("output"), f"{where}.output")
@@ -167,7 +180,8 @@ def _messages(items: Sequence[Any]) -> tuple[Message, ...]:
         else:
             raise BadRequest(
                 f"{where}: input items of type {kind!r} are not supported (koog serve takes "
-                "messages, function_call, function_call_output, reasoning and compaction)",
+                "messages, function, custom tool and local shell calls and their outputs, "
+                "reasoning and compaction)",
                 f"{where}.type",
             )
     if not out:
@@ -237,21 +251,69 @@ def _call(item: Mapping[str, Any], where: str) -> ToolCall:
     return ToolCall(call_id, name, arguments)
 
 
-def _tools(raw: list[Any]) -> tuple[dict[str, object], ...]:
+# Codex's freeform tools (apply_patch) and its local shell, offered as functions to a chat
+# upstream and their calls given back in their own item types (server/responses_wire.py).
+FREEFORM_INPUT = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "The tool's whole input."}},
+    "required": ["input"],
+}
+LOCAL_SHELL = "local_shell"
+_LOCAL_SHELL_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "array", "items": {"type": "string"}},
+        "working_directory": {"type": "string"},
+        "timeout_ms": {"type": "integer"},
+    },
+    "required": ["command"],
+}
+
+
+def _freeform_call(item: Mapping[str, Any], where: str) -> ToolCall:
+    """Codex's freeform call (apply_patch): its text input as a function's `input`."""
+    call_id, name, given = item.get("call_id"), item.get("name"), item.get("input")
+    if not isinstance(call_id, str) or not isinstance(name, str) or not isinstance(given, str):
+        raise BadRequest(f"{where} needs string call_id, name and input", where)
+    return ToolCall(call_id, name, json.dumps({"input": given}, ensure_ascii=False))
+
+
+def _shell(item: Mapping[str, Any], where: str) -> ToolCall:
+    """Codex's local shell call: its `exec` action as the local_shell function's arguments."""
+    call_id, action = item.get("call_id", item.get("id")), item.get("action")
+    if not isinstance(call_id, str) or not isinstance(action, dict):
+        raise BadRequest(f"{where} needs a string call_id and an action object", where)
+    arguments = {k: v for k, v in action.items() if k != "type"}
+    return ToolCall(call_id, LOCAL_SHELL, json.dumps(arguments, ensure_ascii=False))
+
+
+def _tools(raw: list[Any]) -> tuple[tuple[dict[str, object], ...], tuple[str, ...]]:
+    """The tools as functions, and those left out: hosted tools (web_search, file_search,
+    ...) run by OpenAI's servers, which the upstream cannot run (Codex offers web_search
+    with every request; refusing it refused the agent)."""
     out: list[dict[str, object]] = []
+    left: list[str] = []
     for i, tool in enumerate(_flat(raw)):
         kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind != "function" or not isinstance(tool.get("name"), str):
-            raise BadRequest(
-                f"tools[{i}]: the upstream runs function tools only; {kind!r} is a built-in "
-                "tool koog serve cannot offer",
-                f"tools[{i}].type",
-            )
-        function = {
-            k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool
-        }
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if kind == LOCAL_SHELL:
+            function: dict[str, object] = {
+                "name": LOCAL_SHELL,
+                "description": "Run a command on the user's machine.",
+                "parameters": _LOCAL_SHELL_PARAMETERS,
+            }
+        elif kind in ("function", "custom") and isinstance(name, str):
+            function = {k: tool[k] for k in ("name", "description", "strict") if k in tool}
+            function["parameters"] = (
+                tool.get("parameters") if kind == "function" else FREEFORM_INPUT
+            ) or {"type": "object", "properties": {}}
+        elif isinstance(kind, str) and kind:
+            left.append(kind)
+            continue
+        else:
+            raise BadRequest(f"tools[{i}] must be an object with a 'type'", f"tools[{i}].type")
         out.append({"type": "function", "function": function})
-    return tuple(out)
+    return tuple(out), tuple(dict.fromkeys(left))
 
 
 def _flat(tools: list[Any]) -> list[Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -70,14 +71,66 @@ def message_item(answer: Answer, text: str, status: str = "completed") -> dict[s
 
 
 def call_item(answer: Answer, index: int, call: ToolCall, done: bool = True) -> dict[str, Any]:
+    """A call as the client offered its tool: a function call, Codex's freeform tool's
+    `custom_tool_call` (its text input), or its `local_shell_call` (an exec action)."""
+    kind = _offered_as(answer, call.name or "")
+    common = {"call_id": call.id or f"call_{index}", "status": _status(done, kind)}
+    if kind == "custom":
+        text = _argument(call, "input")
+        return {
+            "type": "custom_tool_call",
+            "id": _item_id("ctc", answer.message, index),
+            **common,
+            "name": call.name or "",
+            "input": text if done else "",
+        }
+    if kind == "local_shell":
+        action = _parsed(call)
+        return {
+            "type": "local_shell_call",
+            "id": _item_id("lsh", answer.message, index),
+            **common,
+            "action": {"type": "exec", **action},
+        }
     return {
         "type": "function_call",
         "id": _item_id("fc", answer.message, index),
-        "call_id": call.id or f"call_{index}",
+        **common,
         "name": call.name or "",
         "arguments": call.arguments if done else "",
-        "status": "completed" if done else "in_progress",
     }
+
+
+def _offered_as(answer: Answer, name: str) -> str:
+    """How the request offered the tool called `name`: "function", "custom" or
+    "local_shell"."""
+    for tool in answer.echo.get("tools", ()):
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "local_shell" and name == "local_shell":
+            return "local_shell"
+        if tool.get("type") == "custom" and tool.get("name") == name:
+            return "custom"
+    return "function"
+
+
+def _status(done: bool, kind: str) -> str:
+    return "completed" if done or kind == "local_shell" else "in_progress"
+
+
+def _parsed(call: ToolCall) -> dict[str, Any]:
+    try:
+        found = json.loads(call.arguments or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _argument(call: ToolCall, name: str) -> str:
+    """A freeform tool's text: the model's `input` (its whole arguments when it wrote no
+    such field)."""
+    value = _parsed(call).get(name)
+    return value if isinstance(value, str) else call.arguments or ""
 
 
 def output(answer: Answer) -> list[dict[str, Any]]:
@@ -226,18 +279,23 @@ def events(
         index, item = len(items), call_item(answer, i, call, done=False)
         at = {"item_id": item["id"], "output_index": index}
         yield numbered({"type": "response.output_item.added", "output_index": index, "item": item})
-        yield numbered(
-            {"type": "response.function_call_arguments.delta", **at, "delta": call.arguments}
-        )
-        yield numbered(
-            {
-                "type": "response.function_call_arguments.done",
-                **at,
-                "arguments": call.arguments,
-                "name": call.name,
-            }
-        )
         done = call_item(answer, i, call)
+        if done["type"] == "custom_tool_call":
+            text = done["input"]
+            yield numbered({"type": "response.custom_tool_call_input.delta", **at, "delta": text})
+            yield numbered({"type": "response.custom_tool_call_input.done", **at, "input": text})
+        elif done["type"] == "function_call":
+            yield numbered(
+                {"type": "response.function_call_arguments.delta", **at, "delta": call.arguments}
+            )
+            yield numbered(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **at,
+                    "arguments": call.arguments,
+                    "name": call.name,
+                }
+            )
         yield numbered({"type": "response.output_item.done", "output_index": index, "item": done})
         items.append(done)
     if not items:

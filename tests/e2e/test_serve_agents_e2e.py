@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAIServer, text_of
-from tests.support import npm
+from tests.support import npm, readme_agents
 from tests.support.relay import relaying
 from tests.support.serving import KoogServe
 
@@ -66,18 +66,18 @@ class Codex(Agent):
         super().__init__("codex", "codex-", "exec_command", {"cmd": f"echo {TOOL_OUTPUT}"})
 
     def setup(self, home: Path, url: str) -> None:
+        """The README's block as pasted (its web_search tool offered: koog leaves it out
+        of what it sends upstream), and what an offline machine needs besides."""
         (home / "codex").mkdir(parents=True)
         (home / "codex" / "config.toml").write_text(
-            'model = "test-model"\nmodel_provider = "koog"\n'
-            'check_for_update_on_startup = false\nweb_search = "disabled"\n'
-            f'[model_providers.koog]\nname = "koog"\nbase_url = "{url}"\n'
-            'wire_api = "responses"\nenv_key = "KOOG_TEST_KEY"\n'
-            "[analytics]\nenabled = false\n"
+            "check_for_update_on_startup = false\n"
+            + readme_agents.codex_config(url, "test-model")
+            + "[analytics]\nenabled = false\n"
             "[features]\nplugins = false\nremote_plugin = false\napps = false\n"
         )
 
     def env(self, home: Path, url: str) -> dict[str, str]:
-        return {"CODEX_HOME": str(home / "codex"), "KOOG_TEST_KEY": "sk-test"}
+        return {"CODEX_HOME": str(home / "codex"), "KOOG_KEY": "sk-test"}
 
     def first(self, bin_dir: Path, home: Path, url: str) -> list[str]:
         return [str(bin_dir / "codex"), "exec", "--skip-git-repo-check", "say pong"]
@@ -100,8 +100,7 @@ class ClaudeCode(Agent):
 
     def env(self, home: Path, url: str) -> dict[str, str]:
         return {
-            "ANTHROPIC_BASE_URL": url.removesuffix("/v1"),
-            "ANTHROPIC_API_KEY": "sk-test",
+            **readme_agents.claude_env(url),  # the README's line
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_TELEMETRY": "1",
         }
@@ -127,25 +126,14 @@ class Opencode(Agent):
         self.package = package
 
     def setup(self, home: Path, url: str) -> None:
+        """The README's opencode.json (its `npm` package as this variant names it, as the
+        README says to choose), and what an offline machine needs besides."""
         folder = home / ".config" / "opencode"
         folder.mkdir(parents=True)
-        provider = {
-            "npm": self.package,
-            "name": "koog",
-            "options": {"baseURL": url, "apiKey": "sk-test"},
-            "models": {"test-model": {"name": "Test Model"}},
-        }
-        (folder / "opencode.json").write_text(
-            json.dumps(
-                {
-                    "autoupdate": False,
-                    "share": "disabled",
-                    "provider": {"koog": provider},
-                    "model": "koog/test-model",
-                    "small_model": "koog/test-model",
-                }
-            )
-        )
+        config = readme_agents.opencode_config(url, "test-model")
+        config["provider"]["koog"]["npm"] = self.package
+        extra = {"autoupdate": False, "share": "disabled", "small_model": "koog/test-model"}
+        (folder / "opencode.json").write_text(json.dumps({**config, **extra}))
 
     def env(self, home: Path, url: str) -> dict[str, str]:
         off = ("MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "SHARE", "DEFAULT_PLUGINS")
@@ -271,6 +259,8 @@ def test_a_coding_agents_conversation_is_one_koog_session_with_memory(
     # The terminal continues it.
     chat = run_koog("chat", "-s", session, "from the terminal")
     assert chat.returncode == 0 and chat.stdout == "echo: from the terminal\n", chat.stderr
+    if which == "codex":  # the README's config offers web_search: answered, left out
+        assert "left-out=web_search" in (tmp_path / "serve.log").read_text()
 
 
 NATIVE = [("claude-code", "messages"), ("codex", "responses")]

@@ -132,7 +132,6 @@ def test_bad_bodies_and_built_in_tools_are_400s_naming_the_field(serve: KoogServ
     base = serve.url
     for body, param in (
         ({"model": "m"}, "input"),
-        ({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"model": "m", "input": [{"type": "computer_call"}]}, "input[0].type"),
         ({"model": "m", "input": "x", "store": "yes"}, "store"),
         ({"model": "m", "input": "x", "max_output_tokens": -1}, "max_output_tokens"),
@@ -257,3 +256,59 @@ def test_a_tool_result_chained_by_previous_response_id_is_stored_with_its_tools_
     stored = json.loads(run_koog("history", "show", "-s", "named", "--json").stdout)
     [result] = [m for m in stored if m["role"] == "tool"]
     assert result["name"] == "get_weather" and result["content"] == "cold"
+
+
+APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Edit files.",
+               "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}  # fmt: skip
+PATCH = "*** Begin Patch\n*** Add File: a.txt\n+hello\n*** End Patch"
+
+
+def test_codexs_hosted_freeform_and_shell_tools_are_answered(
+    serve: KoogServe, server: FakeOpenAIServer, run_koog: Run, isolated: Path
+) -> None:
+    """Issue 52: Codex offers web_search with every request, and a 400 for it refused the
+    agent's every turn. A hosted tool the upstream cannot run is left out (the access log
+    says which); Codex's freeform apply_patch and local_shell go upstream as functions,
+    and the calls come back as its own custom_tool_call and local_shell_call items, which
+    it sends back with their outputs."""
+    base = serve.url
+    tools = [{"type": "web_search"}, APPLY_PATCH, {"type": "local_shell"}, WEATHER]
+    server.enqueue({"tool_calls": [
+        {"id": "c1", "name": "apply_patch", "arguments": json.dumps({"input": PATCH})},
+        {"id": "c2", "name": "local_shell", "arguments": json.dumps({"command": ["ls"]})},
+    ]})  # fmt: skip
+    said = [{"type": "message", "role": "user", "content": "add a.txt"}]
+    headers = {"session-id": "hosted"}
+    status, answer = http(
+        "POST", base + "/responses", {"model": "m", "input": said, "tools": tools}, headers
+    )
+    assert status == 200, answer
+    offered = [t["function"]["name"] for t in server.chat_requests[-1]["tools"]]
+    assert offered == ["apply_patch", "local_shell", "get_weather"]
+    patch, shell = answer["output"]
+    assert (patch["type"], patch["name"], patch["input"]) == (
+        "custom_tool_call",
+        "apply_patch",
+        PATCH,
+    )
+    assert (shell["type"], shell["action"]) == (
+        "local_shell_call",
+        {"type": "exec", "command": ["ls"]},
+    )
+    said += [
+        patch,
+        shell,
+        {"type": "custom_tool_call_output", "call_id": patch["call_id"], "output": "done"},
+        {"type": "local_shell_call_output", "call_id": shell["call_id"], "output": "a.txt"},
+    ]
+    server.enqueue({"content": "Added."})
+    status, again = http(
+        "POST", base + "/responses", {"model": "m", "input": said, "tools": tools}, headers
+    )
+    assert status == 200 and again["output"][-1]["content"][0]["text"] == "Added.", again
+    sent = server.chat_requests[-1]["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "tool"]
+    assert json.loads(sent[2]["tool_calls"][0]["function"]["arguments"]) == {"input": PATCH}
+    assert "left-out=web_search" in (isolated / "serve.log").read_text()
+    stored = _history(run_koog, "codex-hosted")
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "tool", "assistant"]
