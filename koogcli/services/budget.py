@@ -121,15 +121,16 @@ def window_to_fit(
     in the model's context, less the reply's room, and under three quarters of the
     estimated size of a request the server `refused` (estimates err, and a server that
     sends no usage never calibrates them): what a turn sends when no summary can be made
-    (a small model that cannot stop). The stored history is not touched. None: the
-    context size is unknown, or `tail` alone leaves no room."""
+    (a small model that cannot stop). The stored history is not touched. None: neither
+    the context size nor a refused size is known, or `tail` alone leaves no room."""
     from koogcli.core.preprocessors import TokenWindowPreprocessor
 
     size = size_of(ctx, model, [*history, *tail], history)
-    if size.limit is None:
+    limit = size.limit if size.limit is not None else refused  # a server that named no size
+    if limit is None:
         return None
-    reply = min(ctx.settings.llm.max_tokens or size.limit // 4, size.limit // 2)
-    room = size.limit - reply
+    reply = min(ctx.settings.llm.max_tokens or limit // 4, limit // 2)
+    room = limit - reply
     if refused is not None:
         room = min(room, refused * 3 // 4)
     room -= size.scale.request(tail)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import forked_run_koog
-from tests.fakes.openai_server import FakeOpenAIServer, text_of
+from tests.fakes.openai_server import OVERFLOW_PROFILES, FakeOpenAIServer, text_of
 
 pytestmark = pytest.mark.e2e
 # Sessions of dozens of turns: koog processes forked from the zygote (tests/conftest.py).
@@ -177,3 +177,23 @@ def test_a_local_servers_replies_are_capped_unless_configured(
     config.write_text('[llm]\nmodel = "test-model"\nmax_tokens = 77\n')
     assert run_koog("chat", "--no-save", "hi", env={"KOOG_CONFIG": str(config)}).returncode == 0
     assert server.chat_requests[-1]["max_tokens"] == 77
+
+
+@pytest.mark.parametrize("profile", OVERFLOW_PROFILES)
+def test_every_local_servers_overflow_is_recovered_and_its_size_learned(
+    profile: str, run_koog: Run, server: FakeOpenAIServer, data_dir: Path
+) -> None:
+    """Issue 52: llama-server's wording was not recognised, so a session outgrowing it was
+    stuck for good. Each local server's refusal, as it sends it, is recovered from (the
+    history compressed, the turn sent again), and the size it names is learned."""
+    server.use_profile(profile)
+    server.context_limit = 400
+    server.responder = _summaries_short
+    for turn in range(8):
+        text = f"turn {turn}: " + " ".join(WORDS[(turn + i) % len(WORDS)] for i in range(50))
+        done = run_koog("chat", "-s", "over", text)
+        assert done.returncode == 0, (profile, turn, done.stderr)
+    kept = data_dir / "learned.json"
+    learned = json.loads(kept.read_text()).get("limits", {}) if kept.exists() else {}
+    named = [v for limits in learned.values() for v in limits.values()]
+    assert named == ([] if profile == "ollama" else [400]), (profile, learned)

@@ -86,7 +86,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -320,7 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
             status = (
                 500 if refusal.get("param") == "response_format" and "format_500" in quirks else 400
             )
-            self._json(status, {"error": refusal})
+            self._json(status, refusal.get("_body") or {"error": refusal})
             return
         script = self.fake.next_response(body)
         time.sleep(float(script.get("delay", self.fake.default_delay)))
@@ -371,6 +371,9 @@ class _Handler(BaseHTTPRequestHandler):
         used = (self.fake.context_counter or count_tokens)(body.get("messages", []))
         if used <= limit:
             return None
+        for quirk, words in OVERFLOW_WORDS.items():
+            if quirk in self.fake.quirks:
+                return {"_body": words(used, limit)}
         return {
             "message": f"This model's maximum context length is {limit} tokens. However, your "
             f"messages resulted in {used} tokens. Please reduce the length of the messages.",
@@ -664,6 +667,41 @@ def _quirky_ids(calls: list[dict[str, Any]], quirks: Collection[str]) -> list[di
     return calls
 
 
+# Each local server's refusal of a request longer than its context, as it sends it (README,
+# Local models); the bodies below are the error objects, `_refusal`'s shape.
+OVERFLOW_WORDS: dict[str, Callable[[int, int], dict[str, Any]]] = {
+    # llama.cpp's llama-server (as bench/build_llama_server.sh builds it; seen there)
+    "overflow_llama_server": lambda used, limit: {
+        "error": {
+            "code": 400,
+            "message": f"request ({used} tokens) exceeds the available context size ({limit} "
+            "tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": used,
+            "n_ctx": limit,
+        }
+    },
+    # Ollama with truncation off: a bare string
+    "overflow_ollama": lambda used, limit: {"error": "the input length exceeds the context length"},
+    # LM Studio (its llama.cpp engine): a bare string too
+    "overflow_lmstudio": lambda used, limit: {
+        "error": f"Trying to keep the first {used} tokens when context the overflows. However, "
+        f"the model is loaded with context length of only {limit} tokens, which is not enough. "
+        "Try to load the model with a larger context length, or provide a shorter input"
+    },
+    # vLLM's OpenAI server: its ErrorResponse at the top level
+    "overflow_vllm": lambda used, limit: {
+        "object": "error",
+        "message": f"This model's maximum context length is {limit} tokens. However, you "
+        f"requested {used + 16} tokens ({used} in the messages, 16 in the completion). Please "
+        "reduce the length of the messages or completion.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    },
+}
+
+
 # Kinds of real endpoint, each a set of quirks (ENDPOINT_QUIRKS.md). Tests about tool
 # calls, rollback, resume or streaming run under each profile that could change them.
 PROFILES: dict[str, frozenset[str]] = {
@@ -680,7 +718,13 @@ PROFILES: dict[str, frozenset[str]] = {
     "llamacpp": frozenset(
         {"constant_id", "repeat_fields", "no_usage", "empty_overflow", "format_500"}
     ),
+    # Local servers by their overflow refusal (OVERFLOW_WORDS).
+    "llama-server": frozenset({"overflow_llama_server", "constant_id"}),
+    "ollama": frozenset({"overflow_ollama"}),
+    "lm-studio": frozenset({"overflow_lmstudio"}),
+    "vllm": frozenset({"overflow_vllm", "reasoning"}),
 }
+OVERFLOW_PROFILES = ("reference", "llama-server", "ollama", "lm-studio", "vllm")
 # The profiles whose tool-call ids differ from the reference's.
 ID_PROFILES = (
     "reference",

@@ -280,11 +280,19 @@ def test_a_first_message_too_long_for_the_model_is_not_compressed(
     assert len(fake_model.requests) == 1 and not ctx.history.exists(S)
 
 
+def sized_overflow() -> ContextOverflowError:
+    error = overflow()
+    error.limit = 100_000  # a server that names its size: what was planned for it is final
+    return error
+
+
 def test_a_second_refusal_is_not_retried_again(make_ctx: Build, fake_model: FakeChatModel) -> None:
+    """A server that names its size refuses the compressed turn too: final (one that names
+    none is asked again, smaller each time, a few times: test_local_server_e2e)."""
     ctx = make_ctx()
     run_turn(ctx, TurnRequest(S, "question"))
     before = stored_bytes(ctx, S)
-    fake_model.enqueue(overflow(), "the summary", overflow())
+    fake_model.enqueue(sized_overflow(), "the summary", sized_overflow())
     with pytest.raises(ContextOverflowError) as refused:
         run_turn(ctx, TurnRequest(S, "again"))
     assert "koog's estimate: ~" in refused.value.message

@@ -114,10 +114,11 @@ def named_limit(said: str, err: object) -> int | None:
 
 
 def error_detail(exc: Any) -> str:
+    """The server's own words: `error.message`, a top-level `message` (vLLM), or an
+    `error` that is a bare string (Ollama, LM Studio)."""
     body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        message = err.get("message") if isinstance(err, dict) else None
-        if message:
-            return f": {str(message)[:200]}"
+    err = body.get("error", body) if isinstance(body, dict) else body
+    message = err.get("message") if isinstance(err, dict) else err
+    if isinstance(message, str) and message:
+        return f": {message[:200]}"
     return ""

@@ -48,6 +48,7 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
         _finish_rollback(ctx, request.session, events)
     recovering = False
     refused: int | None = None  # the estimated size of the request the server refused
+    attempts = 0
     while True:
         turn = _start(ctx, request, events, recovering, refused)
         try:
@@ -59,15 +60,21 @@ def _run_turn(ctx: AppContext, request: TurnRequest, events: TurnEvents | None) 
                 raise _agents_overflow(ctx, turn, err) from err
             budget.learn_limit(ctx, turn.model, err.limit)
             automatic = bool(ctx.settings.compression.auto_at)
-            if recovering or turn.rounds or not automatic or not turn.loaded.base:
-                raise _overflow(ctx, request, turn, err, recovering) from err
-            events.warn(
-                f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
-            )
-            recovering = True
-            refused = budget.size_of(
+            size = budget.size_of(
                 ctx, turn.model, [*turn.loaded.messages, *turn.new], turn.loaded.messages
             ).tokens
+            # Once more after compressing; again while a server that names no size (Ollama)
+            # refuses a request smaller each time, down to three quarters of the last.
+            again = not recovering or (
+                err.limit is None and refused is not None and size < refused and attempts < 4
+            )
+            if not again or turn.rounds or not automatic or not turn.loaded.base:
+                raise _overflow(ctx, request, turn, err, recovering) from err
+            if not recovering:
+                events.warn(
+                    f"{err.message.rstrip('.')}. Compressing the history and sending the turn again"
+                )
+            recovering, refused, attempts = True, size, attempts + 1
 
 
 def _agent_continues(request: TurnRequest) -> bool:
