@@ -1,8 +1,10 @@
 """A day with a local model (issue 52): the real llama.cpp `llama-server` (built once into a
 cache, tests/support/llama_server.py) running SmolLM2-135M on a 512-token context, and the
 real `koog` in front of it: a session that outgrows the context goes on, its compression
-works, a cut reply says so, a tool is called, koog serve speaks every protocol to it, and
-the prompt cache it reports is shown."""
+works, a cut reply says so, koog serve speaks every protocol to it, and the prompt cache
+it reports is shown. (Tool calls are the fake server's `llamacpp` profile: SmolLM2's chat
+template has no tools, and given a template that renders them, this llama-server enforces
+no call for `tool_choice: required` and the 135M model answers in prose.)"""
 
 from __future__ import annotations
 
@@ -107,3 +109,52 @@ def test_a_reply_cut_at_max_tokens_says_so(run_koog: Run, local: dict[str, str])
     assert json.loads(shown.stdout)["finish_reason"] == "length", shown.stdout
     assert "cut at max_tokens (3)" in shown.stderr
     assert "cut at the length limit" in run_koog("history", "show", "-s", "cut", env=local).stdout
+
+
+def test_the_second_turn_reads_the_first_from_the_prompt_cache(
+    run_koog: Run, local: dict[str, str]
+) -> None:
+    """llama-server's prompt cache, as koog shows it (`-u`): the second turn of a session
+    reads the first from the server's cache."""
+    assert run_koog("chat", "-s", "cache", "-u", "Name a colour.", env=local).returncode == 0
+    again = run_koog("chat", "-s", "cache", "-u", "Name another.", env=local)
+    assert again.returncode == 0 and "prompt cache" in again.stderr, again.stderr
+
+
+def test_koog_serve_speaks_every_protocol_to_it(
+    llama: LlamaServer, koog_env: dict[str, str], local: dict[str, str]
+) -> None:
+    """Chat completions, the Responses API and Anthropic Messages through koog serve, to
+    the real llama-server upstream (chat completions), each a stored turn."""
+    import anthropic
+    import openai
+
+    from tests.support.serving import KoogServe
+
+    served = KoogServe(local).start()
+    try:
+        client = openai.OpenAI(base_url=served.url, api_key="unused")
+        chat = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "Say hi."}],
+            max_tokens=8,
+            extra_headers={"X-Koog-Session": "p-chat"},
+        )
+        assert chat.choices[0].message.content
+        answer = client.responses.create(
+            model="m",
+            input="Say hi.",
+            max_output_tokens=16,
+            extra_headers={"X-Koog-Session": "p-responses"},
+        )
+        assert answer.output_text
+        claude = anthropic.Anthropic(base_url=served.url.removesuffix("/v1"), api_key="unused")
+        said = claude.messages.create(
+            model="m",
+            max_tokens=8,
+            messages=[{"role": "user", "content": "Say hi."}],
+            extra_headers={"X-Koog-Session": "p-messages"},
+        )
+        assert said.content[0].type == "text" and said.content[0].text
+    finally:
+        assert served.stop() == 0
