@@ -17,7 +17,16 @@ from starlette.routing import Route
 from koogcli.core.ports import PassThrough
 from koogcli.server import errors
 from koogcli.server import messages_wire as wire
-from koogcli.server.turns import Relayed, answered, begin, granted, session_of, sse, streamed
+from koogcli.server.turns import (
+    Relayed,
+    answered,
+    begin,
+    granted,
+    session_of,
+    sse,
+    sse_event,
+    streamed,
+)
 from koogcli.services.turn.placement import Exchange, Exchanged
 
 # Headers of a client's Messages request the upstream receives unchanged (Anthropic's
@@ -77,9 +86,13 @@ async def create(request: Request) -> Response:
 
 def _relayed() -> Relayed:
     def holds_from(text: str) -> bool:
-        if text.startswith("event: content_block_start"):
-            return '"tool_use"' in text
-        return text.startswith("event: message_stop")
+        if "tool_use" not in text and "message_stop" not in text:
+            return False  # most events (deltas): not read further
+        kind, data = sse_event(text)
+        if kind == "content_block_start":
+            block = data.get("content_block")
+            return isinstance(block, dict) and block.get("type") == "tool_use"
+        return kind == "message_stop"
 
     def failure(exc: BaseException) -> list[str]:
         return [_event(_said(exc)[1])]

@@ -23,7 +23,16 @@ from koogcli.server import responses_wire as wire
 from koogcli.server.auth import Grant
 from koogcli.server.responses_request import parse_responses
 from koogcli.server.state import ServerState
-from koogcli.server.turns import Relayed, answered, begin, granted, session_of, sse, streamed
+from koogcli.server.turns import (
+    Relayed,
+    answered,
+    begin,
+    granted,
+    session_of,
+    sse,
+    sse_event,
+    streamed,
+)
 from koogcli.server.wire import named_results
 from koogcli.services import remote_compaction, stored_responses
 from koogcli.services.turn.placement import FAMILY_MAX, Exchange, Exchanged, family_of
@@ -103,9 +112,13 @@ _CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")
 
 def _relayed(pending: wire.Answer) -> Relayed:
     def holds_from(text: str) -> bool:
-        if text.startswith("event: response.output_item.added"):
-            return any(f'"{kind}"' in text for kind in _CALL_ITEMS)
-        return text.startswith(("event: response.completed", "event: response.incomplete"))
+        if "_call" not in text and "response.completed" not in text and "incomplete" not in text:
+            return False  # most events (deltas): not read further
+        kind, data = sse_event(text)
+        if kind == "response.output_item.added":
+            item = data.get("item")
+            return isinstance(item, dict) and item.get("type") in _CALL_ITEMS
+        return kind in ("response.completed", "response.incomplete")
 
     return Relayed(holds_from, _Events(pending).failure, ": keep-alive\n\n")
 

@@ -365,6 +365,25 @@ async def streamed(
     )
 
 
+def sse_event(text: str) -> tuple[str, dict[str, Any]]:
+    """An SSE event's type and data: the `event:` line's name, else the data's own `type`
+    (a server may send data lines only, and a relay's hold must key on the type either
+    way)."""
+    name, data = "", ""
+    for line in text.splitlines():
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data += line[5:].strip()
+    try:
+        parsed = json.loads(data) if data else {}
+    except (ValueError, RecursionError):
+        parsed = {}
+    found = parsed if isinstance(parsed, dict) else {}
+    kind = name or found.get("type")
+    return (kind if isinstance(kind, str) else ""), found
+
+
 def sse(data: object, event: str | None = None) -> str:
     """One server-sent event (named, when the protocol names its events)."""
     body = json.dumps(data, ensure_ascii=False)

@@ -47,9 +47,18 @@ def _write(
     server.enqueue({"tool_calls": [call], "chunk_delay": chunk_delay})
 
 
+@pytest.mark.parametrize("framing", ["events", "data-only"])
 def test_a_relayed_tool_call_reaches_the_agent_only_once_its_file_is_journalled(
-    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, data_dir: Path
+    framing: str,
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    isolated: Path,
+    data_dir: Path,
 ) -> None:
+    """The hold keys on the event's type, whatever the framing: an upstream that sends
+    `data:` lines only let the agent have the call before its file was journalled."""
+    if framing == "data-only":
+        server.quirks = {"data_only_sse"}
     config = isolated / "relay.toml"
     config.write_text(
         f'[llm]\nmodel = "claude-up"\nbase_url = "{server.base_url}"\nwire_api = "messages"\n'
@@ -75,7 +84,7 @@ def test_a_relayed_tool_call_reaches_the_agent_only_once_its_file_is_journalled(
         seen_call = False
         while line := answer.readline():
             text = line.decode()
-            if text.startswith("data:") and '"tool_use"' in text and not seen_call:
+            if '"tool_use"' in text and not seen_call:
                 seen_call = True  # the agent could run it now: its file is journalled
                 events = [json.loads(e) for e in journal.read_text().splitlines()]
                 assert [(e["kind"], e["path"]) for e in events] == [

@@ -390,7 +390,10 @@ def _open_sse(handler: _Handler) -> None:
 
 
 def _sse(handler: _Handler, event: str, data: dict[str, Any]) -> None:
-    payload = f"event: {event}\ndata: {hostile.spliced(json.dumps(data))}\n\n".encode()
+    """One event; with the `data_only_sse` quirk without its `event:` line (the type is
+    in the data: servers that frame their stream so exist, and SSE allows it)."""
+    named = "" if "data_only_sse" in handler.fake.quirks else f"event: {event}\n"
+    payload = f"{named}data: {hostile.spliced(json.dumps(data))}\n\n".encode()
     handler.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
     handler.wfile.flush()
 

@@ -58,6 +58,7 @@ of names) or a whole profile at once (`server.use_profile(name)`, PROFILES below
   repeat_fields  every tool-call delta repeats `id`, `type` and `function.name`; only the
                  arguments come in pieces (llama.cpp's Python server)
   no_usage       `stream_options.include_usage` ignored: no usage chunk (llama.cpp)
+  data_only_sse  Messages and Responses streams send `data:` lines only, no `event:` line
   empty_overflow a streamed request over `context_limit` is HTTP 200 with an empty body;
                  non-streamed it is the 400 (llama.cpp)
   empty_tool_choice  a streamed request with `tool_choice` is HTTP 200 with an empty body
