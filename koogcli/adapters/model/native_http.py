@@ -56,7 +56,10 @@ class NativeHttp:
         self.timeout = timeout
         self.max_retries = max_retries
         self.turn_timeout = turn_timeout
-        self.client = httpx.Client(timeout=timeout, follow_redirects=False)
+        # koog serve runs a request per connection at once on one client: httpx's default
+        # pool of 100 would make the 101st wait for another session's reply (SPEC §6).
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+        self.client = httpx.Client(timeout=timeout, follow_redirects=False, limits=limits)
 
     def post(
         self, path: str, body: Mapping[str, Any], extra_headers: Mapping[str, str] = {}
