@@ -52,6 +52,13 @@ from koogcli.core.errors import (
 KEEP = "koog never rewrites it; move it aside to start a new one"
 
 
+def _mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
 def _stderr_warning(text: str) -> None:
     sys.stderr.write(f"koog: warning: {text}\n")
 
@@ -146,14 +153,22 @@ class SqliteDatabase:
 
     def _open(self) -> sqlite3.Connection:
         ensure_dir(self.path.parent)
+        # Looked at, never opened and closed where it exists: closing any descriptor of a
+        # file releases every POSIX lock this process holds on it (another thread's
+        # connection in koog serve). A new file is made 0600, with no link followed.
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
-            kind = os.fstat(fd).st_mode
-            os.close(fd)
+            try:
+                kind = os.lstat(self.path).st_mode
+            except FileNotFoundError:
+                flags = os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                os.close(os.open(self.path, flags, 0o600))
+                kind = os.lstat(self.path).st_mode
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if exc.errno == errno.ELOOP or stat.S_ISLNK(_mode(self.path)):
                 raise symlink_error(self.path) from exc
             raise StorageError(f"cannot open {self.path}: {exc.strerror}") from exc
+        if stat.S_ISLNK(kind):
+            raise symlink_error(self.path)
         if not stat.S_ISREG(kind):
             raise StorageError(
                 f"cannot read {self.path}: it is not a regular file, where koog keeps a file",
