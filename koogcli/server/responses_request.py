@@ -8,7 +8,7 @@ request koog sends upstream. A body koog cannot take is a BadRequest naming the 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -144,21 +144,11 @@ def _messages(items: Sequence[Any]) -> tuple[Message, ...]:
         kind = item.get("type", "message")
         if kind == "message":
             out.append(_message(item, where))
-        elif kind == "function_call":
-            call = _call(item, where)
+        elif kind in _CALLS:
+            call = _CALLS[kind](item, where)
             names[call.id or ""] = call.name or ""
             last = out[-1] if out else None
-            if last is not None and last.role == "assistant":
-                out[-1] = replace(last, tool_calls=(*last.tool_calls, call))
-            else:
-                out.append(_wire("assistant", None, tool_calls=(call,)))
-        elif kind in ("custom_tool_call", "local_shell_call"):
-            call = (
-                _freeform_call(item, where) if kind == "custom_tool_call" else _shell(item, where)
-            )
-            names[call.id or ""] = call.name or ""
-            last = out[-1] if out else None
-            if last is not None and last.role == "assistant":
+            if last is not None and last.role == "assistant":  # one reply's calls together
                 out[-1] = replace(last, tool_calls=(*last.tool_calls, call))
             else:
                 out.append(_wire("assistant", None, tool_calls=(call,)))
@@ -285,6 +275,13 @@ def _shell(item: Mapping[str, Any], where: str) -> ToolCall:
         raise BadRequest(f"{where} needs a string call_id and an action object", where)
     arguments = {k: v for k, v in action.items() if k != "type"}
     return ToolCall(call_id, LOCAL_SHELL, json.dumps(arguments, ensure_ascii=False))
+
+
+_CALLS: dict[str, Callable[[Mapping[str, Any], str], ToolCall]] = {
+    "function_call": lambda item, where: _call(item, where),
+    "custom_tool_call": lambda item, where: _freeform_call(item, where),
+    "local_shell_call": lambda item, where: _shell(item, where),
+}
 
 
 def _tools(raw: list[Any]) -> tuple[tuple[dict[str, object], ...], tuple[str, ...]]:
