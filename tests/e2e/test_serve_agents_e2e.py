@@ -71,7 +71,7 @@ class Codex(Agent):
         (home / "codex").mkdir(parents=True)
         (home / "codex" / "config.toml").write_text(
             "check_for_update_on_startup = false\n"
-            + readme_agents.codex_config(url, "test-model")
+            + readme_agents.codex_config(url)
             + "[analytics]\nenabled = false\n"
             "[features]\nplugins = false\nremote_plugin = false\napps = false\n"
         )
@@ -130,9 +130,9 @@ class Opencode(Agent):
         README says to choose), and what an offline machine needs besides."""
         folder = home / ".config" / "opencode"
         folder.mkdir(parents=True)
-        config = readme_agents.opencode_config(url, "test-model")
+        config = readme_agents.opencode_config(url)
         config["provider"]["koog"]["npm"] = self.package
-        extra = {"autoupdate": False, "share": "disabled", "small_model": "koog/test-model"}
+        extra = {"autoupdate": False, "share": "disabled", "small_model": config["model"]}
         (folder / "opencode.json").write_text(json.dumps({**config, **extra}))
 
     def env(self, home: Path, url: str) -> dict[str, str]:
