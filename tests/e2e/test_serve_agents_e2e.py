@@ -425,7 +425,7 @@ def test_opencode_compacting_stays_one_session(
         agent.setup(home, served.url)
         config = home / ".config" / "opencode" / "opencode.json"
         settings = json.loads(config.read_text())
-        model = settings["provider"]["koog"]["models"]["test-model"]
+        [model] = settings["provider"]["koog"]["models"].values()
         model["limit"] = {"context": 8000, "output": 1000}
         config.write_text(json.dumps(settings))
         for turn in range(1, 5):
