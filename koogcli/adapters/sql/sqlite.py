@@ -161,7 +161,8 @@ class SqliteDatabase:
                 kind = os.lstat(self.path).st_mode
             except FileNotFoundError:
                 flags = os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                os.close(os.open(self.path, flags, 0o600))
+                with contextlib.suppress(FileExistsError):  # another opener made it first
+                    os.close(os.open(self.path, flags, 0o600))
                 kind = os.lstat(self.path).st_mode
         except OSError as exc:
             if exc.errno == errno.ELOOP or stat.S_ISLNK(_mode(self.path)):
