@@ -24,8 +24,8 @@ import common  # noqa: F401  (puts the repository on sys.path)
 
 def main() -> None:
     from koogcli.core.messages import ToolCall
+    from koogcli.core.model_port import Completion
     from koogcli.core.names import SessionName
-    from koogcli.core.ports import Completion
     from koogcli.services import compose
     from koogcli.services.turn import TurnRequest, run_turn
     from tests.fakes.chat_model import FakeChatModel

@@ -16,8 +16,8 @@ def confirm_destructive(question: str, yes: bool) -> None:
         return
     if not is_tty(sys.stdin):
         raise UsageError(f"refusing to {question} without confirmation", hint="pass --yes")
-    from koogcli.ui.keypress import read_char
     from koogcli.ui.environment import current
+    from koogcli.ui.keypress import read_char
     from koogcli.ui.render import visible
 
     err = current().stderr

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from koogcli.core.messages import Message, ToolCall
+from koogcli.core.messages import Message
 from koogcli.core.usage import Usage as Usage  # where ports and their users name it
 
 if TYPE_CHECKING:
@@ -126,154 +126,6 @@ class TranscriptHit:
     turn_id: str
     position: int  # the row's place in the whole transcript: a later hit is a larger one
     message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class PassThrough:
-    """A serve client's request in the upstream's own protocol, sent as it came (SPEC §6):
-    its body (koog's additions appended to it by the adapter), the headers it forwards, and
-    where the upstream's answer goes as sent (each event's text, or the whole JSON body)."""
-
-    wire: str  # "messages" or "responses"
-    body: Mapping[str, object]
-    headers: Mapping[str, str] = field(default_factory=dict)
-    sink: Callable[[str], None] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
-    model: str
-    messages: Sequence[Message]
-    temperature: float | None = None
-    stream: bool = True
-    tools: Sequence[dict[str, object]] = field(default_factory=tuple)
-    # OpenAI's `response_format` (json_schema / json_object); None: plain text.
-    response_format: dict[str, object] | None = None
-    # Further request fields a client of `koog serve` sent (tool_choice, top_p, seed, ...),
-    # passed on as they came.
-    extra: Mapping[str, object] = field(default_factory=dict)
-    # Set when the client's request goes upstream as it came (an adapter of its protocol).
-    passthrough: PassThrough | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    text: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    usage: Usage | None = None
-    finish_reason: str | None = None
-    reasoning: str = ""  # the upstream's reasoning text (`reasoning_content`), if it sent any
-    # What a native upstream needs sent back with this reply (core/native_replay.py).
-    native: Mapping[str, object] | None = None
-
-
-class ChatModel(Protocol):
-    def complete(
-        self,
-        request: ModelRequest,
-        on_delta: Callable[[str], None] | None = None,
-        on_reasoning: Callable[[str], None] | None = None,
-    ) -> Completion:
-        """One model request; text deltas are passed to on_delta as they arrive, and
-        reasoning deltas to on_reasoning."""
-        ...
-
-    def list_models(self) -> list[str]:
-        """The models the endpoint offers."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    text: str
-    error: bool = False
-    ran: bool = True  # False: refused before it ran (not approved); nothing to undo
-
-
-@dataclass(frozen=True)
-class McpServerInfo:
-    """One configured MCP server as `koog mcp list` shows it."""
-
-    name: str
-    transport: str  # "stdio: COMMAND ARGS" or "http: URL"
-    enabled: bool
-    trusted: bool
-    state: str  # "running", "disabled", or "failed: why"
-    tools: int | None  # how many it offers; None when it is not running
-
-
-@dataclass(frozen=True)
-class McpToolInfo:
-    """One MCP tool as `koog mcp tools` shows it."""
-
-    name: str  # as offered to the model: SERVER__TOOL
-    server: str
-    description: str
-    read_only: bool | None  # the server's hints, as it gave them
-    destructive: bool | None
-    idempotent: bool | None
-    open_world: bool | None
-    asks: bool  # whether a call asks first ([mcp] approval)
-    compensation: str | None  # what undoes a call: a tool, a callable, or None
-
-
-class McpCatalog(Protocol):
-    """The configured MCP servers and their tools (each server started to list them)."""
-
-    def servers_info(self) -> list[McpServerInfo]: ...
-
-    def tools_info(self, server: str | None = None) -> list[McpToolInfo]: ...
-
-    def close(self) -> None: ...
-
-
-class ToolBox(Protocol):
-    """The tools the model may call, with their compensating actions (Koog's registry)."""
-
-    def specs(self) -> list[dict[str, object]]: ...
-
-    def names(self) -> list[str]: ...
-
-    def call(self, name: str, arguments: str, receipt: Path | None = None) -> ToolOutcome:
-        """Run a tool; with `receipt`, its result is written there durably before it is
-        returned (a koog killed in between resumes with it: core/receipts.py)."""
-        ...
-
-    def asks(self, name: str, undo: bool = False) -> bool:
-        """Whether the user must approve each call of this tool (`undo`: each compensation)."""
-        ...
-
-    def effects(self, name: str) -> dict[str, object] | None:
-        """What a rollback must know of a call of this tool, recorded with its result (an
-        MCP tool's hints: adapters/tools/mcp_tools.py); None: nothing beyond its name."""
-        ...
-
-    def has_rollback(self, name: str) -> bool: ...
-
-    def rollback(
-        self,
-        name: str,
-        arguments: str,
-        before: Callable[[], None] | None = None,
-        receipt: Path | None = None,
-        result: str | None = None,
-    ) -> ToolOutcome:
-        """Run the compensating function; `before` runs right before it is called; `result`
-        is the call's result, when known (a compensation's arguments may name it). With
-        `receipt`, its process finishes even if koog dies, and writes its result there
-        durably before returning it (SPEC §5.18; adapters/tools/outliving.py)."""
-        ...
-
-    def forget(self, receipt: Path) -> None:
-        """The result is recorded elsewhere now: the receipt goes, and its session's folder
-        once empty (what cannot be removed is left for a later sweep)."""
-        ...
-
-    def settle(self, name: str, receipt: Path) -> ToolOutcome | None:
-        """The result a call's or a compensation's process wrote to `receipt`, once that
-        process has ended (a compensation that outlived its koog is waited for, and stopped
-        past the tool's time limit); None: it never returned."""
-        ...
 
 
 class CheckpointStore(Protocol):

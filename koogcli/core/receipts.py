@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from koogcli.core.ports import ToolOutcome
+from koogcli.core.tool_ports import ToolOutcome
 
 
 def encode(text: str, error: bool) -> bytes:

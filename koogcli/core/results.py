@@ -9,7 +9,7 @@ from typing import Literal
 from koogcli.core.agent_edits import FileFate
 from koogcli.core.checkpoints import Checkpoint, arguments_text
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.ports import ToolOutcome
+from koogcli.core.tool_ports import ToolOutcome
 from koogcli.core.usage import Usage
 
 Approval = Literal["y", "n", "a"]  # yes, no, always (this tool, this session)

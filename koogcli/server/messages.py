@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from koogcli.core.ports import PassThrough
+from koogcli.core.model_port import PassThrough
 from koogcli.server import errors
 from koogcli.server import messages_wire as wire
 from koogcli.server.turns import (

@@ -16,8 +16,9 @@ from starlette.routing import Route
 
 from koogcli.core import wire_marks
 from koogcli.core.errors import KoogError
+from koogcli.core.model_port import PassThrough
 from koogcli.core.names import SessionName, generated
-from koogcli.core.ports import PassThrough, Usage
+from koogcli.core.ports import Usage
 from koogcli.server import errors
 from koogcli.server import responses_wire as wire
 from koogcli.server.auth import Grant

@@ -12,8 +12,8 @@ from koogcli.core import checkpoints as core
 from koogcli.core.errors import KoogError, LockTimeoutError
 from koogcli.core.messages import Message, ToolCall, utc_now
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ToolOutcome
 from koogcli.core.results import Compensation, Status
+from koogcli.core.tool_ports import ToolOutcome
 from koogcli.services.context import AppContext
 
 Approve = Callable[[ToolCall], str]

@@ -17,15 +17,10 @@ from typing import TYPE_CHECKING
 from koogcli.adapters import paths
 from koogcli.core import callables
 from koogcli.core.messages import Message
+from koogcli.core.model_port import ChatModel
 from koogcli.core.names import SessionName
-from koogcli.core.ports import (
-    ChatModel,
-    Embedder,
-    LearnedFacts,
-    McpCatalog,
-    StorageBackend,
-    ToolBox,
-)
+from koogcli.core.ports import Embedder, LearnedFacts, StorageBackend
+from koogcli.core.tool_ports import McpCatalog, ToolBox
 from koogcli.services.context import AppContext, EmbedderFactory, ModelFactory, Parts
 
 if TYPE_CHECKING:

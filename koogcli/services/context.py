@@ -15,9 +15,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from koogcli.core.model_port import ChatModel
 from koogcli.core.names import SessionName
 from koogcli.core.ports import (
-    ChatModel,
     CheckpointStore,
     DataPaths,
     Embedder,
@@ -26,9 +26,9 @@ from koogcli.core.ports import (
     MemoryStore,
     PendingIngestion,
     StorageBackend,
-    ToolBox,
     TranscriptStore,
 )
+from koogcli.core.tool_ports import ToolBox
 
 if TYPE_CHECKING:
     from koogcli.config.loader import LoadedConfig

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from koogcli.core.ports import McpServerInfo, McpToolInfo
+from koogcli.core.tool_ports import McpServerInfo, McpToolInfo
 from koogcli.services import compose
 from koogcli.services.context import AppContext
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 from koogcli.core import compression as core
 from koogcli.core.errors import ModelError, ResponseFormatError
 from koogcli.core.messages import Message, assistant, user
-from koogcli.core.ports import Completion, ModelRequest
+from koogcli.core.model_port import Completion, ModelRequest
 from koogcli.core.tokens import request_tokens
 from koogcli.services.budget import context_limit
 from koogcli.services.context import AppContext

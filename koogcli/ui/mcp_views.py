@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from koogcli.core.ports import McpServerInfo, McpToolInfo
+from koogcli.core.tool_ports import McpServerInfo, McpToolInfo
 from koogcli.ui.render import one_line, table
 
 

@@ -24,8 +24,9 @@ from koogcli.ui.environment import current
 
 if TYPE_CHECKING:  # kept out of start-up: `koog --help` needs none of them
     from koogcli.core.messages import Message, ToolCall
-    from koogcli.core.ports import ToolOutcome, Usage
+    from koogcli.core.ports import Usage
     from koogcli.core.results import Approval
+    from koogcli.core.tool_ports import ToolOutcome
 
 
 def is_tty(stream: TextIO) -> bool:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
     from koogcli.core.messages import ToolCall
-    from koogcli.core.ports import ToolOutcome
+    from koogcli.core.tool_ports import ToolOutcome
     from koogcli.ui.live_region import LiveRegion
 
 REDRAW_EVERY = 0.1  # seconds between redraws of the growing block

@@ -12,7 +12,7 @@ from koogcli.adapters.model import forwarding, sse
 from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoint
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
 from koogcli.core.messages import system, user
-from koogcli.core.ports import ModelRequest
+from koogcli.core.model_port import ModelRequest
 from tests.fakes.openai_server import PROFILES, FakeOpenAIServer
 
 KEY = "sk-adapter-test"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from koogcli.core.messages import Message
-from koogcli.core.ports import ModelRequest
+from koogcli.core.model_port import ModelRequest
 from tests.adapters.test_openai_model import model_for
 from tests.fakes.openai_server import MEDIA_TOKENS, FakeOpenAIServer, count_tokens
 from tests.support.images import data_url, image_part, square_png

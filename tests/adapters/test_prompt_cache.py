@@ -13,7 +13,7 @@ import pytest
 
 from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoint
 from koogcli.core.messages import Message, assistant, system, user
-from koogcli.core.ports import ModelRequest
+from koogcli.core.model_port import ModelRequest
 from tests.fakes.openai_server import FakeOpenAIServer, count_tokens, prompt_tokens
 
 

@@ -169,7 +169,7 @@ def test_failed_compensation_exits_1_after_running_the_rest(
     isolated: Path,
 ) -> None:
     from koogcli.core.messages import ToolCall
-    from koogcli.core.ports import Completion
+    from koogcli.core.model_port import Completion
 
     (isolated / "cli_undo_tools.py").write_text(
         "LOG = []\n"

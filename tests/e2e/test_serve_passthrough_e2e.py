@@ -77,6 +77,31 @@ def test_claude_code_style_turns_pass_through_with_memory_and_keep_the_cache(
     run_koog: Run,
     stream: bool,
 ) -> None:
+    _relay_thinking_turns(koog_env, server, isolated, run_koog, stream, "claude-relay")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_plain_sdk_client_with_thinking_and_no_session_keeps_its_prefix(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    isolated: Path,
+    run_koog: Run,
+    stream: bool,
+) -> None:
+    """Issue 53: no session header, so nothing is stored; the records koog placed after
+    each question come back with it in every later request (remembered by the message's
+    digest), so the thinking blocks' prefixes hold and the cache reads as a direct client's."""
+    _relay_thinking_turns(koog_env, server, isolated, run_koog, stream, None)
+
+
+def _relay_thinking_turns(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    isolated: Path,
+    run_koog: Run,
+    stream: bool,
+    session: str | None,
+) -> None:
     env = _config(isolated / "relay.toml", server)
     for fact in FACTS:
         assert run_koog("memory", "add", fact, env=env).returncode == 0
@@ -93,7 +118,7 @@ def test_claude_code_style_turns_pass_through_with_memory_and_keep_the_cache(
             base_url=started.url.removesuffix("/v1"),
             api_key="client-key",
             max_retries=0,
-            default_headers={"X-Koog-Session": "claude-relay"},
+            default_headers={"X-Koog-Session": session} if session else None,
         )
         conversation = _agent_turns(relayed, 10, stream)
     finally:
@@ -109,8 +134,10 @@ def test_claude_code_style_turns_pass_through_with_memory_and_keep_the_cache(
     reads = sum(e["cache_read"] for e in log)
     assert reads >= 0.9 * direct_reads, (reads, direct_reads)
     sessions = json.loads(run_koog("history", "list", "--json", env=env).stdout)
-    assert [s["session"] for s in sessions] == ["claude-relay"]
-    stored = json.loads(run_koog("history", "show", "-s", "claude-relay", "--json", env=env).stdout)
+    assert [s["session"] for s in sessions] == ([session] if session else [])
+    if session is None:
+        return
+    stored = json.loads(run_koog("history", "show", "-s", session, "--json", env=env).stdout)
     replies = [m for m in stored if m["role"] == "assistant"]
     assert len(replies) == 10
     kept = [r["meta"]["native"]["items"][0] for r in replies]
@@ -118,7 +145,7 @@ def test_claude_code_style_turns_pass_through_with_memory_and_keep_the_cache(
     assert kept == given  # thinking and signature, as the upstream made them
     # koog chat continues the session natively: its own system prompt, so the earlier
     # thinking (bound to the agent's prefix) stays home; the upstream accepts the request.
-    done = run_koog("chat", "-s", "claude-relay", "and the harbour master?", env=env)
+    done = run_koog("chat", "-s", session, "and the harbour master?", env=env)
     assert done.returncode == 0, done.stderr
     assert server.requests[-1]["_path"].endswith("/v1/messages")
     assert not [e for e in server.native_log if "rejected" in e]
@@ -198,13 +225,17 @@ def _codex_turns(client: Any, turns: int, stream: bool) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("session", ["codex-relay", None])
 def test_codex_style_turns_pass_through_to_a_responses_upstream(
     koog_env: dict[str, str],
     server: FakeOpenAIServer,
     isolated: Path,
     run_koog: Run,
     stream: bool,
+    session: str | None,
 ) -> None:
+    """With a session and without one (a plain Responses client, `store` false): the
+    encrypted reasoning is kept and the prefix too."""
     import openai
 
     env = _responses_config(isolated / "relay.toml", server)
@@ -220,7 +251,7 @@ def test_codex_style_turns_pass_through_to_a_responses_upstream(
             base_url=started.url,
             api_key="client-key",
             max_retries=0,
-            default_headers={"X-Koog-Session": "codex-relay"},
+            default_headers={"X-Koog-Session": session} if session else None,
         )
         _codex_turns(relayed, 8, stream)
     finally:
@@ -234,7 +265,9 @@ def test_codex_style_turns_pass_through_to_a_responses_upstream(
         assert FACTS[turn % 4] in json.dumps(body["input"][-1]["content"])
     reads = sum(e["cache_read"] for e in log)
     assert reads >= 0.9 * direct_reads, (reads, direct_reads)
-    stored = json.loads(run_koog("history", "show", "-s", "codex-relay", "--json", env=env).stdout)
+    if session is None:
+        return
+    stored = json.loads(run_koog("history", "show", "-s", session, "--json", env=env).stdout)
     assert len([m for m in stored if m["role"] == "assistant"]) == 8
 
 

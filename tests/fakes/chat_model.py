@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from koogcli.core.messages import ToolCall
-from koogcli.core.ports import Completion, ModelRequest, Usage
+from koogcli.core.model_port import Completion, ModelRequest
+from koogcli.core.ports import Usage
 
 
 class FakeChatModel:

@@ -3,7 +3,7 @@ tests/fakes` checks these assignments (a double that drifts from its protocol fa
 
 from __future__ import annotations
 
-from koogcli.core.ports import ChatModel
+from koogcli.core.model_port import ChatModel
 from tests.fakes.chat_model import FakeChatModel
 
 

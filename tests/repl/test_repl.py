@@ -270,7 +270,7 @@ def test_tool_calls_show_as_dim_lines(
     isolated: Any,
 ) -> None:
     from koogcli.core.messages import ToolCall
-    from koogcli.core.ports import Completion
+    from koogcli.core.model_port import Completion
 
     (isolated / "repl_tools_mod.py").write_text(
         "def shout(text: str) -> str:\n    '''Upper-case text.'''\n    return text.upper()\n"
@@ -310,7 +310,7 @@ def test_tool_approval_asks_and_remembers_always(
     isolated: Any,
 ) -> None:
     from koogcli.core.messages import ToolCall
-    from koogcli.core.ports import Completion
+    from koogcli.core.model_port import Completion
 
     (isolated / "repl_ask_mod.py").write_text(
         "import json, os\n"

@@ -9,8 +9,9 @@ from typing import Any
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from koogcli.core.model_port import Completion
 from koogcli.core.names import SessionName
-from koogcli.core.ports import Completion, Usage
+from koogcli.core.ports import Usage
 from koogcli.repl import loop
 from tests.fakes.chat_model import FakeChatModel
 from tests.repl.test_repl import CTRL_D, ENTER, Recorder

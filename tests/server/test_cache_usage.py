@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from koogcli.core.ports import Completion, Usage
+from koogcli.core.model_port import Completion
+from koogcli.core.ports import Usage
 from tests.fakes.chat_model import FakeChatModel
 
 CACHED = Usage(100, 5, 105, 80)

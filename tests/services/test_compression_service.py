@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from koogcli.core.errors import ModelError, UsageError
+from koogcli.core.model_port import Completion, ModelRequest
 from koogcli.core.names import SessionName
-from koogcli.core.ports import Completion, ModelRequest
 from koogcli.services.compression import CompressRequest, StrategyChoice, compress
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel

@@ -12,8 +12,8 @@ import pytest
 
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import Message, ToolCall, assistant, system, tool_result, user
+from koogcli.core.model_port import Completion
 from koogcli.core.names import SessionName
-from koogcli.core.ports import Completion
 from koogcli.services.turn.placement import Exchange, SessionBusyError, SessionGate, exchange
 from koogcli.services.turn.request import ClientOptions
 from tests.fakes.chat_model import FakeChatModel

@@ -11,8 +11,8 @@ import pytest
 
 from koogcli.core.errors import ModelError, UsageError
 from koogcli.core.messages import ToolCall
+from koogcli.core.model_port import Completion
 from koogcli.core.names import SessionName
-from koogcli.core.ports import Completion
 from koogcli.services import memory
 from koogcli.services.turn import TurnRequest, run_turn
 from tests.fakes.chat_model import FakeChatModel, mortal

@@ -16,8 +16,8 @@ from koogcli.adapters.model.responses_upstream import ResponsesChatModel
 from koogcli.core import native_replay
 from koogcli.core.errors import ModelError
 from koogcli.core.messages import Message
+from koogcli.core.model_port import ModelRequest
 from koogcli.core.names import SessionName
-from koogcli.core.ports import ModelRequest
 from koogcli.services import turn
 from tests.fakes.openai_server import FakeOpenAIServer
 

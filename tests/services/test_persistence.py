@@ -15,8 +15,8 @@ import pytest
 
 from koogcli.core.errors import ModelError, TurnCancelledError, UnknownFormatError, UsageError
 from koogcli.core.messages import ToolCall
+from koogcli.core.model_port import Completion
 from koogcli.core.names import SessionName
-from koogcli.core.ports import Completion
 from koogcli.services import checkpoints, rollback, turn
 from tests.fakes.chat_model import FakeChatModel, ProcessDeath, calls, mortal
 from tests.support.stored import roll

@@ -135,9 +135,7 @@ def burst(
 def compaction_status(url: str, text: str) -> int:
     """One Codex remote compaction (`POST /v1/responses/compact`, stateless): its status."""
     host, port = _where(url)
-    body = json.dumps(
-        {"model": "gpt-5-codex", "input": [{"role": "user", "content": text}]}
-    )
+    body = json.dumps({"model": "gpt-5-codex", "input": [{"role": "user", "content": text}]})
     conn = HTTPConnection(host, port, timeout=120)
     try:
         conn.request("POST", "/v1/responses/compact", body, {"Content-Type": "application/json"})

@@ -22,7 +22,8 @@ from dataclasses import replace
 from koogcli.adapters.model.openai_model import NO_KEY, Endpoint
 from koogcli.core.errors import ModelError
 from koogcli.core.key_scrub import Holdback, KeyScrub
-from koogcli.core.ports import ChatModel, Completion, Embedder, ModelRequest
+from koogcli.core.model_port import ChatModel, Completion, ModelRequest
+from koogcli.core.ports import Embedder
 
 # An event or body holding one of these is an error's words.
 _ERRORS = ('"error"', "response.failed")

@@ -27,7 +27,7 @@ from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import bounded_json, content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError, ResponseFormatError
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.ports import Completion, ModelRequest
+from koogcli.core.model_port import Completion, ModelRequest
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"

@@ -26,7 +26,7 @@ from koogcli.core.errors import (
     ModelError,
 )
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.ports import Completion, ModelRequest
+from koogcli.core.model_port import Completion, ModelRequest
 from koogcli.core.urls import masked
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"

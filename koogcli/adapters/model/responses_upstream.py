@@ -24,7 +24,7 @@ from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.ports import Completion, ModelRequest
+from koogcli.core.model_port import Completion, ModelRequest
 
 WIRE = "responses"
 

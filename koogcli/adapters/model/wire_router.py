@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from koogcli.core.ports import ChatModel, Completion, ModelRequest
+from koogcli.core.model_port import ChatModel, Completion, ModelRequest
 
 # A model's (protocol, server, key variable) and how to build its client.
 Builder = Callable[[str], tuple[tuple[str, ...], Callable[[], ChatModel]]]

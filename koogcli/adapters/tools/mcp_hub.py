@@ -28,7 +28,7 @@ from typing import IO, Any, TypeVar
 from koogcli.adapters.tools import mcp_launch
 from koogcli.core import exit_hooks
 from koogcli.core.mcp_config import McpServerConfig
-from koogcli.core.ports import ToolOutcome
+from koogcli.core.tool_ports import ToolOutcome
 
 T = TypeVar("T")
 STDERR_TAIL = 600

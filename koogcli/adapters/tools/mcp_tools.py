@@ -28,7 +28,7 @@ from koogcli.adapters.tools.mcp_hub import McpFailure, McpHub, McpTool, run_once
 from koogcli.adapters.tools.mcp_tool_cache import McpToolCache
 from koogcli.core.errors import McpServerError, UsageError
 from koogcli.core.mcp_config import McpCompensationConfig, McpConfig, server_of
-from koogcli.core.ports import McpServerInfo, McpToolInfo, ToolOutcome
+from koogcli.core.tool_ports import McpServerInfo, McpToolInfo, ToolOutcome
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
 # A server that could not start is tried again after this long (a later turn), not at

@@ -26,7 +26,7 @@ from pathlib import Path
 from koogcli.adapters.paths import ensure_dir
 from koogcli.core import receipts
 from koogcli.core.errors import StorageError
-from koogcli.core.ports import ToolOutcome
+from koogcli.core.tool_ports import ToolOutcome
 
 
 def lock_path(receipt: Path) -> Path:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from koogcli.adapters.tools import outliving, tool_worker
 from koogcli.core.errors import ConfigError
-from koogcli.core.ports import ToolOutcome
+from koogcli.core.tool_ports import ToolOutcome
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from koogcli.adapters.tools import outliving
 from koogcli.core import receipts
-from koogcli.core.ports import ToolOutcome
+from koogcli.core.tool_ports import ToolOutcome
 
 Render = Callable[[object], str]
 

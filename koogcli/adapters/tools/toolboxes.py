@@ -8,7 +8,7 @@ from pathlib import Path
 
 from koogcli.adapters.tools.mcp_tools import McpToolBox
 from koogcli.adapters.tools.python_tools import PythonToolBox
-from koogcli.core.ports import ToolOutcome
+from koogcli.core.tool_ports import ToolOutcome
 
 
 class ToolBoxes:

@@ -10,9 +10,11 @@ from enum import Enum
 from koogcli.core.agent_edits import Watch
 from koogcli.core.errors import KoogError
 from koogcli.core.messages import Message, ToolCall
+from koogcli.core.model_port import PassThrough
 from koogcli.core.names import SessionName
-from koogcli.core.ports import PassThrough, StoredHistory, ToolOutcome, Usage
+from koogcli.core.ports import StoredHistory, Usage
 from koogcli.core.results import Approval
+from koogcli.core.tool_ports import ToolOutcome
 from koogcli.core.wire_marks import Mark
 
 

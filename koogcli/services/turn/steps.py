@@ -33,9 +33,10 @@ from koogcli.core.messages import (
     tool_result,
 )
 from koogcli.core.messages import user as user_message
-from koogcli.core.ports import ModelRequest, ToolOutcome
+from koogcli.core.model_port import ModelRequest
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import distinct, identify
+from koogcli.core.tool_ports import ToolOutcome
 from koogcli.core.wire_marks import Mark, chain
 from koogcli.services import agent_files, interrupts, tool_identity, why
 from koogcli.services.budget import context_limit
