@@ -13,10 +13,17 @@ request expands the same records in the same place, so each request starts with 
 previous one byte for byte. The text is looked up by id each time, so a record that is
 deleted or forgotten leaves later requests (the cache breaks once, there) instead of
 living on in a session's file.
+
+A request that is not stored (a client of `koog serve` naming no session) has no stored
+message to remember them on: the same entries are remembered by the message's `digest`
+(its role, text and parts; never its id or time) in the memory store, so any later
+request carrying that message (stateless, relayed, a fork) gets them in the same place.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal, cast
@@ -58,13 +65,29 @@ def placed(m: Message) -> list[tuple[str, float, Metric]]:
     return out
 
 
+def digest(m: Message) -> str:
+    """What the message says, as a key: the same message sent again has the same digest."""
+    given = content_parts.parts(m)
+    said = m.text if given is None else json.dumps(given, sort_keys=True, ensure_ascii=False)
+    return hashlib.blake2b(f"{m.role}\0{said}".encode(), digest_size=16).hexdigest()
+
+
+def entries(hits: Sequence[SearchHit]) -> list[dict[str, object]]:
+    """What is remembered of the records placed after a message: never their text."""
+    return [{"id": h.record.id, "score": round(h.score, 6), "metric": h.metric} for h in hits]
+
+
+def with_entries(m: Message, found: list[object]) -> Message:
+    """The message as if its placement had been recorded on it (one remembered by digest)."""
+    return replace(m, meta={**m.meta, KEY: found})
+
+
 def marked(m: Message, hits: Sequence[SearchHit]) -> Message:
     """The question with the records found for it recorded (an empty list records that
     nothing was found, so no later request searches for it again)."""
-    entries = [{"id": h.record.id, "score": round(h.score, 6), "metric": h.metric} for h in hits]
     text = context_text(hits)
     size = {TOKENS_KEY: text_tokens(f"\n\n{text}")} if text else {}
-    return replace(m, meta={**m.meta, KEY: entries, **size})
+    return replace(m, meta={**m.meta, KEY: entries(hits), **size})
 
 
 def context_text(hits: Sequence[SearchHit]) -> str:

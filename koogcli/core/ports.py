@@ -238,6 +238,14 @@ class MemoryStore(Protocol):
 
     def get_many(self, record_ids: Sequence[str]) -> dict[str, MemoryRecord]: ...
 
+    def placements(self, namespace: str, digests: Sequence[str]) -> dict[str, list[object]]:
+        """The records placed after messages, by the messages' digests (those known)."""
+        ...
+
+    def place(self, namespace: str, digest: str, entries: Sequence[Mapping[str, object]]) -> None:
+        """Remember the records placed after a message (the first placement stays)."""
+        ...
+
 
 class SessionOrigins(Protocol):
     """Where forked sessions came from (`history fork`)."""

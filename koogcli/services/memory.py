@@ -3,6 +3,7 @@ ingestion steps of a turn. No printing, no exits."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -355,11 +356,42 @@ def _expanded(
     return placement.expanded(messages, lookup)
 
 
+def _remembered(ctx: AppContext, messages: Sequence[Message]) -> list[Message]:
+    """The messages with the placements remembered by their digests: a question that
+    carries none of its own (a request not stored, a copy of it) gets the records it was
+    sent with before, wherever it was sent."""
+    unmarked = {
+        i: placement.digest(m)
+        for i, m in enumerate(messages)
+        if m.role == "user" and not _pinned(m) and placement.KEY not in m.meta
+    }
+    if not unmarked:
+        return list(messages)
+    namespace = ctx.settings.long_term_memory.retrieval.namespace
+    known = ctx.long_term_memory.placements(namespace, list(unmarked.values()))
+    out = list(messages)
+    for i, key in unmarked.items():
+        if key in known:
+            out[i] = placement.with_entries(out[i], known[key])
+    return out
+
+
+def _remember(ctx: AppContext, question: Message, hits: Sequence[SearchHit]) -> None:
+    """The records placed after a question, by its digest; a failure to remember them
+    costs only the cache of a later request that is not stored."""
+    if not hits:
+        return
+    namespace = ctx.settings.long_term_memory.retrieval.namespace
+    with contextlib.suppress(KoogError):
+        ctx.long_term_memory.place(namespace, placement.digest(question), placement.entries(hits))
+
+
 def _placed_after(
     ctx: AppContext, messages: Sequence[Message], fresh: Collection[str]
 ) -> Retrieval:
     """SPEC §5 4a: earlier questions' records where they were put; the newest question,
     when this turn sends it first, searched for and marked (core/memory_placement.py)."""
+    given, messages = messages, _remembered(ctx, messages)
     out, placed_hits = _expanded(ctx, messages)
     question = next(
         (i for i in range(len(out) - 1, -1, -1) if out[i].role == "user" and not _pinned(out[i])),
@@ -371,7 +403,10 @@ def _placed_after(
     mine = placed_hits.get(original.id, [])
     earlier = sum(map(len, placed_hits.values())) - len(mine)
     if original.id in placed_hits or placement.KEY in original.meta:
-        return Retrieval(out, mine, earlier=earlier)
+        # A new question sent before elsewhere (remembered by its digest): stored with them.
+        again = original.id in fresh and placement.KEY not in given[question].meta
+        marked = placement.marked(given[question], mine) if again else None
+        return Retrieval(out, mine, marked, earlier=earlier)
     if original.id not in fresh:  # asked before retrieval was on: its request stays as sent
         return Retrieval(out, [], earlier=earlier)
     try:
@@ -379,6 +414,7 @@ def _placed_after(
     except KoogError as err:  # the question goes without; the others keep their records
         return Retrieval(out, [], problem=err, earlier=earlier)
     marked = placement.marked(original, hits)
+    _remember(ctx, original, hits)
     out[question] = placement.with_context(original, placement.context_text(hits))
     return Retrieval(out, hits, marked, earlier=earlier)
 

@@ -247,7 +247,7 @@ def test_a_version_1_database_is_migrated_in_place(run_koog: Run, data_dir: Path
         ("c1", "work", {}),
     ]
     db = sqlite3.connect(target)
-    assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == ("4",)
     store = SqliteMemoryStore(target)
     assert store.vector_count("embed-4") == 3
     [best, *_] = searching.vectors(store, [0.0, 0.9, 0.1, 0.0], None, "embed-4", 3)

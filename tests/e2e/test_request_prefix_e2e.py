@@ -73,9 +73,12 @@ def window_config(path: Path, size: int = 8, extra: str = "") -> Path:
 
 
 def _sdk_conversation(
-    started: KoogServe, turns: int, system: str = "Answer like a harbour master."
+    started: KoogServe,
+    turns: int,
+    system: str = "Answer like a harbour master.",
+    session: str | None = "agent",
 ) -> None:
-    client = started.client(default_headers={"X-Koog-Session": "agent"})
+    client = started.client(default_headers={"X-Koog-Session": session} if session else None)
     convo: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for turn in range(turns):
         convo.append({"role": "user", "content": f"{QUESTIONS[turn % 4]} (turn {turn + 1})"})
@@ -139,3 +142,26 @@ def test_serve_with_retrieval_keeps_the_prefix_and_the_clients_system_message(
         said = body["messages"]
         assert said[0] == {"role": "system", "content": "Answer like a harbour master."}
         assert FACTS[turn % 4] in said[-1]["content"]
+
+
+def test_a_plain_sdk_client_naming_no_session_keeps_its_prefix_with_retrieval(
+    koog_env: dict[str, str], server: FakeOpenAIServer, isolated: Path, run_koog: Run
+) -> None:
+    """Issue 53: nothing is stored, yet each request starts with the previous one byte for
+    byte: the records placed after a question come back with it (remembered by digest)."""
+    env = {"KOOG_CONFIG": str(memory_config(isolated / "memory.toml"))}
+    for fact in FACTS:
+        assert run_koog("memory", "add", fact, env=env).returncode == 0
+    server.responder = lambda body: {"content": "Aye."}
+    started = KoogServe({**koog_env, **env}).start()
+    try:
+        _sdk_conversation(started, 10, session=None)
+    finally:
+        assert started.stop() == 0
+    assert _sessions(run_koog, env) == []
+    bodies = chats(server)
+    assert len(bodies) == 10
+    kept = [shared_start(wire(b), wire(a)) == 1.0 for a, b in itertools.pairwise(bodies)]
+    assert sum(kept) >= 8, kept
+    for turn, body in enumerate(bodies):  # the records reach the model
+        assert FACTS[turn % 4] in body["messages"][-1]["content"]

@@ -29,6 +29,7 @@ from koogcli.core.memory import MemoryRecord
 class PgMemoryStore(SqlMemoryStore):
     RECORDS, TOKENS = "memory_records", "memory_tokens"
     VECTORS, FORGOTTEN = "memory_vectors", "memory_forgotten"
+    PLACEMENTS = "memory_placements"
     VECTOR_PARAM = "%b"  # real[] in the binary format (`binary`)
 
     def __init__(

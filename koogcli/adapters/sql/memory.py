@@ -9,12 +9,18 @@ forgetting, namespaces and metadata filters are written once here; only ranking 
 - embeddings: one vector per record and model, written in the record's transaction.
 - A forgotten record's source and a digest of its text are remembered (never the text),
   so ingestion never adds it again, in any namespace, from any copy of its message.
+- Placements: the records placed after a message, by the message's digest (ids, scores,
+  metrics), so any request carrying that message again gets them in the same place; kept
+  while in use, gone after `PLACEMENT_DAYS` unused or beyond `PLACEMENT_ROWS`.
 Reads of a memory never written return nothing and create nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +39,10 @@ from koogcli.core.memory import (
 from koogcli.core.messages import utc_now
 
 COLUMNS = "seq, id, namespace, content, metadata, created_at, source"
+# Placements by digest: dropped after this long unused, and beyond this many (oldest first).
+PLACEMENT_DAYS = 30
+PLACEMENT_ROWS = 200_000
+PLACEMENT_TOUCH_SECONDS = 86400
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ class SqlMemoryStore:
     subclasses name the tables and rank."""
 
     RECORDS, TOKENS, VECTORS, FORGOTTEN = "records", "tokens", "vectors", "forgotten"
+    PLACEMENTS = "placements"
     VECTOR_PARAM = "%s"  # how a packed vector is passed
     VECTOR_ORDER = "v.record, v.model"
     DIMENSION = "cardinality(vector)"  # a stored vector's dimension, in SQL
@@ -292,6 +303,58 @@ class SqlMemoryStore:
                 record = self._record(row)
                 found[record.id] = record
         return found
+
+    def placements(self, namespace: str, digests: Sequence[str]) -> dict[str, list[Any]]:
+        """The entries placed after each of these messages (by digest) that are known;
+        those unused for a day are marked used now, so what is in use never expires."""
+        wanted = list(dict.fromkeys(digests))
+        if not wanted:
+            return {}
+        found: dict[str, list[Any]] = {}
+        stale: list[str] = []
+        now = int(time.time())
+        for row in self._rows(
+            f"SELECT digest, entries, used_at FROM {self.PLACEMENTS} WHERE namespace = %s "
+            f"AND digest IN {self.dialect.each()}",
+            [namespace, self.dialect.listed(wanted)],
+        ):
+            with contextlib.suppress(ValueError):
+                entries = json.loads(row[1])
+                if isinstance(entries, list):
+                    found[row[0]] = entries
+            if row[2] < now - PLACEMENT_TOUCH_SECONDS:
+                stale.append(row[0])
+        if stale:
+            with self._write() as cur:
+                cur.execute(
+                    f"UPDATE {self.PLACEMENTS} SET used_at = %s WHERE namespace = %s "
+                    f"AND digest IN {self.dialect.each()}",
+                    [now, namespace, self.dialect.listed(stale)],
+                )
+        return found
+
+    def place(self, namespace: str, digest: str, entries: Sequence[Mapping[str, object]]) -> None:
+        """Remember the entries placed after a message (the first placement stays: a
+        message already sent with its records is never given others), and let go of
+        placements unused for `PLACEMENT_DAYS` and of the oldest beyond `PLACEMENT_ROWS`."""
+        now = int(time.time())
+        with self._write() as cur:
+            cur.execute(
+                f"INSERT INTO {self.PLACEMENTS} VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [namespace, digest, json.dumps(list(entries), separators=(",", ":")), now],
+            )
+            cur.execute(
+                f"DELETE FROM {self.PLACEMENTS} WHERE used_at < %s",
+                [now - PLACEMENT_DAYS * 86400],
+            )
+            if random.random() < 1 / 64:  # counting costs a scan: now and then is enough
+                (count,) = cur.execute(f"SELECT count(*) FROM {self.PLACEMENTS}").fetchone()
+                if count > PLACEMENT_ROWS:
+                    cur.execute(
+                        f"DELETE FROM {self.PLACEMENTS} WHERE used_at <= (SELECT used_at FROM "
+                        f"{self.PLACEMENTS} ORDER BY used_at LIMIT 1 OFFSET %s)",
+                        [count - PLACEMENT_ROWS],
+                    )
 
     def namespaces(self) -> list[str]:
         return [

@@ -345,6 +345,17 @@ CREATE TABLE {table} (
 ){rowid}
 """
 
+# The records placed after a message, by the message's digest (core/memory_placement.py):
+# ids, scores and metrics, never text; expiring after a while unused.
+_PLACEMENTS = """
+CREATE TABLE {table} (
+    namespace {text} NOT NULL, digest {text} NOT NULL, entries {text} NOT NULL,
+    used_at bigint NOT NULL,
+    PRIMARY KEY (namespace, digest)
+){rowid};
+CREATE INDEX {table}_by_use ON {table} (used_at)
+"""
+
 MEMORY = Schema(
     "koog.memory",
     "koog memory database",
@@ -364,6 +375,13 @@ MEMORY = Schema(
             (_FORGOTTEN.format(table="forgotten", text="TEXT", rowid=" WITHOUT ROWID"),),
             _FORGOTTEN.format(table="memory_forgotten", text="text", rowid="") + ";",
             in_postgres=3,
+        ),
+        Step(
+            4,
+            "memory placed by message",
+            script(_PLACEMENTS.format(table="placements", text="TEXT", rowid=" WITHOUT ROWID")),
+            _PLACEMENTS.format(table="memory_placements", text="text", rowid="") + ";",
+            in_postgres=5,
         ),
     ),
 )
