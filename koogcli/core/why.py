@@ -87,6 +87,16 @@ class Why:
             return None
 
 
+def sent_records(w: Why) -> list[Mapping[str, Any]]:
+    """Every record the request carried, `{"id", "score", "question"}` (a reply recorded
+    before koog named them all has this question's only, with no question)."""
+    memory = w.memory or {}
+    sent = memory.get("sent")
+    if sent is None:
+        sent = memory.get("records") or []
+    return [r for r in sent if isinstance(r, Mapping) and isinstance(r.get("id"), str)]
+
+
 def trace(kind: str, before: Sequence[Message], after: Sequence[Message]) -> StepTrace:
     kept = {m.id: m for m in after}
     removed = [m.id for m in before if m.id not in kept]
@@ -147,3 +157,7 @@ class Explained:
     rolled_back: str | None = None  # when a rollback took the reply out of the history
     cancelled: tuple[int, ...] = ()  # the session's turns cancelled before their reply
     edits: tuple[str, ...] = ()  # an agent's files its edit calls for the prompt changed
+    # The texts of the records the request carried, and of the questions they followed,
+    # by id, as they are now (a record forgotten since has none).
+    record_texts: Mapping[str, str] = field(default_factory=dict)
+    question_texts: Mapping[str, str] = field(default_factory=dict)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from koogcli.core import memory as core
 from koogcli.core import memory_placement as placement
@@ -304,6 +304,9 @@ class Retrieval:
     problem: KoogError | None = None
     # `after`: records this request carries after earlier questions (`koog why` counts them).
     earlier: int = 0
+    # Every record this request carries, by the id of the question it follows (this
+    # question's too): what `koog why` names.
+    carried: Mapping[str, Sequence[SearchHit]] = field(default_factory=dict)
 
 
 def retrieve(
@@ -398,7 +401,7 @@ def _placed_after(
         None,
     )
     if question is None:
-        return Retrieval(out, [], earlier=sum(map(len, placed_hits.values())))
+        return Retrieval(out, [], earlier=sum(map(len, placed_hits.values())), carried=placed_hits)
     original = messages[question]
     mine = placed_hits.get(original.id, [])
     earlier = sum(map(len, placed_hits.values())) - len(mine)
@@ -406,17 +409,18 @@ def _placed_after(
         # A new question sent before elsewhere (remembered by its digest): stored with them.
         again = original.id in fresh and placement.KEY not in given[question].meta
         marked = placement.marked(given[question], mine) if again else None
-        return Retrieval(out, mine, marked, earlier=earlier)
+        return Retrieval(out, mine, marked, earlier=earlier, carried=placed_hits)
     if original.id not in fresh:  # asked before retrieval was on: its request stays as sent
-        return Retrieval(out, [], earlier=earlier)
+        return Retrieval(out, [], earlier=earlier, carried=placed_hits)
     try:
         hits = _search_for(ctx, messages)
     except KoogError as err:  # the question goes without; the others keep their records
-        return Retrieval(out, [], problem=err, earlier=earlier)
+        return Retrieval(out, [], problem=err, earlier=earlier, carried=placed_hits)
     marked = placement.marked(original, hits)
     _remember(ctx, original, hits)
     out[question] = placement.with_context(original, placement.context_text(hits))
-    return Retrieval(out, hits, marked, earlier=earlier)
+    carried = {**placed_hits, original.id: hits} if hits else placed_hits
+    return Retrieval(out, hits, marked, earlier=earlier, carried=carried)
 
 
 def _pinned(m: Message) -> bool:

@@ -53,6 +53,12 @@ def record(
         }
         if retrieval.earlier:  # §5 4a: sent again where they were placed on earlier turns
             memory = {**memory, "earlier": retrieval.earlier}
+        # Every record the request carries, each with the question it follows.
+        memory["sent"] = [
+            {"id": h.record.id, "score": round(h.score, 6), "question": question}
+            for question, hits in retrieval.carried.items()
+            for h in hits
+        ]
     limit = context_limit(ctx, turn.model)
     # Counting tokens costs time in proportion to the history: only when there is a limit.
     estimate = size_of(ctx, turn.model, prompt, turn.loaded.messages).tokens if limit else None
@@ -101,9 +107,33 @@ def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> E
     reply, found = answered[number]
     rolled_back = undone.get(reply.id)
     edits = _edits_before(ctx, session, [m for m, _ in entries], reply)
+    records, questions = _sent_records(ctx, found, [m for m, _ in entries])
     return Explained(
-        session.value, number, numbers.turns, reply, found, rolled_back, cancelled, edits
+        session.value,
+        number,
+        numbers.turns,
+        reply,
+        found,
+        rolled_back,
+        cancelled,
+        edits,
+        records,
+        questions,
     )
+
+
+def _sent_records(
+    ctx: AppContext, found: Why, said: list[Message]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The text of each record the request carried (those forgotten since have none) and
+    of each question they followed, by id: why records ids, never text."""
+    sent = core.sent_records(found)
+    if not sent:
+        return {}, {}
+    wanted = {str(r["question"]) for r in sent}
+    questions = {m.id: m.text for m in said if m.id in wanted}
+    records = ctx.long_term_memory.get_many([str(r["id"]) for r in sent])
+    return {i: r.content for i, r in records.items()}, questions
 
 
 def _edits_before(

@@ -14,7 +14,7 @@ from koogcli.core.memory import MemoryRecord, SearchHit
 from koogcli.core.messages import CUT_LABELS, FINISH_KEY, Message, local_time
 from koogcli.core.ports import SessionInfo, Usage
 from koogcli.core.results import Compensation, CompressResult, Found, RollbackResult
-from koogcli.core.why import Explained, StepTrace
+from koogcli.core.why import Explained, StepTrace, sent_records
 from koogcli.ui.render import cache_words, one_line, table, visible
 
 
@@ -299,6 +299,17 @@ def usage_dict(usage: Usage | None) -> dict[str, int | None] | None:
 def why_dict(found: Explained) -> dict[str, object]:
     """`koog why --json`."""
     reply = {"id": found.reply.id, "created_at": found.reply.created_at}
+    shaped = found.why.to_dict()
+    if found.why.memory is not None:  # every record sent, with its text and its question
+        sent = [
+            {
+                **r,
+                "text": found.record_texts.get(str(r["id"])),
+                "question_text": found.question_texts.get(str(r.get("question"))),
+            }
+            for r in sent_records(found.why)
+        ]
+        shaped["memory"] = {**found.why.memory, "sent": sent}
     return {
         "session": found.session,
         "turn": found.turn,
@@ -307,7 +318,7 @@ def why_dict(found: Explained) -> dict[str, object]:
         "rolled_back": found.rolled_back,
         "cancelled_turns": list(found.cancelled),
         "file_edits": list(found.edits),
-        **found.why.to_dict(),
+        **shaped,
         # What the server reported for the reply's request, cached prompt tokens included.
         "usage": usage_dict(Usage.from_dict(found.reply.meta.get("usage"))),
     }
@@ -346,6 +357,7 @@ def why_lines(found: Explained) -> list[str]:
     else:
         lines.append("summary in effect: none")
     lines.append(_memory_words(w.memory))
+    lines.extend(_sent_lines(found))
     context = (
         f"~{w.estimate:,} of {w.limit:,} tokens"
         if w.estimate is not None and w.limit
@@ -403,6 +415,24 @@ def _memory_words(memory: Mapping[str, Any] | None) -> str:
         f"long-term memory: {_count(len(records), 'record')} from {memory.get('namespace')} by "
         f"{memory.get('mode')}: {hits}{also}"
     )
+
+
+def _sent_lines(found: Explained) -> list[str]:
+    """Each record the request carried: its score, id and text, and the question it
+    followed (a record forgotten since says so)."""
+    lines = []
+    for r in sent_records(found.why):
+        text = found.record_texts.get(str(r["id"]))
+        said = _clipped(text) if text is not None else "(forgotten or deleted since)"
+        question = found.question_texts.get(str(r.get("question")))
+        after = f"  after {_clipped(question, 50)}" if question is not None else ""
+        lines.append(f"  {float(r['score']):.3f}  {str(r['id'])[:8]}  {said}{after}")
+    return lines
+
+
+def _clipped(text: str, width: int = 70) -> str:
+    one = " ".join(text.split())
+    return repr(one if len(one) <= width else one[: width - 1] + "…")
 
 
 def _count(n: int, noun: str) -> str:

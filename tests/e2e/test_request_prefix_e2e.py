@@ -165,3 +165,31 @@ def test_a_plain_sdk_client_naming_no_session_keeps_its_prefix_with_retrieval(
     assert sum(kept) >= 8, kept
     for turn, body in enumerate(bodies):  # the records reach the model
         assert FACTS[turn % 4] in body["messages"][-1]["content"]
+
+
+def test_why_names_every_record_the_request_carried_with_a_window(
+    run_koog: Run, server: FakeOpenAIServer, isolated: Path
+) -> None:
+    """Issue 53: `why --json` names the records re-sent after earlier questions as well as
+    this question's, each with its text and question; the set equals what the upstream got."""
+    env = {"KOOG_CONFIG": str(memory_config(isolated / "both.toml", _WINDOW_OF_6))}
+    for fact in FACTS:
+        assert run_koog("memory", "add", fact, env=env).returncode == 0
+    listed = json.loads(run_koog("memory", "list", "--json", env=env).stdout)
+    text_of = {r["id"]: r["content"] for r in listed}
+    server.responder = lambda body: {"content": "Noted."}
+    for turn in range(7):
+        done = run_koog("chat", "-s", "harbour", QUESTIONS[turn % 4], env=env)
+        assert done.returncode == 0, done.stderr
+        body = json.dumps(chats(server)[-1]["messages"])
+        carried = {i for i, text in text_of.items() if json.dumps(text)[1:-1] in body}
+        shown = run_koog("why", "-s", "harbour", "--json", env=env)
+        sent = json.loads(shown.stdout)["memory"]["sent"]
+        assert {r["id"] for r in sent} == carried and len(carried) >= min(turn + 1, 2)
+        for r in sent:
+            assert r["text"] == text_of[r["id"]] and r["question_text"] in QUESTIONS
+    words = run_koog("why", "-s", "harbour", env=env).stdout
+    assert all(text_of[r["id"]][:30] in words for r in sent)
+
+
+_WINDOW_OF_6 = '[[chat_memory.preprocessors]]\ntype = "window"\nsize = 6\n'
