@@ -46,6 +46,9 @@ class Why:
     compressed_before: bool = False  # automatic compression ran before this turn
     recovered: bool = False  # the server refused the first request as too long
     mcp_tools: tuple[str, ...] = ()  # the MCP servers' tools among those offered
+    # A client's request in the upstream's protocol, sent as it came: no preprocessor
+    # shaped it (koog's records were appended after its questions).
+    passed_through: bool = False
     version: int = field(default=VERSION)
 
     def to_dict(self) -> dict[str, object]:
@@ -82,6 +85,7 @@ class Why:
                 compressed_before=bool(raw.get("compressed_before")),
                 recovered=bool(raw.get("recovered")),
                 mcp_tools=tuple(map(str, raw.get("mcp_tools", ()))),
+                passed_through=bool(raw.get("passed_through")),
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -31,9 +31,11 @@ def record(
     retrieval: Retrieval | None,
     temperature: float | None,
     tools: Sequence[str],
+    passed: bool = False,
 ) -> Why:
     """What shapes the request about to go out: ids and counts only (and the names of the
-    MCP servers' tools offered)."""
+    MCP servers' tools offered). `passed`: a client's request passed through as it came,
+    which no preprocessor shaped."""
     ctx = turn.ctx
     # koog's MCP tools only; a client's tools in serve are never koog's, whatever their names.
     mine = tools and not turn.recording.for_client
@@ -70,7 +72,8 @@ def record(
         mcp_tools=mcp,
         system_source=turn.system_source,
         system_chars=len(system),
-        preprocessors=turn.loaded.trace,
+        preprocessors=() if passed else turn.loaded.trace,
+        passed_through=passed,
         summary=core.summary_in_effect(turn.loaded.base),
         memory=memory,
         estimate=estimate,

@@ -345,7 +345,12 @@ def why_lines(found: Explained) -> list[str]:
     later = [n for n in found.cancelled if n > found.turn]
     if later:  # why the last turn is not the one explained
         lines.insert(1, _cancelled_words(later))
-    if w.preprocessors:
+    if w.passed_through:
+        lines.append(
+            "preprocessors: not applied: the client's own request was passed through, "
+            "memory records appended after its questions"
+        )
+    elif w.preprocessors:
         lines.append("preprocessors: " + "; ".join(_step_words(s) for s in w.preprocessors))
     else:
         lines.append("preprocessors: none configured")

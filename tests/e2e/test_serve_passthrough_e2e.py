@@ -28,10 +28,10 @@ SYSTEM = [
 ]
 
 
-def _config(path: Path, server: FakeOpenAIServer) -> dict[str, str]:
+def _config(path: Path, server: FakeOpenAIServer, extra: str = "") -> dict[str, str]:
     path.write_text(
         f'[llm]\nmodel = "claude-up"\nbase_url = "{server.base_url}"\nwire_api = "messages"\n'
-        "[long_term_memory.retrieval]\nenabled = true\n"
+        "[long_term_memory.retrieval]\nenabled = true\n" + extra
     )
     return {"KOOG_CONFIG": str(path), "ANTHROPIC_API_KEY": "upstream-key", "KOOG_MODEL": ""}
 
@@ -94,6 +94,28 @@ def test_a_plain_sdk_client_with_thinking_and_no_session_keeps_its_prefix(
     _relay_thinking_turns(koog_env, server, isolated, run_koog, stream, None)
 
 
+WINDOW = '[[chat_memory.preprocessors]]\ntype = "window"\nsize = 4\n'
+
+
+@pytest.mark.parametrize("session", ["windowed", None])
+def test_a_window_never_edits_a_passed_through_conversation(
+    koog_env: dict[str, str],
+    server: FakeOpenAIServer,
+    isolated: Path,
+    run_koog: Run,
+    session: str | None,
+) -> None:
+    """A window shapes koog's own requests; a client's request passed through goes as it
+    came, its records kept after every question it holds (none left behind by the window),
+    and `why` says the preprocessors were not applied to it."""
+    _relay_thinking_turns(koog_env, server, isolated, run_koog, True, session, WINDOW)
+    if session is None:
+        return
+    config = {"KOOG_CONFIG": str(isolated / "relay.toml")}
+    words = run_koog("why", "-s", session, "--turn", "10", env=config)  # the last relayed
+    assert "not applied: the client's own request was passed through" in words.stdout
+
+
 def _relay_thinking_turns(
     koog_env: dict[str, str],
     server: FakeOpenAIServer,
@@ -101,8 +123,9 @@ def _relay_thinking_turns(
     run_koog: Run,
     stream: bool,
     session: str | None,
+    extra: str = "",
 ) -> None:
-    env = _config(isolated / "relay.toml", server)
+    env = _config(isolated / "relay.toml", server, extra)
     for fact in FACTS:
         assert run_koog("memory", "add", fact, env=env).returncode == 0
     # The same conversation sent straight to the upstream: what its cache reads then.

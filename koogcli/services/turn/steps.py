@@ -11,7 +11,6 @@ preprocessors first; the request of the turn in progress is sent as typed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -29,22 +28,21 @@ from koogcli.core.messages import (
     ToolCall,
     assistant,
     clients_calls,
-    for_api,
     tool_result,
 )
 from koogcli.core.messages import user as user_message
-from koogcli.core.model_port import ModelRequest
 from koogcli.core.tokens import parts
-from koogcli.core.tool_ids import distinct, identify
+from koogcli.core.tool_ids import identify
 from koogcli.core.tool_ports import ToolOutcome
 from koogcli.core.wire_marks import Mark, chain
-from koogcli.services import agent_files, interrupts, tool_identity, why
+from koogcli.services import agent_files, interrupts, tool_identity
 from koogcli.services.budget import context_limit
 
 if TYPE_CHECKING:
-    from koogcli.services.memory import Retrieval
+    pass
 
 
+from koogcli.services.turn import upstream_request
 from koogcli.services.turn.request import RequestInfo, TurnAbandonedError, TurnResult
 from koogcli.services.turn.state import (
     TurnState,
@@ -149,33 +147,6 @@ def _pending_calls(new: list[Message]) -> list[ToolCall]:
     return []
 
 
-def _model_request(turn: TurnState, prompt: list[Message], offer_tools: bool) -> ModelRequest:
-    """The one model request of a step: koog's tools and settings, or a client's own."""
-    if turn.recording.for_client:
-        client = turn.client_options
-        temperature = turn.temperature if client.temperature is None else client.temperature
-        given = client.passthrough
-        return ModelRequest(
-            turn.model,
-            prompt,
-            temperature,
-            turn.stream,
-            client.tools,
-            client.response_format,
-            client.extra,
-            None if given is None else replace(given, sink=turn.events.on_raw),
-        )
-    choice = turn.ctx.settings.llm.tool_choice
-    return ModelRequest(
-        turn.model,
-        prompt,
-        turn.temperature,
-        turn.stream,
-        turn.ctx.toolbox.specs() if offer_tools else (),
-        extra={"tool_choice": choice} if offer_tools and choice else {},
-    )
-
-
 def _model_step(turn: TurnState) -> None:
     ctx = turn.ctx
     for_client = turn.recording.for_client
@@ -183,16 +154,13 @@ def _model_step(turn: TurnState) -> None:
         offer_tools = bool(turn.client_options.tools)
     else:
         offer_tools = bool(ctx.toolbox.names()) and turn.rounds < ctx.settings.chat.max_tool_rounds
-    # Histories stored before ids were koog's may repeat one: never sent twice (§5.15).
-    prompt = for_api(distinct([*turn.loaded.messages, *turn.new, *turn.corrections]))
-    retrieval = _retrieve(turn, prompt)
+    composed = upstream_request.compose(turn, offer_tools)
+    retrieval, request = composed.retrieval, composed.request
     if retrieval is not None:  # the retrieve step; its augmentation is for this request only
-        prompt = retrieval.messages
         if retrieval.marked is not None:  # `after`: the records stay with the question
             turn.amend(retrieval.marked)
         turn.memory_used.extend(hit.record.id for hit in retrieval.hits)
         turn.checkpoint(f"retrieve:{turn.rounds + 1}", f"{len(retrieval.hits)} records")
-    request = _model_request(turn, prompt, offer_tools)
     produced: list[str] = []
 
     def collect(delta: str) -> None:
@@ -201,10 +169,8 @@ def _model_step(turn: TurnState) -> None:
         if turn.events.on_delta:
             turn.events.on_delta(delta)
 
-    offered = [_tool_name(t) for t in request.tools]
-    shaped = why.record(turn, prompt, retrieval, request.temperature, offered)
     if for_client:  # the server's X-Koog-Context-Tokens: the estimate why counted
-        turn.context = _context(turn, prompt, shaped.estimate)
+        turn.context = composed.context
     if turn.events.on_request:
         turn.events.on_request(
             RequestInfo(
@@ -246,7 +212,7 @@ def _model_step(turn: TurnState) -> None:
     )
     if turn.corrections and not usable:
         return  # ask again; the round counts, so a model that keeps doing it runs out
-    meta: dict[str, object] = {"model": turn.model, why_core.KEY: shaped.to_dict()}
+    meta: dict[str, object] = {"model": turn.model, why_core.KEY: composed.why.to_dict()}
     if completion.finish_reason in CUT_REASONS:
         meta[FINISH_KEY] = completion.finish_reason  # a reply cut short says so where shown
     if completion.reasoning:
@@ -259,7 +225,7 @@ def _model_step(turn: TurnState) -> None:
             # What koog estimated for the request the usage is for: the pair calibrates
             # later estimates for this model (core/tokens.py). Counting costs time in
             # proportion to the history, so only where a context size makes it matter.
-            meta["estimate_known"], meta["estimate"] = parts(prompt)
+            meta["estimate_known"], meta["estimate"] = parts(request.messages)
     reply = Message(role="assistant", content=completion.text, tool_calls=usable, meta=meta)
     if for_client:
         reply = _client_reply(turn, reply)
@@ -268,11 +234,6 @@ def _model_step(turn: TurnState) -> None:
             # Before the agent has the calls (a relay holds them until the turn is stored).
             agent_files.note_calls(ctx, turn.session, reply.tool_calls, watch)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
-
-
-def _tool_name(spec: Mapping[str, object]) -> str:
-    function = spec.get("function")
-    return str(function.get("name", "")) if isinstance(function, dict) else ""
 
 
 def _client_reply(turn: TurnState, reply: Message) -> Message:
@@ -290,45 +251,10 @@ def _client_reply(turn: TurnState, reply: Message) -> Message:
     return replace(reply, meta=meta)
 
 
-def _context(turn: TurnState, prompt: list[Message], estimate: int | None) -> str:
-    """The request's estimated size against the model's context, as `estimate/limit`;
-    counted here only when `why` did not count it (no context size is configured)."""
-    from koogcli.services.budget import size_of
-
-    limit = context_limit(turn.ctx, turn.model)
-    if estimate is None:
-        estimate = size_of(turn.ctx, turn.model, prompt, turn.loaded.messages).tokens
-    return f"{estimate}/{limit if limit is not None else 'unknown'}"
-
-
 NAMELESS_CALL = (
     "Error: your last answer called a tool without giving its name, so it was not run. "
     "Call a tool by one of its names, or answer in text."
 )
-
-
-def _retrieve(turn: TurnState, prompt: list[Message]) -> Retrieval | None:
-    """The retrieve step under `long_term_memory.on_error`: `warn` sends the turn without
-    memory (one warning per turn), `fail` fails the turn before the model is asked. With
-    `after`, earlier questions keep their records when only the new search failed."""
-    if not turn.ctx.settings.long_term_memory.retrieval.enabled:
-        return None
-    from koogcli.services import memory
-
-    try:
-        found = memory.retrieve(
-            turn.ctx, prompt, {m.id for m in turn.new}, search=not turn.retrieval_failed
-        )
-        if found is None or found.problem is None:
-            return found
-        problem: KoogError = found.problem
-    except KoogError as err:
-        found, problem = None, err
-    if turn.ctx.settings.long_term_memory.on_error == "fail":
-        raise problem
-    turn.retrieval_failed = True
-    turn.events.warn(f"long-term memory retrieval failed, answering without it: {problem.message}")
-    return found
 
 
 def _approved(turn: TurnState, call: ToolCall) -> ToolOutcome | None:
