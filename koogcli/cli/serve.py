@@ -213,7 +213,7 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str, kept: st
 
     import logging
 
-    # Codex's WebSocket probe is answered with a 426 (server/responses.py); uvicorn would
+    # Codex's WebSocket probe is answered with a 426 (server/responses/route.py); uvicorn would
     # also warn twice on stderr for each one.
     logging.getLogger("uvicorn.error").addFilter(
         lambda record: (

@@ -9,11 +9,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from koogcli.server import bodies, errors, koog_api, messages, responses
+from koogcli.server import bodies, errors, koog_api
+from koogcli.server.answers import error_body
 from koogcli.server.bodies import BadRequest
-from koogcli.server.chat import chat_completions
+from koogcli.server.chat.route import chat_completions
+from koogcli.server.messages import route as messages
+from koogcli.server.responses import route as responses
 from koogcli.server.state import ServerState
-from koogcli.server.wire import error_body
 
 
 async def models(request: Request) -> Response:

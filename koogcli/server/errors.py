@@ -24,7 +24,8 @@ from koogcli.core.errors import (
     StorageError,
     UsageError,
 )
-from koogcli.server.wire import BadRequest, error_body
+from koogcli.server.answers import error_body
+from koogcli.server.bodies import BadRequest
 from koogcli.services.stored_responses import ResponseNotFoundError
 from koogcli.services.turn.placement import SessionBusyError
 from koogcli.services.turn.request import TurnAbandonedError

@@ -28,8 +28,8 @@ from typing import Any
 
 from koogcli.config.schema import ServeSettings
 from koogcli.server import peers
+from koogcli.server.answers import error_body
 from koogcli.server.errors import Refused
-from koogcli.server.wire import error_body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -143,3 +143,34 @@ def test_no_import_cycles_at_load_time() -> None:
         if start not in state:
             visit(start, [start])
     assert cycles == []
+
+
+PROTOCOLS = ("chat", "responses", "messages")
+
+
+def test_the_server_has_one_package_per_protocol_and_they_share_only_what_is_beside_them() -> None:
+    """Issue 53: each protocol's wire format, request parsing and routes live in
+    server/<protocol>/; one protocol never imports another's (what they share, answer
+    shapes, errors and limits, is in server/ beside them)."""
+    for protocol in PROTOCOLS:
+        home = PACKAGE / "server" / protocol
+        assert (home / "wire.py").exists() and (home / "route.py").exists(), protocol
+    for protocol in PROTOCOLS:
+        for path in (PACKAGE / "server" / protocol).glob("*.py"):
+            for name in imports(path):
+                parts = name.split(".")
+                if parts[:2] == ["koogcli", "server"] and len(parts) > 2:
+                    assert parts[2] not in set(PROTOCOLS) - {protocol}, f"{path.name}: {name}"
+    loose = [p.name for p in (PACKAGE / "server").glob("*.py") if p.stem in PROTOCOLS]
+    assert loose == []
+
+
+def test_one_place_composes_a_turns_request() -> None:
+    """Issue 53: a turn's model request is made in services/turn/upstream_request.py (a
+    compression's summary request, which is no turn, in services/summarizer.py)."""
+    makers = sorted(
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if "ModelRequest(" in p.read_text() and p.name != "model_port.py"
+    )
+    assert makers == ["services/summarizer.py", "services/turn/upstream_request.py"]

@@ -21,8 +21,8 @@ from koogcli.core import content_parts
 from koogcli.core.agent_compaction import opens_compaction
 from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.server import bodies
+from koogcli.server.answers import Reply, named_results
 from koogcli.server.bodies import BadRequest
-from koogcli.server.wire import Reply, named_results
 from koogcli.services.turn.request import ClientOptions
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}

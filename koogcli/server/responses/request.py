@@ -242,7 +242,7 @@ def _call(item: Mapping[str, Any], where: str) -> ToolCall:
 
 
 # Codex's freeform tools (apply_patch) and its local shell, offered as functions to a chat
-# upstream and their calls given back in their own item types (server/responses_wire.py).
+# upstream and their calls given back in their own item types (server/responses/wire.py).
 FREEFORM_INPUT = {
     "type": "object",
     "properties": {"input": {"type": "string", "description": "The tool's whole input."}},

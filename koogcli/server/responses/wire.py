@@ -16,7 +16,7 @@ from typing import Any
 
 from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.core.ports import Usage
-from koogcli.server.wire import Reply
+from koogcli.server.answers import Reply
 
 # --- response ids ------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The Responses API (`/v1/responses`, SPEC §6): a turn of services/turn/placement.py asked in
-the Responses wire format (server/responses_wire.py), answered as a `response` object
+the Responses wire format (server/responses/wire.py), answered as a `response` object
 or its `response.*` events; stored responses found, listed and forgotten by id."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from koogcli.core.model_port import PassThrough
 from koogcli.core.names import SessionName, generated
 from koogcli.core.ports import Usage
 from koogcli.server import errors
-from koogcli.server import responses_wire as wire
+from koogcli.server.answers import named_results
 from koogcli.server.auth import Grant
-from koogcli.server.responses_request import parse_responses
+from koogcli.server.responses import wire
+from koogcli.server.responses.request import parse_responses
 from koogcli.server.state import ServerState
 from koogcli.server.turns import (
     Relayed,
@@ -34,7 +35,6 @@ from koogcli.server.turns import (
     sse_event,
     streamed,
 )
-from koogcli.server.wire import named_results
 from koogcli.services import remote_compaction, stored_responses
 from koogcli.services.turn.placement import FAMILY_MAX, Exchange, Exchanged, family_of
 from koogcli.services.turn.request import ClientOptions
@@ -228,7 +228,7 @@ async def _found(state: ServerState, grant: Grant, ident: str) -> stored_respons
 
 class _Events:
     """`response.created`, `response.in_progress`, the reasoning item and the text item
-    as they stream, then the closing events of server/responses_wire.py."""
+    as they stream, then the closing events of server/responses/wire.py."""
 
     def __init__(self, pending: wire.Answer) -> None:
         self.pending = pending

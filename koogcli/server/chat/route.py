@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from koogcli.server import errors
+from koogcli.server.answers import Reply
+from koogcli.server.chat.wire import chunk, closing_chunks, completion, parse_chat
 from koogcli.server.turns import answered, begin, granted, session_of, sse, streamed
-from koogcli.server.wire import Reply, chunk, closing_chunks, completion, parse_chat
 from koogcli.services.turn.placement import Exchange, Exchanged
 
 

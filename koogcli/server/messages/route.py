@@ -1,6 +1,6 @@
 """Anthropic Messages (`/v1/messages`, `/v1/messages/count_tokens`, `HEAD /`; SPEC §6): a
 turn of services/turn/placement.py asked in the Messages wire format
-(server/messages_wire.py), answered as a `message` or its events, errors in Anthropic's
+(server/messages/wire.py), answered as a `message` or its events, errors in Anthropic's
 shape with its statuses."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from koogcli.core.model_port import PassThrough
 from koogcli.server import errors
-from koogcli.server import messages_wire as wire
+from koogcli.server.messages import wire
 from koogcli.server.turns import (
     Relayed,
     answered,
@@ -102,7 +102,7 @@ def _relayed() -> Relayed:
 
 class _Events:
     """`message_start`, a thinking block while the upstream reasons, the text block as it
-    streams, then the tool-use blocks and the stop (server/messages_wire.py)."""
+    streams, then the tool-use blocks and the stop (server/messages/wire.py)."""
 
     def __init__(self, ident: str, model: str) -> None:
         self.ident, self.model = ident, model

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from koogcli.core import content_parts
@@ -18,7 +18,8 @@ from koogcli.core.agent_compaction import opens_compaction
 from koogcli.core.messages import REASONING_KEY, Message, ToolCall
 from koogcli.core.ports import Usage
 from koogcli.server import bodies
-from koogcli.server.bodies import BadRequest as BadRequest
+from koogcli.server.answers import Reply, named_results
+from koogcli.server.bodies import BadRequest
 from koogcli.services.turn.request import ClientOptions
 
 # Fields koog reads itself; everything else a client sends is passed upstream as it came.
@@ -154,19 +155,6 @@ def _call(raw: object, where: str) -> ToolCall:
     return ToolCall(call_id if isinstance(call_id, str) else None, name, arguments)
 
 
-def named_results(conversation: tuple[Message, ...]) -> tuple[Message, ...]:
-    """Tool results carry their tool's name (clients send only the call's id)."""
-    names: dict[str | None, str | None] = {
-        c.id: c.name for m in conversation for c in m.tool_calls if c.id
-    }
-    if not any(m.role == "tool" and not m.name for m in conversation):
-        return conversation
-    return tuple(
-        replace(m, name=names.get(m.tool_call_id)) if m.role == "tool" and not m.name else m
-        for m in conversation
-    )
-
-
 def finish_reason(message: Message | None, said: str | None) -> str:
     if message is not None and message.tool_calls:
         return "tool_calls"
@@ -194,18 +182,6 @@ def _usage(usage: Usage | None) -> dict[str, Any] | None:
     if usage.cached_tokens is not None:  # §5.4a: what the upstream's cache served, when told
         out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What the response says of a turn: its id, model, message, finish and usage."""
-
-    id: str
-    model: str
-    message: Message | None
-    finish: str | None
-    usage: Usage | None
-    created: int = 0
 
 
 def completion(reply: Reply) -> dict[str, Any]:
@@ -269,10 +245,3 @@ def closing_chunks(reply: Reply, include_usage: bool) -> Iterator[dict[str, Any]
             "choices": [],
             "usage": usage,
         }
-
-
-def error_body(
-    message: str, kind: str, code: str | None = None, param: str | None = None
-) -> dict[str, Any]:
-    """OpenAI's error shape."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
