@@ -47,14 +47,14 @@ def serve(
 
     from koogcli.core.urls import masked
     from koogcli.server.guard import who_is_served
-    from koogcli.services import compose
+    from koogcli.services import compose, compose_models
 
     app_ctx = globals_of(ctx).build()
     if print_token:
         render.out(compose.serve_token(app_ctx))
         return
-    if app_ctx.model_factory is compose.openai_model_factory:
-        app_ctx = replace(app_ctx, model_factory=compose.forwarding_model_factory)
+    if app_ctx.model_factory is compose_models.openai_model_factory:
+        app_ctx = replace(app_ctx, model_factory=compose_models.forwarding_model_factory)
     settings = app_ctx.settings.serve
     host = host or settings.host
     port = settings.port if port is None else port

@@ -31,15 +31,11 @@ from koogcli.core.agent_edits import (
     Journal,
     Move,
     Watch,
-    absolute,
-    base_folder,
-    edited_paths,
     line_changes,
     shown,
-    under,
-    working_folder,
 )
 from koogcli.core.checkpoints import Checkpoint
+from koogcli.core.edit_calls import absolute, base_folder, edited_paths, under, working_folder
 from koogcli.core.errors import KoogError, LockTimeoutError, UsageError
 from koogcli.core.messages import Message, ToolCall, clients_calls, utc_now
 from koogcli.core.names import SessionName, family_name

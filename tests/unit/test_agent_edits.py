@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from koogcli.core.agent_edits import Event, Journal, edited_paths, line_changes, working_folder
+from koogcli.core.agent_edits import Event, Journal, line_changes
+from koogcli.core.edit_calls import edited_paths, working_folder
 from koogcli.core.messages import ToolCall
 
 PATCH = """*** Begin Patch
@@ -140,7 +141,7 @@ def test_a_file_that_outgrew_the_bound_is_never_moved_and_not_asked_about_again(
 
 
 def test_a_patch_after_a_cd_is_not_followed_and_workdir_is() -> None:
-    from koogcli.core.agent_edits import base_folder
+    from koogcli.core.edit_calls import base_folder
 
     heredoc = f"apply_patch <<'EOF'\n{PATCH}\nEOF\n"
     assert base_folder(call("exec_command", {"cmd": heredoc, "workdir": "sub"}), "/w") == (
