@@ -18,6 +18,8 @@ gets a server of its own (started anew: an empty cache) and asks the same questi
   koog window 8/step 1  the same with `step = 1`, Koog's exact rule
   serve memory      `koog serve` with retrieval on, the openai SDK resending through it
   serve window 8    `koog serve` with the window of 8
+  serve headerless  `koog serve` with retrieval on, the openai SDK naming no session: nothing
+                    is stored, the records come back by the questions' digests
 
 With retrieval, the records themselves are new tokens a direct client never reads; the
 table gives them (each question's records once, counted by the server's own tokenizer)
@@ -215,16 +217,41 @@ def run_client(name: str, work: Path, server: LlamaServer, turns: int) -> int:
         "koog window 8/step 1": WINDOW + "step = 1\n",
         "serve memory": MEMORY,
         "serve window 8": WINDOW,
+        "serve headerless": MEMORY,
     }[name]
     with koog_env(work, server, config) as env:
         if "memory" in name:
             add_facts(env)
         if name.startswith("serve"):
             with served(env) as url:
-                sdk_conversation(url, turns, {"X-Koog-Session": "bench"})
+                named = None if name == "serve headerless" else {"X-Koog-Session": "bench"}
+                sdk_conversation(url, turns, named)
         else:
             one_shots(env, turns)
+        if name == "serve headerless":
+            return remembered_tokens(env, server, turns)
         return placed_tokens(env, server) if "memory" in name else 0
+
+
+def remembered_tokens(env: dict[str, str], server: LlamaServer, turns: int) -> int:
+    """The records' own tokens placed after each question of a client that stored nothing:
+    the placements the memory store remembers by the questions' digests."""
+    from koogcli.core.memory import SearchHit
+    from koogcli.core.memory_placement import context_text, digest
+    from koogcli.core.messages import user
+    from koogcli.services import compose
+
+    ctx = compose.build(env=env)
+    keys = [digest(user(q)) for q in QUESTIONS[:turns]]
+    known = ctx.long_term_memory.placements("default", keys)
+    total = 0
+    for key in keys:
+        ids = [e["id"] for e in known.get(key, []) if isinstance(e, dict)]
+        records = [r for i in ids if (r := ctx.long_term_memory.get(i)) is not None]
+        if records:
+            hits = [SearchHit(r, 1.0, "keyword") for r in records]
+            total += server.tokens("\n\n" + context_text(hits))
+    return total
 
 
 def placed_tokens(env: dict[str, str], server: LlamaServer) -> int:
@@ -264,6 +291,7 @@ CLIENTS = [
     "koog window 8/step 1",
     "serve memory",
     "serve window 8",
+    "serve headerless",
 ]
 
 

@@ -243,6 +243,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--peer", choices=["litellm"], default=None)
     parser.add_argument("--passthrough", action="store_true")
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        help="with --long: also a koog serve from another checkout (its koogcli), measured "
+        "in alternation with this one, medians of --rounds",
+    )
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     upstream_process, upstream = _start(
         [PYTHON, "-m", "tests.fakes.openai_server", "--port", "0", "--delay", str(args.delay)],
@@ -291,7 +298,9 @@ def main() -> None:
                             f"   koog/litellm CPU {got.cpu_ms / other.cpu_ms:.2f}x"
                         )
                     print(line, flush=True)
-            if args.long:
+            if args.long and args.against:
+                _long_against(args, (base, server.pid), env, upstream)
+            elif args.long:
                 _long(args, (base, server.pid), upstream)
             if args.passthrough:
                 _passed_through(args, env, Path(tmp), upstream)
@@ -332,20 +341,64 @@ def _passed_through(
             process.wait(30)
 
 
+def _seeded(size: int) -> Callable[[int], Convo]:
+    def convo(index: int) -> Convo:
+        return [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"message {i} of {index}",
+            }
+            for i in range(size)
+        ]
+
+    return convo
+
+
+def _long_against(
+    args: argparse.Namespace, server: tuple[str, int], env: dict[str, str], upstream: str
+) -> None:
+    """This checkout's koog serve and another's (`--against`), each with its own data,
+    measured in turns (which goes first alternates), at 10 and `--long` messages."""
+    source = str(Path(args.against).resolve())
+    code = f"import sys; sys.path.insert(0, {source!r}); from koogcli.cli.app import main; main()"
+    other_env = {**env, "KOOG_DATA_DIR": env["KOOG_DATA_DIR"] + "-against"}
+    other, other_base = _start(
+        [PYTHON, "-c", code, "serve", "--port", "0"], other_env, r"(http://\S+/v1)"
+    )
+    servers = {"this": server, "against": (other_base, other.pid)}
+    figures: dict[tuple[str, int], list[float]] = {}
+    try:
+        for round_ in range(args.rounds):
+            order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
+            for size in (10, args.long):
+                for name in order:
+                    label = f"{name}-{size}-{round_}"
+                    got = measure(
+                        servers[name],
+                        upstream,
+                        "chat",
+                        1,
+                        args.turns,
+                        args.warmup,
+                        label,
+                        _seeded(size),
+                    )
+                    figures.setdefault((name, size), []).append(got.cpu_ms)
+    finally:
+        other.terminate()
+        other.wait(30)
+    print(f"CPU ms a request, medians of {args.rounds} rounds (against {source}):")
+    for size in (10, args.long):
+        mine = statistics.median(figures[("this", size)])
+        theirs = statistics.median(figures[("against", size)])
+        print(
+            f"  {size:>6,} messages: this {mine:7.2f}  against {theirs:7.2f}  ({mine / theirs:.2f}x)"
+        )
+
+
 def _long(args: argparse.Namespace, server: tuple[str, int], upstream: str) -> None:
     """CPU per request on a session of `--long` messages against one of 10."""
-
-    def seeded(size: int) -> Callable[[int], Convo]:
-        def convo(index: int) -> Convo:
-            return [
-                {
-                    "role": "user" if i % 2 == 0 else "assistant",
-                    "content": f"message {i} of {index}",
-                }
-                for i in range(size)
-            ]
-
-        return convo
+    seeded = _seeded
 
     short = measure(server, upstream, "chat", 1, args.turns, args.warmup, "short", seeded(10))
     long = measure(server, upstream, "chat", 1, args.turns, args.warmup, "long", seeded(args.long))

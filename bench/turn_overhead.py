@@ -3,7 +3,7 @@
 local test server answering instantly.
 
     python bench/turn_overhead.py [--runs 7] [--sizes 10,1000,10000,50000]
-                                  [--against OTHER/bin/koog] [--no-model]
+                                  [--against OTHER/bin/koog] [--no-model] [--window N]
 
 `--against` measures another installed koog beside this one, turn for turn alternating,
 each on its own copy of the sessions (paired: noise falls on both alike). A model is
@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,1000,10000,50000")
     parser.add_argument("--against", default="", help="another koog binary, measured beside")
     parser.add_argument("--no-model", action="store_true", help="configure no model")
+    parser.add_argument("--window", type=int, default=0, help="a window preprocessor of N messages")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     binaries = [KOOG, *([args.against] if args.against else [])]
@@ -92,6 +93,12 @@ def main() -> None:
         base_url = server.stdout.readline().split()[-1]  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
             model = {} if args.no_model else {"KOOG_MODEL": "gpt-4o-mini"}
+            if args.window:
+                config = Path(tmp) / "window.toml"
+                config.write_text(
+                    f'[[chat_memory.preprocessors]]\ntype = "window"\nsize = {args.window}\n'
+                )
+                model["KOOG_CONFIG"] = str(config)
             envs = {
                 koog: clean_env(
                     Path(tmp) / f"data{i}",

@@ -101,6 +101,13 @@ from tests.fakes.native_upstreams import (
 )
 
 
+class _Listening(ThreadingHTTPServer):
+    """A real server's backlog: a burst of connections (a test sends 140 at once) waits to
+    be accepted instead of overflowing the standard library's five."""
+
+    request_queue_size = 1024
+
+
 class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.queue: collections.deque[dict[str, Any]] = collections.deque()
@@ -126,7 +133,7 @@ class FakeOpenAIServer:
         self.items_slot: list[tuple[str, ...]] | None = None
         self.models = ["test-model"]  # the ids /v1/models lists
         handler = type("Handler", (_Handler,), {"fake": self})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd = _Listening((host, port), handler)
         self.httpd.daemon_threads = True
         # Dropped connections are a scripted fault here, not something to print.
         self.httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
