@@ -220,7 +220,7 @@ def run_client(name: str, work: Path, server: LlamaServer, turns: int) -> int:
         "serve headerless": MEMORY,
     }[name]
     with koog_env(work, server, config) as env:
-        if "memory" in name:
+        if config.startswith(MEMORY):
             add_facts(env)
         if name.startswith("serve"):
             with served(env) as url:
@@ -230,7 +230,7 @@ def run_client(name: str, work: Path, server: LlamaServer, turns: int) -> int:
             one_shots(env, turns)
         if name == "serve headerless":
             return remembered_tokens(env, server, turns)
-        return placed_tokens(env, server) if "memory" in name else 0
+        return placed_tokens(env, server) if config.startswith(MEMORY) else 0
 
 
 def remembered_tokens(env: dict[str, str], server: LlamaServer, turns: int) -> int:

@@ -100,12 +100,12 @@ def main() -> None:
                 )
                 model["KOOG_CONFIG"] = str(config)
             envs = {
-                koog: clean_env(
-                    Path(tmp) / f"data{i}",
-                    OPENAI_BASE_URL=base_url,
-                    OPENAI_API_KEY="bench",
+                koog: {
+                    **clean_env(
+                        Path(tmp) / f"data{i}", OPENAI_BASE_URL=base_url, OPENAI_API_KEY="bench"
+                    ),
                     **model,
-                )
+                }
                 for i, koog in enumerate(binaries)
             }
             runs: dict[tuple[str, int], list[Run]] = {(k, s): [] for k in binaries for s in sizes}

@@ -197,3 +197,25 @@ def test_compensation_journal_round_trip_and_update(
     assert entries == [(call, "done", "t3"), (other, "pending", "t")]
     make_ctx().storage.drop_session(S)
     assert store.compensations(S) == []
+
+
+def test_a_few_messages_of_a_long_session_reuse_its_rows(
+    open_store: Callable[[], Any], backend: str
+) -> None:
+    """Issue 53: a restore point of a windowed history (a few messages) in a session whose
+    older restore point holds thousands looks up only its own digests, and still takes the
+    rows that exist (no message stored twice) and stores the new ones."""
+    from koogcli.adapters.sql import row_map
+
+    long = tuple(m for i in range(3000) for m in (user(f"q{i}"), assistant(f"a{i}")))
+    open_store().save(make(messages=long))
+    kept = (*long[-40:], user("new"))
+    store = open_store()  # a new process: knows no rows
+    row_map._KNOWN.clear()
+    store.save(make(messages=kept))
+    assert store.get(S, store.headers(S)[-1].id).messages == kept
+    (count,) = _sql(store, "SELECT count(*) FROM messages WHERE session = %s", ["cp"])[0]
+    assert count == 6001
+    if backend == "files":
+        [known] = row_map._KNOWN.values()
+        assert not known.whole and len(known.ids) == 41  # only these were looked up

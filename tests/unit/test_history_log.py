@@ -288,3 +288,19 @@ def test_a_hand_repair_during_a_turn_is_not_hidden_by_what_the_process_knew(
     mine.write(S, [*stored.messages, assistant("fourth")], stored.revision)
     assert mine.read(S).messages == process(data).read(S).messages
     assert [m.content for m in mine.read(S).messages][2] == "THIRD"
+
+
+def test_a_window_that_drops_most_of_the_document_writes_what_it_keeps(data: DataDir) -> None:
+    """Issue 53: a window of 40 on a 2,000-message session writes the 40 as the document,
+    so no later read parses the 1,960 it dropped; dropping a few only logs."""
+    turn(data, [m for i in range(1000) for m in (user(f"q{i}"), assistant(f"a{i}"))])
+    document = data.session_file(S)
+    turn(data, [user("one more"), assistant("ok")], window=1990)  # a few dropped: logged
+    assert json.loads(document.read_text())["message_count"] == 2000
+    turn(data, [user("windowed"), assistant("ok")], window=40)
+    written = json.loads(document.read_text())
+    assert written["message_count"] == 40 and len(written["messages"]) == 40
+    assert not document.with_name("log.log").exists()
+    stored = process(data).read(S)
+    assert [m.text for m in stored.messages][-2:] == ["windowed", "ok"]
+    assert len(stored.messages) == 40 and stored.revision == 3

@@ -2,7 +2,8 @@
 and beside it an append log (adapters/files/log.py) that turns write instead of the
 whole document when they only append (or drop from the front), so a turn writes about the
 size of its messages. The log is folded into the document when it passes half the
-document's size (at least LOG_MIN_BYTES), or when a change is not an append.
+document's size (at least LOG_MIN_BYTES), when a change is not an append, or when the
+history keeps less than half of the document's messages (a window dropping old ones).
 
 Invariants:
 - Writes are atomic (adapters/atomic.py) and serialised per session by a file lock.
@@ -156,7 +157,12 @@ class FileHistoryStore:
             )
             log = self._log(session)
             cached: _Known | None = None
-            if change is not None and not self._log_full(path, log) and _logged(path):
+            if (
+                change is not None
+                and not self._log_full(path, log)
+                and not (change[0] and _mostly_dropped(path, len(messages)))
+                and _logged(path)
+            ):
                 drop, added = change
                 # The files as the cached history left them (a hand repair or `storage
                 # copy` may change them without a new revision): else nothing is cached.
@@ -402,3 +408,15 @@ def _exists(path: Path) -> bool:
     except OSError as exc:
         raise atomic.read_failure(path, exc) from exc
     return True
+
+
+def _mostly_dropped(path: Path, count: int) -> bool:
+    """Whether a history of `count` messages keeps less than half of its document's (a
+    window dropping from the front): it is then written whole, so later reads do not parse
+    what it dropped."""
+    try:
+        with atomic.open_binary(path) as handle:
+            summary = read_summary(handle.read(SUMMARY_BYTES))
+    except FileNotFoundError:
+        return False
+    return summary is not None and summary.message_count > 2 * count + 64

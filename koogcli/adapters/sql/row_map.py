@@ -2,7 +2,9 @@
 so a turn over a long history neither serialises nor looks up again what is stored.
 
 - The session's digest -> row id map, read inside a write transaction (which holds the
-  whole database) and valid while the session's epoch (`row_epochs`) is unchanged:
+  whole database) and valid while the session's epoch (`row_epochs`) is unchanged. A
+  store of a few messages (a windowed history, whose older restore points may still hold
+  50,000 rows) looks up only their digests and keeps a partial map:
   whatever deletes rows raises it, and a map of another epoch is read again. Rows this
   process deletes itself are taken out of its map, which then moves to the new epoch.
 - The messages last stored with their row ids: a checkpoint whose messages begin with the
@@ -15,6 +17,7 @@ row id must never be referred to.
 
 from __future__ import annotations
 
+import json
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -32,6 +35,11 @@ class _Known:
     epoch: int
     ids: dict[str, int]
     last: tuple[tuple[Message, ...], list[int]] | None = None
+    whole: bool = True  # `ids` has every row of the session (else those looked up)
+
+
+# At most this many digests are looked up by name; more, and the session's whole map is read.
+LOOKED_UP = 2000
 
 
 @dataclass(frozen=True)
@@ -54,16 +62,27 @@ def store(
     and returns digest -> id."""
     epoch = _epoch(cur, session)
     known = _KNOWN.get(where)
-    if known is None or known.epoch != epoch:
-        cur.execute("SELECT digest, id FROM messages WHERE session = %s", [session])
-        known = _KNOWN[where] = _Known(epoch, dict(cur.fetchall()))
+    if known is not None and known.epoch != epoch:
+        known = None
     prefix: list[int] = []
     start = 0
-    if known.last is not None:
+    if known is not None and known.last is not None:
         before, before_ids = known.last
         if len(before) <= len(messages) and all(map(operator.is_, before, messages)):
             prefix, start = before_ids, len(before)
     keys = message_digests.digests(messages[start:])
+    if known is None and len(keys) > LOOKED_UP:
+        cur.execute("SELECT digest, id FROM messages WHERE session = %s", [session])
+        known = _KNOWN[where] = _Known(epoch, dict(cur.fetchall()))
+    elif known is None:
+        known = _KNOWN[where] = _Known(epoch, _looked_up(cur, session, keys), whole=False)
+    elif not known.whole:
+        unknown = [k for k in dict.fromkeys(keys) if k not in known.ids]
+        if len(unknown) > LOOKED_UP:
+            cur.execute("SELECT digest, id FROM messages WHERE session = %s", [session])
+            known.ids, known.whole = dict(cur.fetchall()), True
+        elif unknown:
+            known.ids.update(_looked_up(cur, session, unknown))
     mapped = known.ids
     new: dict[str, int] = {}
     for index, key in enumerate(keys):
@@ -107,6 +126,19 @@ def deleted(cur: Any, where: str, session: str, ids: Sequence[int] | None) -> No
 
 def forget(where: str) -> None:
     _KNOWN.pop(where, None)
+
+
+def _looked_up(cur: Any, session: str, keys: Sequence[str]) -> dict[str, int]:
+    """The rows of the session among `keys` (digests), by digest."""
+    wanted = list(dict.fromkeys(keys))
+    if not wanted:
+        return {}
+    cur.execute(
+        "SELECT digest, id FROM messages WHERE session = %s AND digest IN "
+        "(SELECT value FROM json_each(%s))",
+        [session, json.dumps(wanted)],
+    )
+    return dict(cur.fetchall())
 
 
 def _epoch(cur: Any, session: str) -> int:
