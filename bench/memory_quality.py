@@ -67,11 +67,8 @@ def local_embedding(text: str) -> list[float]:
 
 
 def endpoint_embedder(model: str) -> Callable[[list[str]], list[list[float]]]:
-    from koogcli.adapters.model.openai_model import (
-        OpenAIChatModel,
-        OpenAIEmbedder,
-        resolve_endpoint,
-    )
+    from koogcli.adapters.model.chat_upstream import OpenAIChatModel, OpenAIEmbedder
+    from koogcli.adapters.model.endpoint import resolve_endpoint
 
     endpoint = resolve_endpoint(
         os.environ.get("OPENAI_BASE_URL", ""), "OPENAI_API_KEY", os.environ, 60, 2

@@ -43,18 +43,15 @@ def serve(
     With --workers N, N processes share the port and the store; a session still takes one
     request at a time.
     """
-    from dataclasses import replace
 
     from koogcli.core.urls import masked
     from koogcli.server.guard import who_is_served
-    from koogcli.services import compose, compose_models
+    from koogcli.services import compose
 
     app_ctx = globals_of(ctx).build()
     if print_token:
         render.out(compose.serve_token(app_ctx))
         return
-    if app_ctx.model_factory is compose_models.openai_model_factory:
-        app_ctx = replace(app_ctx, model_factory=compose_models.forwarding_model_factory)
     settings = app_ctx.settings.serve
     host = host or settings.host
     port = settings.port if port is None else port

@@ -13,8 +13,9 @@ from koogcli.core.ports import Embedder
 from koogcli.services.context import AppContext
 
 if TYPE_CHECKING:
+    from koogcli.adapters.model.chat_upstream import OpenAIChatModel
+    from koogcli.adapters.model.endpoint import Endpoint
     from koogcli.adapters.model.messages_upstream import MessagesChatModel
-    from koogcli.adapters.model.openai_model import Endpoint, OpenAIChatModel
     from koogcli.adapters.model.responses_upstream import ResponsesChatModel
     from koogcli.config.schema import LLMSettings
 
@@ -23,19 +24,14 @@ def openai_model_factory(ctx: AppContext) -> ChatModel:
     return _chat(ctx)
 
 
-def forwarding_model_factory(ctx: AppContext) -> ChatModel:
-    """`koog serve`'s model: streamed requests forwarded as bytes (model/forwarding.py)."""
-    return _chat(ctx, forward=True)
-
-
-def _chat(ctx: AppContext, forward: bool = False) -> ChatModel:
+def _chat(ctx: AppContext) -> ChatModel:
     """The model client: chat completions, or each model's own protocol and server
     (`[models."NAME"]` wire_api, base_url, api_key_env over `[llm]`)."""
     llm = ctx.settings.llm
     if llm.wire_api == "chat" and not any(
         spec.wire_api or spec.base_url or spec.api_key_env for spec in ctx.settings.models.values()
     ):
-        return _keyless(_openai_chat(ctx, llm, forward))
+        return _keyless(_openai_chat(ctx, llm))
     from koogcli.adapters.model.wire_router import WireRouter
 
     def build(model: str) -> tuple[tuple[str, ...], Callable[[], ChatModel]]:
@@ -44,7 +40,7 @@ def _chat(ctx: AppContext, forward: bool = False) -> ChatModel:
         chosen = llm_for(ctx.settings, model)
         where = (chosen.wire_api, chosen.base_url, chosen.key_env(chosen.wire_api))
         if chosen.wire_api == "chat":
-            return where, lambda: _keyless(_openai_chat(ctx, chosen, forward))
+            return where, lambda: _keyless(_openai_chat(ctx, chosen))
         return where, lambda: _keyless(_native(ctx, chosen))
 
     return WireRouter(build)
@@ -60,14 +56,14 @@ def _keyless(model: OpenAIChatModel | MessagesChatModel | ResponsesChatModel) ->
 
 def _endpoint(ctx: AppContext, llm: LLMSettings, base_url: str, key_env: str) -> Endpoint:
     """`llm`'s endpoint at `base_url`, its key read from `key_env` (§5.8)."""
-    from koogcli.adapters.model.openai_model import resolve_endpoint
+    from koogcli.adapters.model.endpoint import resolve_endpoint
 
     timeouts = (llm.timeout_seconds, llm.max_retries, llm.turn_timeout_seconds)
     return resolve_endpoint(base_url, key_env, ctx.env, *timeouts)
 
 
 def _native(ctx: AppContext, llm: LLMSettings) -> MessagesChatModel | ResponsesChatModel:
-    from koogcli.adapters.model.openai_model import RequestOptions
+    from koogcli.adapters.model.endpoint import RequestOptions
 
     wire = llm.wire_api
     from koogcli.services.model_settings import require_key
@@ -87,19 +83,19 @@ def _native(ctx: AppContext, llm: LLMSettings) -> MessagesChatModel | ResponsesC
     return ResponsesChatModel(_endpoint(ctx, llm, llm.base_url, llm.key_env(wire)), options)
 
 
-def _openai_chat(ctx: AppContext, llm: LLMSettings, forward: bool = False) -> OpenAIChatModel:
-    from koogcli.adapters.model.openai_model import OpenAIChatModel, RequestOptions
+def _openai_chat(ctx: AppContext, llm: LLMSettings) -> OpenAIChatModel:
+    from koogcli.adapters.model.chat_upstream import OpenAIChatModel
+    from koogcli.adapters.model.endpoint import RequestOptions
 
     return OpenAIChatModel(
         _endpoint(ctx, llm, llm.base_url, llm.api_key_env),
         RequestOptions(llm.max_tokens, llm.reasoning_effort, dict(llm.extra_body)),
-        forward=forward,
     )
 
 
 def openai_embedder_factory(ctx: AppContext) -> Embedder:
+    from koogcli.adapters.model.chat_upstream import OpenAIEmbedder
     from koogcli.adapters.model.keyless import KeylessEmbedder, sent_key
-    from koogcli.adapters.model.openai_model import OpenAIEmbedder
 
     chat = _openai_chat(ctx, ctx.settings.llm)
     embedder = OpenAIEmbedder(chat, ctx.settings.long_term_memory.embeddings.model)
@@ -122,10 +118,10 @@ def find_endpoint(ctx: AppContext) -> tuple[AppContext, str | None]:
     new context, this one is left as it is."""
     # A test's model has no endpoint; koog serve's forwarder talks to the same one as chat
     # (its model too: every protocol goes upstream with the model `koog chat` would use).
-    if ctx.model_factory not in (openai_model_factory, forwarding_model_factory):
+    if ctx.model_factory is not openai_model_factory:
         return ctx, None
     from koogcli.adapters.model import local_servers
-    from koogcli.adapters.model.openai_model import resolve_endpoint
+    from koogcli.adapters.model.endpoint import resolve_endpoint
     from koogcli.core.errors import EndpointNotConfiguredError
     from koogcli.core.urls import is_loopback
 

@@ -1,4 +1,4 @@
-"""The OpenAI adapter against the local test server: real HTTP, real SSE, real client."""
+"""The chat-completions wire client against the local test server: real HTTP, real SSE."""
 
 from __future__ import annotations
 
@@ -8,22 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from koogcli.adapters.model import forwarding, sse
-from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoint
+from koogcli.adapters.model import chat_stream, sse
+from koogcli.adapters.model.chat_upstream import OpenAIChatModel
+from koogcli.adapters.model.endpoint import resolve_endpoint
 from koogcli.core.errors import EndpointNotConfiguredError, ModelError
 from koogcli.core.messages import system, user
 from koogcli.core.model_port import ModelRequest
 from tests.fakes.openai_server import PROFILES, FakeOpenAIServer
 
 KEY = "sk-adapter-test"
-# Every test runs through the SDK (the CLI's path) and forwarded as bytes (koog serve's).
-FORWARD = {"forward": False}
-
-
-@pytest.fixture(autouse=True, params=["sdk", "forwarded"])
-def path(request: pytest.FixtureRequest) -> str:
-    FORWARD["forward"] = request.param == "forwarded"
-    return str(request.param)
 
 
 def model_for(
@@ -32,7 +25,7 @@ def model_for(
     endpoint = resolve_endpoint(
         base or server.base_url, "TEST_KEY", {"TEST_KEY": KEY}, timeout, retries
     )
-    return OpenAIChatModel(endpoint, forward=FORWARD["forward"])
+    return OpenAIChatModel(endpoint)
 
 
 def request(stream: bool = True, text: str = "hi") -> ModelRequest:
@@ -158,7 +151,7 @@ def test_connection_refused_names_the_url() -> None:
     url = f"http://127.0.0.1:{port}/v1"
     endpoint = resolve_endpoint(url, "K", {}, 2, 0)
     with pytest.raises(ModelError, match=f"cannot connect to {url}"):
-        OpenAIChatModel(endpoint, forward=FORWARD["forward"]).complete(request())
+        OpenAIChatModel(endpoint).complete(request())
 
 
 def test_connection_dropped_mid_stream(server: FakeOpenAIServer) -> None:
@@ -235,6 +228,6 @@ def test_server_sent_events_are_read_as_the_spec_reads_them() -> None:
     body = _Pieces(b': keep-alive\r\n\r\nevent: x\ndata: {"a":', b"\ndata: 1}\n\ndata:[DONE]")
     found = [data for _, data in sse.events(body, sse.Bounds("u"))]
     assert found == ["", '{"a":\n1}', "[DONE]"]
-    chunk = forwarding.Fields({"choices": [{"delta": {"content": "hi"}}], "usage": None})
+    chunk = chat_stream.Fields({"choices": [{"delta": {"content": "hi"}}], "usage": None})
     assert chunk.choices[0].delta.content == "hi" and chunk.usage is None
     assert chunk.choices[0].finish_reason is None

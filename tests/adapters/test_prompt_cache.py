@@ -1,6 +1,6 @@
 """Prompt-cache figures end to end through the model client (SPEC §5.4a): the test server
-keeps one slot as llama-server does, and both client paths (the SDK's, and serve's
-forwarded bytes) read what it reports, streamed or not."""
+keeps one slot as llama-server does, and the chat wire client (the CLI's and serve's alike)
+reads what it reports, streamed or not."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from koogcli.adapters.model.openai_model import OpenAIChatModel, resolve_endpoint
+from koogcli.adapters.model.chat_upstream import OpenAIChatModel
+from koogcli.adapters.model.endpoint import resolve_endpoint
 from koogcli.core.messages import Message, assistant, system, user
 from koogcli.core.model_port import ModelRequest
 from tests.fakes.openai_server import FakeOpenAIServer, count_tokens, prompt_tokens
@@ -26,10 +27,10 @@ def server() -> Iterator[FakeOpenAIServer]:
     started.stop()
 
 
-@pytest.fixture(params=["sdk", "forwarded"])
-def model(request: pytest.FixtureRequest, server: FakeOpenAIServer) -> OpenAIChatModel:
+@pytest.fixture
+def model(server: FakeOpenAIServer) -> OpenAIChatModel:
     endpoint = resolve_endpoint(server.base_url, "K", {"K": "sk-x"}, 5, 0)
-    return OpenAIChatModel(endpoint, forward=request.param == "forwarded")
+    return OpenAIChatModel(endpoint)
 
 
 def ask(model: OpenAIChatModel, messages: list[Message], stream: bool = True) -> Any:

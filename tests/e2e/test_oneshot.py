@@ -346,7 +346,7 @@ def test_a_streamed_one_shot_turn_does_not_import_the_openai_sdk(
     koog_env: dict[str, str],
 ) -> None:
     """The SDK's import is 0.3 s of a one-shot turn: a streamed turn goes without it
-    (adapters/model/lean_stream.py), and still answers, stores and reports usage."""
+    (adapters/model/chat_upstream.py), and still answers, stores and reports usage."""
     result = subprocess.run(
         [os.path.join(os.path.dirname(KOOG_BIN), "python"), "-X", "importtime", "-m", "koogcli",
          "chat", "-s", "lean", "hi", "-u"],

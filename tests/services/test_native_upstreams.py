@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from koogcli.adapters.model.endpoint import Endpoint, RequestOptions
 from koogcli.adapters.model.messages_upstream import MessagesChatModel
-from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.adapters.model.responses_upstream import ResponsesChatModel
 from koogcli.core import native_replay
 from koogcli.core.errors import ModelError

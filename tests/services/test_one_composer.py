@@ -12,13 +12,9 @@ from typing import Any
 import pytest
 
 from koogcli.adapters.model import messages_upstream
+from koogcli.adapters.model.chat_upstream import OpenAIChatModel, message_to_wire
+from koogcli.adapters.model.endpoint import Endpoint, RequestOptions
 from koogcli.adapters.model.messages_upstream import MessagesChatModel
-from koogcli.adapters.model.openai_model import (
-    Endpoint,
-    OpenAIChatModel,
-    RequestOptions,
-    message_to_wire,
-)
 from koogcli.core.messages import Message, assistant, user
 from koogcli.core.model_port import PassThrough
 from koogcli.core.names import SessionName

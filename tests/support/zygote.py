@@ -55,9 +55,7 @@ def _child(request: dict[str, Any]) -> None:
 
 
 def serve() -> None:
-    import openai  # noqa: F401
-
-    import koogcli.adapters.model.openai_model
+    import koogcli.adapters.model.chat_upstream
     import koogcli.cli.app
     import koogcli.services.turn  # noqa: F401
 

@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from koogcli.adapters.model.openai_model import message_to_wire
+from koogcli.adapters.model.chat_upstream import message_to_wire
 from koogcli.core import content_parts
 from koogcli.core.messages import Message
 from koogcli.core.results import SharedConversation

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from koogcli.adapters.model import cache_figures as figures
-from koogcli.adapters.model.forwarding import Fields
+from koogcli.adapters.model.chat_stream import Fields
 from koogcli.core.ports import Usage
 
 CHAT = {

@@ -13,7 +13,8 @@ THIRD_PARTY_HOMES = {
     "typer": ("cli",),
     "rich": ("ui",),
     "prompt_toolkit": ("repl",),
-    "openai": ("adapters/model/openai_model.py", "adapters/model/forwarding.py"),
+    "openai": (),  # the wire clients speak HTTP themselves (adapters/model/native_http.py)
+    "anthropic": (),
     "platformdirs": ("adapters/paths.py",),
     "pydantic": ("config", "adapters"),
     "tomli_w": ("services/config_info.py",),

@@ -13,7 +13,7 @@ say so in four places, read here by small pure functions that every model client
   `input_tokens`, `cache_creation_input_tokens` and `cache_read_input_tokens`.
 
 Each reader takes the object as the wire gave it: a dict, or anything read by attribute
-(the openai SDK's models, forwarding.Fields). None means the server did not report it; a
+(chat_stream.Fields). None means the server did not report it; a
 value that is not a count (missing, negative, a bool, text) is not reported either, and
 nothing is ever invented: a cached figure of 0 is only what a server said.
 """

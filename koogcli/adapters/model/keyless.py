@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from koogcli.adapters.model.openai_model import NO_KEY, Endpoint
+from koogcli.adapters.model.endpoint import NO_KEY, Endpoint
 from koogcli.core.errors import ModelError
 from koogcli.core.key_scrub import Holdback, KeyScrub
 from koogcli.core.model_port import ChatModel, Completion, ModelRequest

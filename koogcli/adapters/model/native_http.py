@@ -1,5 +1,5 @@
-"""HTTP for the native upstreams (Anthropic Messages, the Responses API): one pooled httpx
-client, JSON bodies sent as bytes, retries as the providers ask (408, 409, 429, 5xx and
+"""HTTP for every upstream (chat completions, Anthropic Messages, the Responses API): one
+pooled httpx client per endpoint, JSON bodies sent as bytes, retries as the providers ask (408, 409, 429, 5xx and
 Anthropic's 529, Retry-After honoured up to a minute), server-sent events read as JSON
 within the reply's bounds (model/sse.py: the size of an event, the reply's deadline, the
 depth of its JSON), and every failure turned into one ModelError naming what to check.
@@ -11,6 +11,7 @@ so nothing new is installed; it is imported only when a native upstream is used.
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
@@ -18,12 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from koogcli.adapters.model import sse
-from koogcli.adapters.model.forwarding import _LONGEST_RETRY_AFTER, _backoff
 from koogcli.adapters.model.refusals import status_error
 from koogcli.core import bounded_json
 from koogcli.core.errors import ModelError
 
 _RETRIED = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+# A server's Retry-After is honoured up to this long; else 0.5 s doubling to 8 (as the
+# providers' SDKs back off).
+_LONGEST_RETRY_AFTER = 60.0
+
+
+def _backoff(attempt: int) -> float:
+    return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
 
 
 @dataclass

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from koogcli.adapters.model.cache_figures import responses_usage
+from koogcli.adapters.model.endpoint import Endpoint, RequestOptions
 from koogcli.adapters.model.native_http import NativeHttp, exchange, explained, listed_models
-from koogcli.adapters.model.openai_model import Endpoint, RequestOptions
 from koogcli.core import content_parts, memory_placement, native_replay
 from koogcli.core.errors import ModelError
 from koogcli.core.messages import Message, ToolCall

@@ -1,9 +1,13 @@
-"""ChatModel over the `openai` package, for any OpenAI-compatible endpoint.
+"""The chat-completions wire client, for any OpenAI-compatible endpoint, over the one HTTP
+transport the other wire clients use (native_http.py): JSON bodies koog built sent as
+bytes, answers read as JSON (chat_stream.py), no SDK imported (the openai SDK cost a
+one-shot turn 0.3 s to import, and its typed models as much CPU in `koog serve` as the
+rest of the turn).
 
 Streams text deltas to a callback, reassembles streamed tool-call fragments by index, and
 reports usage, with the prompt tokens the server's cache served wherever it says so
-(cache_figures.py: the usage's details, or llama-server's `timings`). Retries and timeouts
-are the client's own (`max_retries`, `timeout`). Every API failure becomes one ModelError
+(cache_figures.py: the usage's details, or llama-server's `timings`). Retries are the
+transport's (`max_retries`, Retry-After honoured). Every failure becomes one ModelError
 naming what to check; request headers (the key) are never logged or shown.
 """
 
@@ -11,74 +15,21 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import closing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from koogcli.adapters.model import sse
 from koogcli.adapters.model.cache_figures import chat_usage
-from koogcli.adapters.model.forwarding import Fields
-from koogcli.adapters.model.native_http import HttpFailure
+from koogcli.adapters.model.chat_stream import ChunkStream, Fields
+from koogcli.adapters.model.endpoint import Endpoint, RequestOptions
+from koogcli.adapters.model.native_http import HttpFailure, NativeHttp
 from koogcli.adapters.model.refusals import error_detail, status_error
 from koogcli.core import bounded_json, content_parts
-from koogcli.core.errors import (
-    EndpointNotConfiguredError,
-    ModelError,
-)
+from koogcli.core.errors import ModelError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.model_port import Completion, ModelRequest
-from koogcli.core.urls import masked
-
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
-# The key a client is given when none is configured (local servers need none).
-NO_KEY = "not-needed"
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str
-    api_key: str
-    api_key_env: str
-    timeout: float
-    max_retries: int
-    # `[llm] turn_timeout_seconds`: how long one reply may take from its request to its end
-    # (None: only `timeout` bounds each read).
-    turn_timeout: float | None = None
-
-    @property
-    def shown_url(self) -> str:
-        """The base URL for messages: credentials inside it are never printed."""
-        return masked(self.base_url)
-
-    def scrub(self, text: str) -> str:
-        """Text from a library exception, with the URL's credentials masked."""
-        return text.replace(self.base_url, self.shown_url) if self.base_url else text
-
-
-@dataclass(frozen=True)
-class RequestOptions:
-    """Request fields from config; unset ones are never sent (servers differ in what they take)."""
-
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    extra_body: Mapping[str, object] = field(default_factory=dict)
-
-
-def resolve_endpoint(
-    base_url: str,
-    api_key_env: str,
-    env: Mapping[str, str],
-    timeout: float,
-    max_retries: int,
-    turn_timeout: float | None = None,
-) -> Endpoint:
-    """The key is read here, when the client is built, and nowhere else (§5.8)."""
-    key = env.get(api_key_env, "")
-    if not key and not base_url:
-        raise EndpointNotConfiguredError(f"no API key in {api_key_env} and no base URL")
-    # Local servers usually need no key, but the client insists on one.
-    url = base_url or OPENAI_DEFAULT_URL
-    return Endpoint(url, key or NO_KEY, api_key_env, timeout, max_retries, turn_timeout)
 
 
 def message_to_wire(m: Message) -> dict[str, Any]:
@@ -96,40 +47,58 @@ def message_to_wire(m: Message) -> dict[str, Any]:
     return out
 
 
+def request_body(request: ModelRequest, options: RequestOptions) -> dict[str, Any]:
+    """The chat-completions request for `request` (without `stream`): the fields koog sets,
+    then config's `extra_body` and the client's own fields over them, then the messages."""
+    body: dict[str, Any] = {"model": request.model}
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if options.max_tokens is not None:
+        body["max_tokens"] = options.max_tokens
+    if options.reasoning_effort is not None:
+        body["reasoning_effort"] = options.reasoning_effort
+    if request.tools:
+        body["tools"] = list(request.tools)
+    if request.response_format is not None:
+        body["response_format"] = request.response_format
+    body.update(options.extra_body)
+    body.update(request.extra)
+    body["messages"] = [message_to_wire(m) for m in request.messages]
+    return body
+
+
 class OpenAIChatModel:
-    def __init__(
-        self, endpoint: Endpoint, options: RequestOptions | None = None, forward: bool = False
-    ) -> None:
+    def __init__(self, endpoint: Endpoint, options: RequestOptions | None = None) -> None:
         self.endpoint = endpoint
         self.options = options or RequestOptions()
-        # `koog serve`: streamed requests go out as bytes over the SDK's connection pool and
-        # come back as plain JSON chunks (forwarding.py), not through the SDK's models.
-        # `koog chat`: streamed requests go out without the SDK at all (lean_stream.py).
-        self.forward = forward
-        self._forwarder: Any = None
-        self._lean: Any = None
-        self._sdk: Any = None
-        # serve's worker threads share one model: the client is made once (a second one
+        self._http: NativeHttp | None = None
+        # serve's worker threads share one model: the transport is made once (a second one
         # made beside it would be collected, closing its pool under a reply in flight).
-        self._made = threading.RLock()
+        self._made = threading.Lock()
         # Set once the server rejected `stream_options`; one model serves a whole process.
         self.stream_options = True
 
     @property
-    def _client(self) -> Any:
-        """The SDK's client, made (and the SDK imported) when first needed."""
+    def http(self) -> NativeHttp:
+        """The transport, made (and the HTTP package imported) when first needed."""
         with self._made:
-            if self._sdk is None:
-                import openai
+            if self._http is None:
+                e = self.endpoint
+                headers = {"authorization": f"Bearer {e.api_key}"}
+                self._http = NativeHttp(e.base_url, headers, e.timeout, e.max_retries)
+            return self._http
 
-                endpoint = self.endpoint
-                self._sdk = openai.OpenAI(
-                    base_url=endpoint.base_url,
-                    api_key=endpoint.api_key,
-                    timeout=endpoint.timeout,
-                    max_retries=endpoint.max_retries,
-                )
-            return self._sdk
+    def _post(self, path: str, body: Mapping[str, Any]) -> Any:
+        """A JSON request answered with one JSON object, read within the reply's bounds."""
+        e = self.endpoint
+        bounds = sse.Bounds.starting(e.shown_url, e.turn_timeout)
+        response = self.http.post(path, body, {"accept": "application/json"})
+        with closing(response):
+            raw = sse.body(response, bounds)
+        try:
+            return bounded_json.loads(raw)
+        except ValueError as exc:
+            raise _unreadable(e, exc) from exc
 
     def complete(
         self,
@@ -137,22 +106,7 @@ class OpenAIChatModel:
         on_delta: Callable[[str], None] | None = None,
         on_reasoning: Callable[[str], None] | None = None,
     ) -> Completion:
-        # The messages are already in wire shape. Passing them as `extra_body` (which the
-        # client merges over the typed fields) skips the client's per-field transform, which
-        # costs over a second on a 10,000-message history.
-        body: dict[str, Any] = {**self.options.extra_body, **request.extra}
-        body["messages"] = [message_to_wire(m) for m in request.messages]
-        kwargs: dict[str, Any] = {"model": request.model, "messages": [], "extra_body": body}
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        if self.options.max_tokens is not None:
-            kwargs["max_tokens"] = self.options.max_tokens
-        if self.options.reasoning_effort is not None:
-            kwargs["reasoning_effort"] = self.options.reasoning_effort
-        if request.tools:
-            kwargs["tools"] = list(request.tools)
-        if request.response_format is not None:
-            kwargs["response_format"] = request.response_format
+        kwargs = request_body(request, self.options)
         sinks = _Sinks(on_delta, on_reasoning)
         try:
             if request.stream:
@@ -164,7 +118,8 @@ class OpenAIChatModel:
             raise self._explain(exc, request.model) from exc
 
     def _whole(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
-        return self._from_completion(self._client.chat.completions.create(**kwargs), sinks)
+        raw = self._post("/chat/completions", kwargs)  # no `stream`: a whole answer
+        return self._from_completion(Fields(raw if isinstance(raw, dict) else {}), sinks)
 
     def _from_completion(self, response: Any, sinks: _Sinks) -> Completion:
         if not response.choices:
@@ -191,7 +146,7 @@ class OpenAIChatModel:
             return self._post_stream(kwargs, False, bounds)
         try:
             return self._post_stream(kwargs, True, bounds)
-        except Exception as exc:  # the SDK's status error, or lean_stream's HttpFailure
+        except HttpFailure as exc:
             status = getattr(exc, "status_code", None)
             said = f"{getattr(exc, 'message', '')} {error_detail(exc)}"
             if status not in (400, 422) or "stream_options" not in said:
@@ -202,25 +157,9 @@ class OpenAIChatModel:
 
     def _post_stream(self, kwargs: dict[str, Any], usage: bool, bounds: sse.Bounds) -> Any:
         asked: dict[str, Any] = {"stream_options": {"include_usage": True}} if usage else {}
-        if not self.forward:
-            with self._made:
-                if self._lean is None:
-                    from koogcli.adapters.model.lean_stream import LeanPoster
-
-                    e = self.endpoint
-                    self._lean = LeanPoster(e.base_url, e.api_key, e.timeout, e.max_retries)
-            body = {k: v for k, v in kwargs.items() if k != "extra_body"}
-            body.update(kwargs["extra_body"], stream=True, **asked)
-            return self._lean.open(body, bounds)
-        with self._made:
-            if self._forwarder is None:
-                from koogcli.adapters.model.forwarding import Forwarder
-
-                self._forwarder = Forwarder(self._client)
-        # The body the SDK would send: the typed fields, `extra_body` merged over them.
-        body = {k: v for k, v in kwargs.items() if k != "extra_body"}
-        body.update(kwargs["extra_body"], stream=True, **asked)
-        return self._forwarder.open(body, self.endpoint.max_retries, bounds)
+        body = {**kwargs, "stream": True, **asked}
+        response = self.http.post("/chat/completions", body, {"accept": "text/event-stream"})
+        return ChunkStream(response, bounds)
 
     def _stream(self, kwargs: dict[str, Any], sinks: _Sinks) -> Completion:
         e = self.endpoint
@@ -228,14 +167,12 @@ class OpenAIChatModel:
         stream = self._open_stream(kwargs, bounds)
         if "json" in stream.response.headers.get("content-type", ""):
             # The server ignored `stream: true` and answered with one JSON completion.
-            from openai.types.chat import ChatCompletion
-
             with stream:
                 try:
                     raw = bounded_json.loads(sse.body(stream.response, bounds))
                 except ValueError as exc:
                     raise _unreadable(e, exc) from exc
-            return self._from_completion(ChatCompletion.model_validate(raw), sinks)
+            return self._from_completion(Fields(raw if isinstance(raw, dict) else {}), sinks)
         parts: list[str] = []
         calls: dict[int, dict[str, str | None]] = {}
         # The last usage and llama-server `timings` sent (some servers send usage on
@@ -309,9 +246,11 @@ class OpenAIChatModel:
     def list_models(self) -> list[str]:
         """The endpoint's models (`GET /models`), sorted."""
         try:
-            return sorted(m.id for m in self._client.models.list())
+            found = self.http.get("/models")
         except Exception as exc:
             raise self._explain(exc, "") from exc
+        data = found.get("data") if isinstance(found, Mapping) else None
+        return sorted(str(m.get("id")) for m in data or [] if isinstance(m, Mapping))
 
     def _explain(self, exc: Exception, model: str) -> ModelError:
         error = self._explained(exc, model)
@@ -334,39 +273,22 @@ class OpenAIChatModel:
         url = self.endpoint.shown_url
         n = self.endpoint.max_retries
         retries = f" after {n} retries" if n else ""
-        if isinstance(exc, HttpFailure):  # a streamed request of `koog chat`, SDK-less
+        if isinstance(exc, HttpFailure):
             return self._status_explained(exc, exc.status_code, model, retries)
-        lean = self._lean.http.httpx if self._lean is not None else None
-        if lean is not None and isinstance(exc, lean.TimeoutException):
+        httpx = self.http.httpx
+        if isinstance(exc, httpx.TimeoutException):
             return ModelError(
                 f"{url} did not answer within {self.endpoint.timeout:g}s{retries}",
                 hint="raise llm.timeout_seconds or check the server",
             )
-        if lean is not None and isinstance(exc, lean.HTTPError):
+        if isinstance(exc, httpx.HTTPError):
             return ModelError(
                 f"cannot connect to {url}",
                 hint="check that the server is running and that llm.base_url (or OPENAI_BASE_URL) "
                 "points at it",
             )
-        import openai
-
-        if isinstance(exc, openai.APIStatusError):
-            return self._status_explained(exc, exc.status_code, model, retries)
-        if isinstance(exc, openai.APITimeoutError):
-            return ModelError(
-                f"{url} did not answer within {self.endpoint.timeout:g}s{retries}",
-                hint="raise llm.timeout_seconds or check the server",
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            return ModelError(
-                f"cannot connect to {url}",
-                hint="check that the server is running and that llm.base_url (or OPENAI_BASE_URL) "
-                "points at it",
-            )
-        if isinstance(exc, (openai.OpenAIError, json.JSONDecodeError)):
-            return ModelError(f"{url}: {type(exc).__name__}: {self.endpoint.scrub(str(exc))}")
-        if isinstance(exc, RecursionError):  # the SDK parsed JSON nested past the stack
-            return _unreadable(self.endpoint, bounded_json.TooDeepError(bounded_json.MAX_DEPTH))
+        if isinstance(exc, ValueError):  # JSON that is not a reply, or nested too deep
+            return _unreadable(self.endpoint, exc)
         raise exc
 
     def _status_explained(self, exc: Any, status: int, model: str, retries: str) -> ModelError:
@@ -485,13 +407,17 @@ class OpenAIEmbedder:
         if not texts:
             return []
         try:
-            response = self.chat._client.embeddings.create(model=self.model, input=texts)
+            raw = self.chat._post("/embeddings", {"model": self.model, "input": texts})
+        except ModelError:
+            raise
         except Exception as exc:
             raise self.chat._explain(exc, self.model) from exc
-        vectors = sorted(response.data, key=lambda d: d.index)
+        data = raw.get("data") if isinstance(raw, dict) else None
+        items = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+        vectors = sorted(items, key=lambda d: d.get("index") or 0)
         if len(vectors) != len(texts):
             raise ModelError(
                 f"{self.chat.endpoint.shown_url} returned {len(vectors)} embeddings "
                 f"for {len(texts)} texts"
             )
-        return [list(v.embedding) for v in vectors]
+        return [list(v.get("embedding") or []) for v in vectors]
