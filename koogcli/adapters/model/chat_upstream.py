@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import threading
-from contextlib import closing
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
