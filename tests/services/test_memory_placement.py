@@ -184,3 +184,56 @@ def test_placed_records_count_in_the_messages_size(
     assert request_tokens(stored[:-1]) == request_tokens(sent)  # counted once, either way
     bare = [replace(m, meta={}) for m in stored]
     assert request_tokens(stored) > request_tokens(bare) + 10
+
+
+def _stateless(ctx: Any, said: list[Message]) -> None:
+    from koogcli.services.turn.placement import Exchange, SessionGate, exchange
+    from koogcli.services.turn.request import ClientOptions
+
+    exchange(ctx, SessionGate(5), Exchange(None, tuple(said), ClientOptions()))
+
+
+@pytest.mark.usefixtures("retrieval_on")
+def test_a_request_naming_no_session_gets_its_questions_records_back_until_forgotten(
+    make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    """Issue 53: nothing is stored, yet the first question comes back with its records in
+    the next request (by its digest), only the new question is searched, and a record
+    forgotten leaves every later request."""
+    from koogcli.core.messages import assistant, user
+
+    fake_model.answer = lambda request: "Noted."
+    ctx = make_ctx()
+    ferry = memory.add(ctx, FACTS[0])
+    memory.add(ctx, FACTS[1])
+    said = [user(QUESTIONS[0])]
+    _stateless(ctx, said)
+    said += [assistant("Noted."), user(QUESTIONS[1])]
+    _stateless(ctx, said)
+    first, second = fake_model.requests
+    assert starts_with(second.messages, first.messages)
+    assert FACTS[0] in second.messages[-3].text and FACTS[1] in second.messages[-1].text
+    assert ctx.history.names() == []
+    memory.forget(ctx, [ferry])
+    said += [assistant("Noted."), user("And on Sundays?")]
+    _stateless(ctx, said)
+    assert all(FACTS[0] not in m.text for m in fake_model.requests[2].messages)
+    assert FACTS[1] in fake_model.requests[2].messages[-3].text  # the other stays in place
+
+
+def test_a_stateless_questions_records_stay_in_their_namespace(
+    write_config: Callable[[str], Path], make_ctx: Callable[..., Any], fake_model: FakeChatModel
+) -> None:
+    """Placements are remembered per namespace: a token searching another never gets them."""
+    from koogcli.core.messages import assistant, user
+
+    fake_model.answer = lambda request: "Noted."
+    write_config('[long_term_memory.retrieval]\nenabled = true\nnamespace = "alice"\n')
+    ctx = make_ctx()
+    memory.add(ctx, "Alice's bank PIN is 4921", namespace="alice")
+    said = [user("What is the bank PIN?")]
+    _stateless(ctx, said)
+    assert "4921" in fake_model.requests[0].messages[-1].text
+    write_config('[long_term_memory.retrieval]\nenabled = true\nnamespace = "bob"\n')
+    _stateless(make_ctx(), [*said, assistant("Noted."), user("And Bob?")])
+    assert all("4921" not in m.text for m in fake_model.requests[1].messages)
