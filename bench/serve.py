@@ -3,7 +3,7 @@ for chat completions, the Responses API and Anthropic Messages, at 1 and 10 stre
 
     python bench/serve.py [--turns 20] [--warmup 3] [--streams 1,10] [--delay 0.05]
                           [--protocols chat,responses,messages] [--long 5000]
-                          [--peer litellm] [--passthrough]
+                          [--peer litellm] [--passthrough] [--against DIR [--rounds 5]]
 
 The upstream is the local test server (its own process, as a real one would be) answering
 after `--delay` seconds with a few words, word by word. Each stream is a client with its
@@ -18,7 +18,9 @@ CPU per request is koog serve's user + system CPU over the measured requests onl
 completions, one stream, the client resending it all). `--peer litellm` runs the LiteLLM
 proxy (when installed) on the same upstream and prints the ratios. `--passthrough` also
 measures Messages and Responses requests passed through to an upstream of their own
-protocol (`[llm] wire_api`), each by a koog serve of its own.
+protocol (`[llm] wire_api`), each by a koog serve of its own. `--against DIR` (with
+`--long`) runs a koog serve from another checkout's `koogcli` beside this one and measures
+both at 10 and N messages in alternation, medians of `--rounds` (a change against main).
 """
 
 from __future__ import annotations
