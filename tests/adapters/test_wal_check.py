@@ -29,18 +29,27 @@ def _wal_with(tmp_path: Path, writes: int, into: Path | None = None) -> tuple[Pa
     return target / "koog.sqlite3-wal", source
 
 
+def _checked(wal: Path) -> wal_check.Damage | None:
+    """Checked, and remembered as a process that writes the database remembers it."""
+    found = wal_check.check(wal)
+    found.remember()
+    return found.damage
+
+
 def test_a_checked_wal_is_checked_again_only_where_it_grew(tmp_path: Path) -> None:
     wal, _ = _wal_with(tmp_path, 20)
-    assert wal_check.damaged(wal) is None
+    assert _checked(wal) is None
     memo = wal.with_name("koog.sqlite3-wal-checked")
     salts_and_count = memo.read_text().split()[:3]
     assert int(salts_and_count[2]) > 20  # the frames found intact, remembered
     assert wal_check.damaged(wal) is None  # resumed: the same answer
+    memo.unlink()
+    assert wal_check.damaged(wal) is None and not memo.exists()  # a reader writes nothing
 
 
 def test_damage_to_a_frame_checked_before_is_still_found(tmp_path: Path) -> None:
     wal, _ = _wal_with(tmp_path, 20)
-    assert wal_check.damaged(wal) is None
+    assert _checked(wal) is None
     with wal.open("r+b") as handle:
         handle.seek(wal.stat().st_size // 3)
         handle.write(os.urandom(4096))
@@ -56,7 +65,7 @@ def test_damage_to_frames_written_after_the_check_is_found(tmp_path: Path) -> No
     frames = (len(whole) - 32) // step
     # The WAL as it was halfway (a generation only grows), checked then.
     wal.write_bytes(whole[: 32 + (frames // 2) * step])
-    assert wal_check.damaged(wal) is None
+    assert _checked(wal) is None
     checked = int(wal.with_name("koog.sqlite3-wal-checked").read_text().split()[2])
     assert checked == frames // 2
     wal.write_bytes(whole)  # it grew; then a frame written since is damaged

@@ -136,6 +136,10 @@ class SqliteDatabase:
         conn = self.conn
         with self.errors(), immediate(conn):
             yield _Cursor(conn.cursor())
+        checked: wal_check.Checked | None = getattr(self._local, "checked", None)
+        if checked is not None:
+            self._local.checked = None
+            checked.remember()
 
     def rows(self, sql: str, params: Sequence[object] | dict[str, object] = ()) -> list[Any]:
         with self.errors():
@@ -176,7 +180,9 @@ class SqliteDatabase:
                 hint="move it aside; koog never reads or removes it",
             )
         wal = self.path.with_name(self.path.name + "-wal")
-        damage = wal_check.damaged(wal)  # read as SQLite's recovery will read it
+        checked = wal_check.check(wal)  # read as SQLite's recovery will read it
+        damage = checked.damage
+        self._local.checked = checked  # remembered once this process writes
         copy = wal_check.keep_copy(wal, damage) if damage is not None else ""
         try:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)

@@ -41,34 +41,55 @@ class Damage:
     salts: tuple[int, int]
 
 
-def damaged(wal: Path) -> Damage | None:
-    """The commits SQLite will drop from `wal` (None: none, no WAL, or not one).
+@dataclass
+class Checked:
+    """What a check found, and what it may remember for the next one."""
 
-    Frames found intact are remembered beside it (`-wal-checked`: the generation's salts,
-    how many, and a CRC-32 of their bytes): the next process compares that CRC (C speed)
-    and checks SQLite's chained sums only for frames written since. A WAL holds up to a
-    thousand pages of its generation: checked whole, in Python, on every command, that
-    cost a one-shot turn 20 ms and more. Damage to a frame checked before changes the CRC,
-    and everything is checked again."""
+    damage: Damage | None
+    memo: Path | None = None
+    state: tuple[int, ...] = ()
+
+    def remember(self) -> None:
+        """Write what was found intact beside the WAL: called by a process that writes the
+        database anyway (a command that writes nothing leaves the data dir as it was)."""
+        if self.memo is not None and self.state:
+            _remember(self.memo, self.state)
+            self.state = ()
+
+
+def damaged(wal: Path) -> Damage | None:
+    """The commits SQLite will drop from `wal` (None: none, no WAL, or not one)."""
+    return check(wal).damage
+
+
+def check(wal: Path) -> Checked:
+    """`wal` checked as SQLite's recovery will read it.
+
+    Frames found intact may be remembered beside it (`-wal-checked`: the generation's
+    salts, how many, and a CRC-32 of their bytes): the next process compares that CRC (C
+    speed) and checks SQLite's chained sums only for frames written since. A WAL holds up
+    to a thousand pages of its generation: checked whole, in Python, on every command,
+    that cost a one-shot turn 20 ms and more. Damage to a frame checked before changes the
+    CRC, and everything is checked again."""
     try:
         size = wal.stat().st_size
         if size < 32 or size > _MOST:
-            return None
+            return Checked(None)
         with wal.open("rb") as handle:
             return _checked(handle, size, _memo(wal))
     except OSError:
-        return None
+        return Checked(None)
 
 
-def _checked(handle: BinaryIO, size: int, memo: Path) -> Damage | None:
+def _checked(handle: BinaryIO, size: int, memo: Path) -> Checked:
     head = handle.read(32)
     magic, _, page, _, salt1, salt2 = struct.unpack(">IIIIII", head[:24])
     if magic not in (_MAGIC_LITTLE, _MAGIC_BIG) or page < 512 or page & (page - 1):
-        return None
+        return Checked(None)
     big = magic == _MAGIC_BIG
     sums = _checksum(head[:24], (0, 0), big)
     if sums != struct.unpack(">II", head[24:32]):
-        return None  # a header SQLite would not use: it starts the WAL over, losing nothing
+        return Checked(None)  # a header SQLite would not use: it starts the WAL over
     step = _FRAME_HEAD + page
     body = handle.read(((size - 32) // step) * step)
     frames = len(body) // step
@@ -99,9 +120,10 @@ def _checked(handle: BinaryIO, size: int, memo: Path) -> Damage | None:
         commits += 1 if committed else 0
     if not commits:
         if checked > start:
-            _remember(memo, (salt1, salt2, checked, kept, zlib.crc32(body[: checked * step])))
-        return None
-    return Damage(kept, last - kept, commits, (salt1, salt2))
+            state = (salt1, salt2, checked, kept, zlib.crc32(body[: checked * step]))
+            return Checked(None, memo, state)
+        return Checked(None)
+    return Checked(Damage(kept, last - kept, commits, (salt1, salt2)))
 
 
 def _memo(wal: Path) -> Path:
