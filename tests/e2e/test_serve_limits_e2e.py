@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -109,21 +110,23 @@ def test_the_queue_bound_answers_409_at_once(
         # The first answer is held 5 s: every request of the burst reaches the queue while
         # it is full, however loaded the machine (held 2 s, a request that arrived late on
         # a busy CI machine found room and was answered: 4 x 200, 6 x 409).
-        # Held by what it says, not by its place in a queue another request could take
-        # (CI once saw a stray request take the held answer: 5 x 200).
+        # Held by what it says, a word no other test's request says (CI saw a stray
+        # request take the held answer: 5 x 200, and once 10 x 200).
+        word = f"burst-{uuid.uuid4().hex[:8]}"
         held: list[str] = []
 
         def answer(body: dict[str, Any]) -> dict[str, Any]:
-            said = body["messages"][-1]["content"]
-            if "burst" in str(said) and not held:
-                held.append(str(said))
+            said = str(body["messages"][-1]["content"])
+            if word in said and not held:
+                held.append(said)
                 return {"delay": 5.0, "content": "slow"}
             return {"content": "ok"}
 
         found = limit_probes.burst(
-            started.url, 10, 5.0, lambda: setattr(server, "responder", answer)
+            started.url, 10, 5.0, lambda: setattr(server, "responder", answer), word=word
         )
-        assert found.statuses == {200: 3, 409: 7}, found
+        seen = [str(r.get("messages", [{}])[-1].get("content"))[:40] for r in server.requests]
+        assert found.statuses == {200: 3, 409: 7}, (found, held, seen)
     finally:
         assert started.stop() == 0
 

@@ -113,15 +113,21 @@ class Burst:
 
 
 def burst(
-    url: str, count: int, hold: float, delayed: Callable[[], object], on: str | None = "busy"
+    url: str,
+    count: int,
+    hold: float,
+    delayed: Callable[[], object],
+    on: str | None = "busy",
+    word: str = "burst",
 ) -> Burst:
-    """`count` requests at once on session `on` (None: stateless, each its own) whose
-    answers the upstream holds for `hold` seconds (`delayed()` scripts that), and meanwhile
-    one request on another session: how long it takes, against its usual time."""
+    """`count` requests at once on session `on` (None: stateless, each its own), saying
+    `word` and their number, whose answers the upstream holds for `hold` seconds
+    (`delayed()` scripts that), and meanwhile one request on another session: how long it
+    takes, against its usual time."""
     usual = min(turn_seconds(url, f"quiet-{i}", "hello")[1] for i in range(3))
     delayed()
     with ThreadPoolExecutor(count) as pool:
-        futures = [pool.submit(turn_seconds, url, on, f"burst {i}") for i in range(count)]
+        futures = [pool.submit(turn_seconds, url, on, f"{word} {i}") for i in range(count)]
         time.sleep(min(0.5, hold / 3))  # the burst has arrived and waits
         status, during = turn_seconds(url, "other", "are you there")
         assert status == 200, status
