@@ -10,12 +10,18 @@ from koogcli.cli.confirm import confirm_destructive
 from koogcli.cli.options import globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import local_time
-from koogcli.ui import render, views
+from koogcli.ui import archive_views, render, views
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
 SESSION = session_option()
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+SOURCE = typer.Option(
+    None,
+    "--source",
+    metavar="S",
+    help="One source's sessions: koog, claude-code, codex, opencode, llm, chatgpt, claude-ai.",
+)
 
 
 @app.command("list")
@@ -24,27 +30,37 @@ def list_(
     limit: int | None = typer.Option(
         None, "--limit", min=1, metavar="N", help="The N most recently used sessions only."
     ),
+    source: str | None = SOURCE,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """List sessions, newest first: messages, last used, first message."""
+    """List sessions, newest first, with their source and first prompt."""
     from koogcli.services import history
 
-    sessions = history.list_sessions(globals_of(ctx).build())[:limit]
+    sessions = history.list_sessions(globals_of(ctx).build(), source)[:limit]
     if as_json:
         render.json_out([views.session_dict(s) for s in sessions])
     elif sessions:
         forks = any(s.forked_from for s in sessions)
+        imported = any(s.source for s in sessions)
         rows = [
             (
                 s.name,
                 "?" if s.problem else str(s.messages),
                 local_time(s.updated_at) if s.updated_at else "unreadable",
+                *([archive_views.source_title(s.source)] * imported),
                 *([f"{s.forked_from[0]} @{s.forked_from[1]}" if s.forked_from else ""] * forks),
                 render.one_line(s.preview, 50),
             )
             for s in sessions
         ]
-        heads = ("SESSION", "MESSAGES", "LAST USED", *(["FORKED FROM"] * forks), "FIRST MESSAGE")
+        heads = (
+            "SESSION",
+            "MESSAGES",
+            "LAST USED",
+            *(["SOURCE"] * imported),
+            *(["FORKED FROM"] * forks),
+            "FIRST MESSAGE",
+        )
         render.out(render.table(rows, heads))
     else:
         render.note("no sessions yet; start one with `koog chat`")
@@ -61,6 +77,7 @@ def search(
         None, "--session", "-s", metavar="NAME", help="Search this session only."
     ),
     limit: int = typer.Option(20, "--limit", min=1, max=1000, metavar="N", help="At most N hits."),
+    source: str | None = SOURCE,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Find a message in any session's transcript, newest first."""
@@ -68,7 +85,7 @@ def search(
 
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session) if session else None
-    found = history.search(app_ctx, words, name, limit)
+    found = history.search(app_ctx, words, name, limit, source)
     if as_json:
         render.json_out([views.found_dict(f) for f in found])
     elif found:
@@ -114,6 +131,9 @@ def show(
 
         size = budget.session_size(app_ctx, name)
     counts = size.of_messages(messages) if size else None
+    origin = history.source_of(app_ctx, name) if fmt in ("text", "markdown") else None
+    if origin is not None:
+        render.out(archive_views.source_header(origin))
     if messages or fmt == "json":
         render.out(render.format_messages(messages, fmt, counts, fold_system=not whole_system))
     elif fmt in ("text", "markdown"):
@@ -269,23 +289,53 @@ def export(
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    source: str = typer.Argument(
-        "-", help="Export document, JSON Lines, or an OpenAI messages array; - for stdin."
+    sources: list[str] | None = typer.Argument(
+        None,
+        metavar="[FILE|-|PATH...]",
+        help="Export document, JSON Lines, or an OpenAI messages array; - for stdin. "
+        "With --from: the tool's store or export (default: where the tool keeps it).",
     ),
     session: str | None = SESSION,
     replace: bool = typer.Option(
         False, "--replace", help="Replace the history instead of appending (asks first)."
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before replacing."),
+    tool: str | None = typer.Option(
+        None,
+        "--from",
+        metavar="SOURCE",
+        help="Another tool's own history: claude-code, codex, opencode, llm, chatgpt, "
+        "claude-ai, or all.",
+    ),
+    watch: bool = typer.Option(False, "--watch", help="With --from: keep importing changes."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --from: say, change nothing."),
+    no_memory: bool = typer.Option(
+        False, "--no-memory", help="With --from: no long-term memory ingestion."
+    ),
+    as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Import messages into a session.
+    """Import messages, or (--from) another tool's conversations.
 
     Appends (ids already present are skipped) unless --replace, which asks before it
-    replaces a history that has messages (`koog rollback --latest` undoes it).
+    replaces a history that has messages (`koog rollback --latest` undoes it). With
+    --from, each conversation becomes a session named after the tool and its id; a second
+    run adds only what is new.
     """
+    app_ctx = globals_of(ctx).build()
+    if tool is not None:
+        if replace or session:
+            raise UsageError("--from names its own sessions; drop -s/--replace")
+        from koogcli.cli.archive import run_import
+
+        run_import(app_ctx, tool, sources or [], watch, dry_run, not no_memory, as_json)
+        return
+    if watch or dry_run or no_memory:
+        raise UsageError("--watch, --dry-run and --no-memory go with --from SOURCE")
+    if sources and len(sources) > 1:
+        raise UsageError("give one file to import (or --from SOURCE for a tool's store)")
+    source = sources[0] if sources else "-"
     from koogcli.services import history
 
-    app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session)
     if source == "-":
         text, label = render.read_stdin(), "<stdin>"
@@ -301,6 +351,11 @@ def import_(
                 f"replace the {count} messages of session {name.value!r} with {label}", yes
             )
     result = history.import_(app_ctx, name, text, label, replace)
+    if as_json:
+        render.json_out(
+            {"session": result.session, "imported": result.imported, "skipped": result.skipped}
+        )
+        return
     render.note(
         f"imported {result.imported} messages into {result.session} "
         f"({result.skipped} already present, {result.total} in history)"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +12,7 @@ from koogcli.core.messages import Message
 from koogcli.core.usage import Usage as Usage  # where ports and their users name it
 
 if TYPE_CHECKING:
+    from koogcli.core.archive import Conversation, Skipped
     from koogcli.core.checkpoints import Checkpoint, CompensationEntry
     from koogcli.core.memory import MemoryQuery, MemoryRecord, Namespaces, SearchHit
     from koogcli.core.names import SessionName
@@ -25,6 +26,20 @@ class StoredHistory:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSource:
+    """Where an imported session came from (SPEC §4a)."""
+
+    tool: str
+    source_id: str
+    file: str
+    cwd: str | None
+    model: str | None
+    started_at: str | None
+    updated_at: str | None
+    imported_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionInfo:
     name: str
     messages: int
@@ -33,6 +48,7 @@ class SessionInfo:
     problem: str | None = None  # set when the session's document cannot be read
     preview: str = ""  # the first user message
     forked_from: tuple[str, int] | None = None  # (session, messages taken) for a fork
+    source: SessionSource | None = None  # where an imported session came from
 
 
 # Told (total, the messages just before a cut, those just after), may refuse the cut.
@@ -85,6 +101,12 @@ FAILED_TURN = "failed:"
 
 class TranscriptStore(Protocol):
     def append(self, session: SessionName, messages: Sequence[Message], turn_id: str) -> None: ...
+
+    def append_turns(
+        self, session: SessionName, turns: Sequence[tuple[str, Sequence[Message]]]
+    ) -> None:
+        """Several turns at once (an import)."""
+        ...
 
     def mark_failed(self, session: SessionName, turn_id: str) -> None:
         """The turn failed: its rows stay, under `FAILED_TURN + turn_id`."""
@@ -257,6 +279,45 @@ class SessionOrigins(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """What was read of one source file: its size and mtime then, and the reader's state
+    (for a store of many conversations: each one's message count and last id)."""
+
+    size: int
+    mtime_ns: int
+    state: Mapping[str, object]
+
+
+class ArchiveStore(Protocol):
+    """The archive's bookkeeping: sessions' sources, and files read per machine."""
+
+    def record(self, session: SessionName, found: Conversation) -> None: ...
+
+    def sources(self) -> dict[str, SessionSource]: ...
+
+    def files(self, machine: str) -> dict[str, FileRead]: ...
+
+    def read(self, machine: str, path: str, seen: FileRead) -> None: ...
+
+
+class StoreReader(Protocol):
+    """One tool's own store (adapters/stores/places.py): where it is by default, its files
+    under a folder, and the conversations in one of them."""
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def place(self) -> str: ...
+
+    def default(self) -> Path | None: ...
+
+    def files(self, root: Path) -> Iterator[Path]: ...
+
+    def read(self, path: Path, skipped: list[Skipped]) -> Iterable[Conversation]: ...
+
+
 class StorageBackend(Protocol):
     """One backend's stores, and how it coordinates turns and whole-session changes across
     processes (SPEC §4): files under the data dir, or PostgreSQL. The composition root
@@ -273,6 +334,9 @@ class StorageBackend(Protocol):
 
     @property
     def origins(self) -> SessionOrigins: ...
+
+    @property
+    def archive(self) -> ArchiveStore: ...
 
     def pending(self) -> PendingIngestion: ...
 

@@ -19,7 +19,7 @@ from koogcli.adapters import paths
 from koogcli.core import callables
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.core.ports import LearnedFacts, StorageBackend
+from koogcli.core.ports import LearnedFacts, StorageBackend, StoreReader
 from koogcli.core.tool_ports import McpCatalog, ToolBox
 from koogcli.services.compose_models import (
     find_endpoint,
@@ -327,6 +327,12 @@ def agent_files(ctx: AppContext) -> AgentFiles:
     return FileAgentFiles(_data_dir(ctx))
 
 
+def other_stores() -> Mapping[str, StoreReader]:
+    from koogcli.adapters.stores.places import SOURCES
+
+    return SOURCES
+
+
 PARTS = Parts(
     storage=open_storage,
     toolbox=build_toolbox,
@@ -335,6 +341,7 @@ PARTS = Parts(
     reserve=reserve,
     endpoint=find_endpoint,
     agent_files=agent_files,
+    stores=other_stores,
 )
 
 

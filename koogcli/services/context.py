@@ -26,6 +26,7 @@ from koogcli.core.ports import (
     MemoryStore,
     PendingIngestion,
     StorageBackend,
+    StoreReader,
     TranscriptStore,
 )
 from koogcli.core.tool_ports import ToolBox
@@ -52,6 +53,7 @@ class Parts:
     reserve: Callable[[AppContext, bool], bool]  # keep (False) or spend (True)
     endpoint: Callable[[AppContext], tuple[AppContext, str | None]]
     agent_files: Callable[[AppContext], AgentFiles]
+    stores: Callable[[], Mapping[str, StoreReader]]  # other tools' stores, by tool
 
 
 LOCAL_MAX_TOKENS = 4096  # a local server's reply cap when none is configured

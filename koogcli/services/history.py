@@ -11,7 +11,7 @@ from dataclasses import replace as replace_
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
-from koogcli.core.ports import FAILED_TURN, SessionInfo
+from koogcli.core.ports import FAILED_TURN, SessionInfo, SessionSource
 from koogcli.core.results import Found, SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.core.usage import Usage
@@ -21,11 +21,30 @@ from koogcli.services.compose import history_document, parse_history_document
 from koogcli.services.context import AppContext
 
 
-def list_sessions(ctx: AppContext) -> list[SessionInfo]:
-    """Newest first (by last use); unreadable ones last; forks say where they came from."""
+def list_sessions(ctx: AppContext, source: str | None = None) -> list[SessionInfo]:
+    """Newest first (by last use); unreadable ones last; forks say where they came from,
+    imported sessions their source. `source`: one tool's (`koog`: koog's own) only."""
     found = sorted(ctx.history.sessions(), key=lambda s: s.updated_at or "", reverse=True)
     origins = ctx.storage.origins.all() if found else {}
-    return [replace_(s, forked_from=origins.get(s.name)) for s in found]
+    sources = ctx.storage.archive.sources() if found else {}
+    listed = [
+        replace_(s, forked_from=origins.get(s.name), source=sources.get(s.name)) for s in found
+    ]
+    if source is None:
+        return listed
+    return [s for s in listed if (s.source.tool if s.source else "koog") == check_source(source)]
+
+
+def check_source(source: str) -> str:
+    from koogcli.core.archive import TOOLS
+
+    if source != "koog" and source not in TOOLS:
+        raise UsageError(f"unknown source {source!r}", hint=f"one of: koog, {', '.join(TOOLS)}")
+    return source
+
+
+def source_of(ctx: AppContext, session: SessionName) -> SessionSource | None:
+    return ctx.storage.archive.sources().get(session.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,14 +325,29 @@ def _count(usage: dict[str, object], key: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def search(ctx: AppContext, words: str, session: SessionName | None, limit: int) -> list[Found]:
-    """Full-text search over every session's transcript (or one's), newest first."""
+def search(
+    ctx: AppContext,
+    words: str,
+    session: SessionName | None,
+    limit: int,
+    source: str | None = None,
+) -> list[Found]:
+    """Full-text search over every session's transcript (or one's, or one source's), newest
+    first."""
     if not words.split():
         raise UsageError("give the words to search for")
     if session is not None:
         ctx.require_session(session)
     terms = tuple(words.split())
-    hits = ctx.transcript.search(words, session, limit)
+    hits = ctx.transcript.search(words, session, limit if source is None else limit * 20)
+    if source is not None:
+        sources = ctx.storage.archive.sources()
+        wanted = check_source(source)
+        hits = [
+            h
+            for h in hits
+            if (sources[h.session].tool if h.session in sources else "koog") == wanted
+        ][:limit]
     by_session: dict[str, list[int]] = {}
     for hit in hits:
         by_session.setdefault(hit.session, []).append(hit.position)

@@ -15,6 +15,7 @@ from koogcli.core.messages import CUT_LABELS, FINISH_KEY, Message, local_time
 from koogcli.core.ports import SessionInfo, Usage
 from koogcli.core.results import Compensation, CompressResult, Found, RollbackResult
 from koogcli.core.why import Explained, StepTrace, sent_records
+from koogcli.ui.archive_views import source_dict
 from koogcli.ui.render import cache_words, one_line, table, visible
 
 
@@ -29,6 +30,8 @@ def session_dict(s: SessionInfo) -> dict[str, object]:
         "forked_from": (
             None if s.forked_from is None else {"session": s.forked_from[0], "at": s.forked_from[1]}
         ),
+        "source": s.source.tool if s.source else "koog",
+        "origin": None if s.source is None else source_dict(s.source),
     }
 
 

@@ -53,7 +53,7 @@ def test_turns_are_stored_in_the_database_and_the_password_is_never_shown(
         "second",
     ]
     status = run_koog("storage", "status", env=pg_env)
-    assert "backend: postgresql" in status.stdout and "version: 5 (current)" in status.stdout
+    assert "backend: postgresql" in status.stdout and "version: 6 (current)" in status.stdout
     assert "sessions: 1" in status.stdout
     config = run_koog("config", "show", env=pg_env)
     outputs = [shown, status, config, run_koog("checkpoint", "list", "-s", "work", env=pg_env)]
@@ -138,7 +138,7 @@ def test_a_schema_at_version_1_asks_to_migrate_and_migrates_with_its_data(
     db.close()
     refused = run_koog("history", "show", "-s", "old", env=pg_env)
     assert refused.returncode == 3
-    assert "is at version 1; this koog needs version 5" in refused.stderr
+    assert "is at version 1; this koog needs version 6" in refused.stderr
     assert "koog storage migrate" in refused.stderr
     done = run_koog("storage", "migrate", env=pg_env)
     assert done.returncode == 0 and "applied migrations 2, 3" in done.stdout, done.stderr

@@ -292,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/embeddings"):
             self._embeddings(body)
             return
-        if self.path.endswith("/v1/messages"):
+        if self.path.split("?")[0].endswith("/v1/messages"):  # Claude Code adds ?beta=true
             answer_messages(self, body)
             return
         if self.path.endswith("/v1/responses"):

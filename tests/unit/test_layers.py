@@ -15,7 +15,12 @@ THIRD_PARTY_HOMES = {
     "prompt_toolkit": ("repl",),
     "openai": (),  # the wire clients speak HTTP themselves (adapters/model/native_http.py)
     "anthropic": (),
-    "orjson": ("adapters/model/native_http.py", "adapters/atomic.py", "server/bodies.py"),
+    "orjson": (
+        "adapters/model/native_http.py",
+        "adapters/atomic.py",
+        "server/bodies.py",
+        "adapters/stores/lines.py",
+    ),
     "platformdirs": ("adapters/paths.py",),
     "pydantic": ("config", "adapters"),
     "tomli_w": ("services/config_info.py",),

@@ -353,6 +353,8 @@ def test_a_version_1_koog_database_gains_the_session_origins_in_place(tmp_path: 
     SqliteDatabase(path).conn.execute("SELECT 1")  # created at the current version
     old = sqlite3.connect(path, isolation_level=None)
     old.execute("DROP TABLE session_origins")
+    old.execute("DROP TABLE archive_sessions")
+    old.execute("DROP TABLE archive_files")
     for trigger in ("transcript_text_in", "transcript_text_out"):
         old.execute(f"DROP TRIGGER {trigger}")
     old.execute("DROP TABLE transcript_text")
@@ -366,7 +368,7 @@ def test_a_version_1_koog_database_gains_the_session_origins_in_place(tmp_path: 
     db = SqliteDatabase(path)
     SqlSessionOrigins(db).record(SessionName("b"), SessionName("a"), 4)
     assert SqlSessionOrigins(db).all() == {"b": ("a", 4)}
-    assert db.one("SELECT value FROM meta WHERE key = 'version'") == ("4",)
+    assert db.one("SELECT value FROM meta WHERE key = 'version'") == ("5",)
     # The full-text index (versions 3 and 4) holds what the transcript held before it.
     found = db.rows("SELECT rowid FROM transcript_text WHERE transcript_text MATCH 'zeppelin'")
     assert len(found) == 1

@@ -217,6 +217,22 @@ CREATE INDEX transcript_text ON transcript USING gin (transcript_words(body));
 CREATE INDEX transcript_turns ON transcript (session, id, turn_id);
 """
 
+# The archive (SPEC §4a): where each imported session came from, and what was read of each
+# source file on each machine (size, mtime, and the reader's own state as JSON).
+_ARCHIVE = """
+CREATE TABLE archive_sessions (
+    session {text} PRIMARY KEY, tool {text} NOT NULL, source_id {text} NOT NULL,
+    file {text} NOT NULL, cwd {text}, model {text}, started_at {text}, updated_at {text},
+    imported_at {text} NOT NULL
+);
+CREATE INDEX archive_sessions_by_tool ON archive_sessions (tool);
+CREATE TABLE archive_files (
+    machine {text} NOT NULL, path {text} NOT NULL, size bigint NOT NULL,
+    mtime_ns bigint NOT NULL, state {text} NOT NULL,
+    PRIMARY KEY (machine, path)
+)
+"""
+
 STORE = Schema(
     "koog.store",
     "koog database",
@@ -251,6 +267,14 @@ STORE = Schema(
             in_postgres=4,
         ),
         Step(4, "transcript search without a copy of the text", _TRANSCRIPT_INDEX_SQLITE),
+        Step(
+            5,
+            "the archive",
+            script(_ARCHIVE.format(text="TEXT")),
+            _ARCHIVE.format(text="text") + ";",
+            in_postgres=6,
+            keyed_by_session=("archive_sessions",),
+        ),
     ),
 )
 

@@ -1,10 +1,11 @@
 """The stores both backends keep in SQL over one database (checkpoints, transcript,
-forks, pending ingestion): built here once, so a new one is added in one place."""
+forks, the archive, pending ingestion): built here once, so a new one is added in one place."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from koogcli.adapters.sql.archive import SqlArchive
 from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
 from koogcli.adapters.sql.origins import SqlSessionOrigins
 from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
@@ -18,6 +19,7 @@ class SqlStores:
         self._db = db
         self.transcript = SqlTranscriptStore(db)
         self.origins = SqlSessionOrigins(db)
+        self.archive = SqlArchive(db)
         self.checkpoints = SqlCheckpointStore(db)
         self._pending = SqlPendingIngestion(db)
 

@@ -27,12 +27,18 @@ class SqlTranscriptStore:
         self._skipped: dict[str, list[int]] = {}
 
     def append(self, session: SessionName, messages: Sequence[Message], turn_id: str) -> None:
-        if not messages:
+        self.append_turns(session, [(turn_id, messages)])
+
+    def append_turns(
+        self, session: SessionName, turns: Sequence[tuple[str, Sequence[Message]]]
+    ) -> None:
+        """Several turns' messages in one transaction (an import)."""
+        found = [(session.value, turn, rows.body(m)) for turn, messages in turns for m in messages]
+        if not found:
             return
         with self.db.transaction() as cur:
             cur.executemany(
-                "INSERT INTO transcript (session, turn_id, body) VALUES (%s, %s, %s)",
-                [(session.value, turn_id, rows.body(m)) for m in messages],
+                "INSERT INTO transcript (session, turn_id, body) VALUES (%s, %s, %s)", found
             )
 
     def mark_failed(self, session: SessionName, turn_id: str) -> None:

@@ -1,0 +1,56 @@
+"""A JSON Lines file read as a stream, each bad line named and passed over: not JSON,
+not UTF-8, nested past the parser's depth, not an object, or torn at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from koogcli.core.archive import Skipped
+from koogcli.core.bounded_json import MAX_DEPTH, within
+
+try:
+    import orjson
+
+    _loads: Any = orjson.loads
+    _Error: Any = orjson.JSONDecodeError
+except ImportError:  # pragma: no cover - orjson is a dependency
+    import json
+
+    _loads = json.loads
+    _Error = ValueError
+
+
+def objects(path: Path, skipped: list[Skipped]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of every good line; a bad one goes to `skipped`."""
+    with open(path, "rb") as stream:
+        for number, raw in enumerate(stream, start=1):
+            if not raw.strip():
+                continue
+            found = parse(raw)
+            if isinstance(found, dict):
+                yield number, found
+                continue
+            why = found if isinstance(found, str) else "not a JSON object"
+            if not raw.endswith(b"\n") and isinstance(found, str):
+                why = "torn (no end of line)"
+            skipped.append(Skipped(f"{path}:{number}", why))
+
+
+def parse(raw: bytes) -> object:
+    """The decoded value, or why it could not be (a str)."""
+    try:
+        value = _loads(raw)
+    except _Error as exc:
+        text = str(exc)
+        if "utf-8" in text.lower():
+            return "not UTF-8"
+        if "recursion" in text.lower() or "depth" in text.lower():
+            return "nested too deep"
+        return "not JSON"
+    except RecursionError:
+        return "nested too deep"
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and not within(value):
+        return "nested too deep"
+    return value
