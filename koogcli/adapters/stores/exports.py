@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from koogcli.adapters.stores.lines import parse
+from koogcli.adapters.stores.lines import Bad, parse
 from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id
 from koogcli.core.messages import Message, utc_now
 
@@ -44,8 +44,8 @@ def _document(path: Path, skipped: list[Skipped]) -> list[Any]:
         skipped.append(Skipped(str(path), f"cannot read: {exc}"))
         return []
     found = parse(raw)
-    if isinstance(found, str) or not isinstance(found, list):
-        skipped.append(Skipped(str(path), found if isinstance(found, str) else "not a list"))
+    if not isinstance(found, list):
+        skipped.append(Skipped(str(path), found.why if isinstance(found, Bad) else "not a list"))
         return []
     return found
 

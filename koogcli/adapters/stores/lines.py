@@ -4,6 +4,7 @@ not UTF-8, nested past the parser's depth, not an object, or torn at the end."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,13 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _Error = ValueError
 
 
+@dataclass(frozen=True)
+class Bad:
+    """Why a line could not be read."""
+
+    why: str
+
+
 def objects(path: Path, skipped: list[Skipped]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of every good line; a bad one goes to `skipped`."""
     with open(path, "rb") as stream:
@@ -32,25 +40,25 @@ def objects(path: Path, skipped: list[Skipped]) -> Iterator[tuple[int, dict[str,
             if isinstance(found, dict):
                 yield number, found
                 continue
-            why = found if isinstance(found, str) else "not a JSON object"
-            if not raw.endswith(b"\n") and isinstance(found, str):
+            why = found.why if isinstance(found, Bad) else "not a JSON object"
+            if not raw.endswith(b"\n") and isinstance(found, Bad):
                 why = "torn (no end of line)"
             skipped.append(Skipped(f"{path}:{number}", why))
 
 
 def parse(raw: bytes) -> object:
-    """The decoded value, or why it could not be (a str)."""
+    """The decoded value, or why it could not be."""
     try:
         value = _loads(raw)
     except _Error as exc:
         text = str(exc)
         if "utf-8" in text.lower():
-            return "not UTF-8"
+            return Bad("not UTF-8")
         if "recursion" in text.lower() or "depth" in text.lower():
-            return "nested too deep"
-        return "not JSON"
+            return Bad("nested too deep")
+        return Bad("not JSON")
     except RecursionError:
-        return "nested too deep"
+        return Bad("nested too deep")
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and not within(value):
-        return "nested too deep"
+        return Bad("nested too deep")
     return value

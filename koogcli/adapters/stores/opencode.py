@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from koogcli.adapters.stores.lines import parse
+from koogcli.adapters.stores.lines import Bad, parse
 from koogcli.core.archive import Conversation, Skipped, imported, message_id
 from koogcli.core.messages import Message, ToolCall, utc_now
 
@@ -161,8 +161,8 @@ def _reply(found: Conversation, mid: str, parts: list[dict[str, Any]], at: str) 
 
 def _json(raw: Any, where: str, skipped: list[Skipped]) -> Any:
     found = parse(raw.encode() if isinstance(raw, str) else bytes(raw or b""))
-    if isinstance(found, str):
-        skipped.append(Skipped(where, found))
+    if isinstance(found, Bad):
+        skipped.append(Skipped(where, found.why))
         return None
     return found
 

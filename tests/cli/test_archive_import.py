@@ -1,0 +1,274 @@
+"""`koog history import --from` on stores made in each tool's documented shape: the
+ChatGPT and Claude.ai exports (with a branch the person left), a Claude Code transcript
+with a rewind, damaged lines of every kind, and an older llm `logs.db` (issue 54)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Koog = Callable[..., Any]
+
+
+def _said(koog: Koog, session: str) -> list[tuple[str, str]]:
+    shown = json.loads(koog("history", "show", "-s", session, "--json").stdout)
+    return [(m["role"], m["content"]) for m in shown]
+
+
+def _listed(koog: Koog, *args: str) -> list[dict[str, Any]]:
+    return list(json.loads(koog("history", "list", "--json", *args).stdout))
+
+
+def _node(nid: str, parent: str | None, role: str | None, text: str, children: list[str]) -> Any:
+    message = (
+        None
+        if role is None
+        else {
+            "id": nid,
+            "author": {"role": role},
+            "content": {"content_type": "text", "parts": [text]},
+            "create_time": 1764900000.0,
+        }
+    )
+    return {"id": nid, "message": message, "parent": parent, "children": children}
+
+
+def test_a_chatgpt_export_keeps_the_visible_branch_and_the_edited_one_as_a_fork(
+    koog: Koog, isolated: Path
+) -> None:
+    mapping = {
+        "root": _node("root", None, None, "", ["u1"]),
+        "u1": _node("u1", "root", "user", "plan a trip to Lisbon", ["a1"]),
+        "a1": _node("a1", "u1", "assistant", "Three days: Alfama, Belém, Sintra.", ["u2", "u2b"]),
+        "u2": _node("u2", "a1", "user", "make it four days", ["a2"]),
+        "a2": _node("a2", "u2", "assistant", "Add Cascais on day four.", []),
+        "u2b": _node("u2b", "a1", "user", "make it two days", ["a2b"]),
+        "a2b": _node("a2b", "u2b", "assistant", "Skip Sintra.", []),
+    }
+    export = [
+        {
+            "id": "c-1",
+            "title": "Lisbon",
+            "create_time": 1764900000.0,
+            "update_time": 1764900100.0,
+            "mapping": mapping,
+            "current_node": "a2b",
+        }
+    ]
+    folder = isolated / "export"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "chatgpt.zip", "w") as archive:
+        archive.writestr("conversations.json", json.dumps(export))
+    done = koog("history", "import", "--from", "chatgpt", str(folder / "chatgpt.zip"), "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["forks"] == 1
+    assert _said(koog, "chatgpt-c-1") == [
+        ("user", "plan a trip to Lisbon"),
+        ("assistant", "Three days: Alfama, Belém, Sintra."),
+        ("user", "make it two days"),
+        ("assistant", "Skip Sintra."),
+    ]
+    fork = next(s for s in _listed(koog) if s["forked_from"])
+    assert fork["forked_from"] == {"session": "chatgpt-c-1", "at": 2}
+    assert _said(koog, fork["session"])[2:] == [
+        ("user", "make it four days"),
+        ("assistant", "Add Cascais on day four."),
+    ]
+    again = koog("history", "import", "--from", "chatgpt", str(folder / "chatgpt.zip"), "--json")
+    assert json.loads(again.stdout)["messages"] == 0
+
+
+def test_a_claude_ai_export_keeps_each_conversations_reply_text(koog: Koog, isolated: Path) -> None:
+    export = [
+        {
+            "uuid": "9f1c",
+            "name": "Naming",
+            "created_at": "2026-11-01T10:00:00Z",
+            "updated_at": "2026-11-01T10:01:00Z",
+            "chat_messages": [
+                {"uuid": "m1", "sender": "human", "text": "a name for a cat", "content": []},
+                {
+                    "uuid": "m2",
+                    "sender": "assistant",
+                    "text": "",
+                    "content": [{"type": "text", "text": "Miso."}],
+                },
+            ],
+        }
+    ]
+    path = isolated / "conversations.json"
+    path.write_text(json.dumps(export))
+    done = koog("history", "import", "--from", "claude-ai", str(path))
+    assert done.exit_code == 0, done.stderr
+    assert _said(koog, "claude-ai-9f1c") == [("user", "a name for a cat"), ("assistant", "Miso.")]
+    [listed] = _listed(koog, "--source", "claude-ai")
+    assert listed["source"] == "claude-ai" and listed["origin"]["id"] == "9f1c"
+    assert _listed(koog, "--source", "koog") == []
+
+
+def _line(uuid: str, parent: str | None, kind: str, content: Any, reply: str | None = None) -> str:
+    """One line as Claude Code writes it; the blocks of one reply share its `reply` id."""
+    message: dict[str, Any] = {"role": kind, "content": content}
+    if kind == "assistant":
+        message.update(id=f"msg_{reply or uuid}", model="claude-sonnet-5", type="message")
+    return json.dumps(
+        {
+            "parentUuid": parent,
+            "isSidechain": False,
+            "type": kind,
+            "message": message,
+            "uuid": uuid,
+            "timestamp": "2026-12-01T10:00:00.000Z",
+            "cwd": "/work/app",
+            "sessionId": "5e551011-0000-4000-8000-000000000001",
+        }
+    )
+
+
+def _transcript(folder: Path, lines: list[str], tail: bytes = b"") -> Path:
+    project = folder / "projects" / "-work-app"
+    project.mkdir(parents=True, exist_ok=True)
+    path = project / "5e551011-0000-4000-8000-000000000001.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode() + tail)
+    return path
+
+
+NAME = "claude-5e551011-0000-4000-8000-000000000001"
+
+
+def test_a_rewound_claude_code_prompt_is_a_fork_and_damage_is_named_not_shown(
+    koog: Koog, isolated: Path
+) -> None:
+    store = isolated / "claude"
+    good = [
+        _line("u1", None, "user", "first question"),
+        _line(
+            "a1", "u1", "assistant", [{"type": "thinking", "thinking": "hm", "signature": "c2ln"}]
+        ),
+        _line("a1b", "a1", "assistant", [{"type": "text", "text": "first answer"}], reply="a1"),
+        _line("u2", "a1b", "user", "the prompt I rewound"),
+        _line("a2", "u2", "assistant", [{"type": "text", "text": "an answer left behind"}]),
+        _line("u3", "a1b", "user", "the prompt I kept"),
+        _line("a3", "u3", "assistant", [{"type": "text", "text": "the answer kept"}]),
+    ]
+    damaged = [
+        good[0],
+        "{not json",
+        "\x1b]0;pwned\x07 not json either",
+        '{"truncated": x',
+        '{"a": ' + "[" * 3000 + "]" * 3000 + "}",
+        '"a string"',
+        json.dumps({"type": "summary", "summary": "y" * (3 << 20)}),  # 3 MB, read and passed
+        *good[1:],
+    ]
+    _transcript(store, damaged, tail=b'{"type": "user", "uuid": "torn", "mess')
+    (store / "projects" / "-work-app" / "bad-utf8.jsonl").write_bytes(b'{"a": "\xff\xfe"}\n')
+    done = koog("history", "import", "--from", "claude-code", str(store), "--json")
+    assert done.exit_code == 1
+    report = json.loads(done.stdout)
+    whys = sorted(s["why"] for s in report["skipped"])
+    assert whys == sorted(
+        [
+            "not JSON",
+            "not JSON",
+            "not JSON",
+            "nested too deep",
+            "not a JSON object",
+            "torn (no end of line)",
+            "not UTF-8",
+        ]
+    ), report["skipped"]
+    assert all(s["where"].rsplit(":", 1)[-1].isdigit() for s in report["skipped"])
+    assert "\x1b" not in done.stdout + done.stderr
+    said = _said(koog, NAME)
+    assert said == [
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "the prompt I kept"),
+        ("assistant", "the answer kept"),
+    ]
+    fork = next(s for s in _listed(koog) if s["forked_from"])
+    assert _said(koog, fork["session"])[2:] == [
+        ("user", "the prompt I rewound"),
+        ("assistant", "an answer left behind"),
+    ]
+    plain = koog("history", "import", "--from", "claude-code", str(store))
+    assert plain.exit_code == 0  # nothing changed: nothing read, nothing skipped
+    assert "1 unchanged" in plain.stderr or "unchanged" in plain.stderr
+
+
+def test_a_transcript_rewritten_in_place_adds_only_what_is_new(koog: Koog, isolated: Path) -> None:
+    store = isolated / "claude"
+    first = [
+        _line("u1", None, "user", "one"),
+        _line("a1", "u1", "assistant", [{"type": "text", "text": "reply one"}]),
+    ]
+    _transcript(store, first)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    # The same conversation written again with new line ids (a tool rewrote its file),
+    # and one more exchange.
+    rewritten = [
+        _line("x1", None, "user", "one"),
+        _line("y1", "x1", "assistant", [{"type": "text", "text": "reply one"}]),
+        _line("x2", "y1", "user", "two"),
+        _line("y2", "x2", "assistant", [{"type": "text", "text": "reply two"}]),
+    ]
+    _transcript(store, rewritten)
+    done = koog("history", "import", "--from", "claude-code", str(store), "--json")
+    assert json.loads(done.stdout)["messages"] == 2
+    assert [text for _role, text in _said(koog, NAME)] == ["one", "reply one", "two", "reply two"]
+
+
+def test_dry_run_says_and_changes_nothing(koog: Koog, isolated: Path) -> None:
+    store = isolated / "claude"
+    _transcript(store, [_line("u1", None, "user", "one")])
+    done = koog("history", "import", "--from", "claude-code", str(store), "--dry-run")
+    assert done.exit_code == 0 and "would import 1 messages" in done.stderr
+    assert _listed(koog) == []
+
+
+def test_an_older_llm_logs_db_is_read(koog: Koog, isolated: Path) -> None:
+    path = isolated / "logs.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE conversations (id TEXT PRIMARY KEY, name TEXT, model TEXT);"
+        "CREATE TABLE responses (id TEXT PRIMARY KEY, model TEXT, prompt TEXT, system TEXT,"
+        " prompt_json TEXT, options_json TEXT, response TEXT, response_json TEXT,"
+        " conversation_id TEXT, duration_ms INTEGER, datetime_utc TEXT);"
+        "INSERT INTO conversations VALUES ('01old', 'haiku', 'gpt-4o');"
+        "INSERT INTO responses VALUES ('r1', 'gpt-4o', 'a haiku', NULL, NULL, NULL,"
+        " 'autumn moon', NULL, '01old', 5, '2025-03-01T10:00:00');"
+        "INSERT INTO responses VALUES ('r2', 'gpt-4o', 'another', NULL, NULL, NULL,"
+        " 'winter rain', NULL, '01old', 5, '2025-03-01T10:01:00');"
+    )
+    db.commit()
+    db.close()
+    assert koog("history", "import", "--from", "llm", str(path)).exit_code == 0
+    assert [t for _r, t in _said(koog, "llm-01old")] == [
+        "a haiku",
+        "autumn moon",
+        "another",
+        "winter rain",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--from", "nosuch"), "unknown source 'nosuch'"),
+        (("--from", "chatgpt"), "name the chatgpt export"),
+        (("--from", "codex", "/nonexistent/codex"), "no such file or folder"),
+        (("--from", "codex", "-s", "x"), "--from names its own sessions"),
+    ],
+)
+def test_bad_sources_are_usage_errors(
+    koog: Koog, isolated: Path, args: tuple[str, ...], words: str
+) -> None:
+    done = koog("history", "import", *args)
+    assert done.exit_code == 2 and words in done.stderr, done.stderr
