@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from koogcli.core.archive import Report
+from koogcli.core.errors import KoogError, UsageError
 from koogcli.services.archive import run, tools_of, watch
 from koogcli.services.context import AppContext
 from koogcli.ui import archive_views as views
@@ -24,15 +25,14 @@ def run_import(
     dry_run: bool,
     memory: bool,
     as_json: bool,
+    interval: float = 1.0,
 ) -> None:
     tools_of(source)  # an unknown source is refused before anything is read
     places = [Path(p).expanduser() for p in paths]
     if keep_watching:
         if dry_run:
-            from koogcli.core.errors import UsageError
-
             raise UsageError("--watch imports; drop --dry-run")
-        _watch(ctx, source, places, memory, as_json)
+        _watch(ctx, source, places, memory, as_json, interval)
         return
     terminal = render.is_tty(sys.stderr) and not as_json
     report = run(ctx, source, places, dry_run, memory, _progress if terminal else None)
@@ -48,12 +48,18 @@ def run_import(
         raise typer.Exit(1)
 
 
+def _failed(err: KoogError) -> None:
+    render.warning(f"import failed, trying again: {err.message}")
+
+
 def _progress(report: Report) -> None:
     sys.stderr.write("\r\x1b[K" + views.archive_progress(report))
     sys.stderr.flush()
 
 
-def _watch(ctx: AppContext, source: str, places: list[Path], memory: bool, as_json: bool) -> None:
+def _watch(
+    ctx: AppContext, source: str, places: list[Path], memory: bool, as_json: bool, every: float
+) -> None:
     """Until Ctrl-C (exit 0): each pass that changed something says so."""
     first = [True]
 
@@ -68,6 +74,6 @@ def _watch(ctx: AppContext, source: str, places: list[Path], memory: bool, as_js
         first[0] = False
 
     try:
-        watch(ctx, source, places, memory, each)
+        watch(ctx, source, places, memory, each, every, failed=_failed)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None

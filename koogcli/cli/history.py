@@ -308,6 +308,9 @@ def import_(
         "claude-ai, or all.",
     ),
     watch: bool = typer.Option(False, "--watch", help="With --from: keep importing changes."),
+    interval: float = typer.Option(
+        1.0, "--interval", min=0.2, max=3600, metavar="SECONDS", help="With --watch: how often."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --from: say, change nothing."),
     no_memory: bool = typer.Option(
         False, "--no-memory", help="With --from: no long-term memory ingestion."
@@ -327,7 +330,7 @@ def import_(
             raise UsageError("--from names its own sessions; drop -s/--replace")
         from koogcli.cli.archive import run_import
 
-        run_import(app_ctx, tool, sources or [], watch, dry_run, not no_memory, as_json)
+        run_import(app_ctx, tool, sources or [], watch, dry_run, not no_memory, as_json, interval)
         return
     if watch or dry_run or no_memory:
         raise UsageError("--watch, --dry-run and --no-memory go with --from SOURCE")

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 import typer
 
 from koogcli.cli import process
-from koogcli.cli.options import globals_of
+from koogcli.cli.options import Globals, globals_of
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.ui import render
 
 if TYPE_CHECKING:  # socket and signal too: every command imports this module at start-up
     import socket
+    import subprocess
 
     from koogcli.services.context import AppContext
 
@@ -82,10 +83,37 @@ def serve(
         + (" · clients send the token koog serve --print-token shows" if kept else "")
     )
     sys.stdout.flush()  # whoever started it may be waiting for the line
-    if workers == 1:
-        _run(app_ctx, listener, bound_host, kept)
-    else:
-        _supervise(app_ctx, listener, bound_host, workers, kept)
+    watching = _archive_watchers(globals_of(ctx), app_ctx)
+    try:
+        if workers == 1:
+            _run(app_ctx, listener, bound_host, kept)
+        else:
+            _supervise(app_ctx, listener, bound_host, workers, kept)
+    finally:
+        for child in watching:
+            child.terminate()
+        for child in watching:
+            child.wait()
+
+
+def _archive_watchers(given: Globals, app_ctx: AppContext) -> list[subprocess.Popen[bytes]]:
+    """`[archive] sources`: one `koog history import --from SOURCE --watch` per source,
+    beside serve and stopped with it (its lines go to serve's stderr)."""
+    import subprocess
+
+    archive = app_ctx.settings.archive
+    flags = [
+        *(["--config", given.config] if given.config else []),
+        *(["--data-dir", given.data_dir] if given.data_dir else []),
+    ]
+    children = []
+    for source in dict.fromkeys(archive.sources):
+        argv = [sys.executable, "-m", "koogcli", *flags, "history", "import", "--from", source]
+        argv += ["--watch", "--interval", str(archive.interval_seconds)]
+        children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr))
+        every = f"every {archive.interval_seconds:g}s"
+        render.note(f"koog serve: importing {source} as it changes ({every})")
+    return children
 
 
 def _supervise(

@@ -451,6 +451,14 @@ class ServeSettings(_Strict):
         return {**_default_clients(), **value}
 
 
+class ArchiveSettings(_Strict):
+    # Tools whose own stores `koog serve` imports as they change (SPEC §4a), each from its
+    # default place: "claude-code", "codex", "opencode", "llm" (or "all").
+    sources: list[Literal["claude-code", "codex", "opencode", "llm", "all"]] = []
+    # How often serve looks for changes (an unchanged file costs a stat).
+    interval_seconds: float = Field(default=2.0, ge=0.2, le=3600.0)
+
+
 class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
@@ -463,5 +471,6 @@ class Settings(_Strict):
     tool_settings: ToolSettings = ToolSettings()
     tools: list[ToolSpec] = []
     storage: StorageSettings = StorageSettings()
+    archive: ArchiveSettings = ArchiveSettings()
     serve: ServeSettings = ServeSettings()
     mcp: McpSettings = McpSettings()

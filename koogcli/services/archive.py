@@ -12,14 +12,20 @@ next time. Nothing is ever removed: what the source deletes stays.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import socket
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from koogcli.core.archive import TOOLS, Conversation, Report, Skipped, new_messages
-from koogcli.core.errors import ConflictError, UsageError
+from koogcli.core.errors import ConflictError, KoogError, UsageError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import FileRead, StoreReader
@@ -28,6 +34,8 @@ from koogcli.services import tool_identity
 from koogcli.services.context import AppContext
 
 Progress = Callable[[Report], None]
+BATCH = 200  # files whose bookkeeping is written in one transaction
+STORERS = 2  # files stored at once
 
 
 def machine() -> str:
@@ -53,6 +61,7 @@ def run(
     """One pass over `source`'s store (`all`: every tool's, in its default place)."""
     stores = ctx.parts.stores()
     one = _Pass(ctx, dry_run, memory and ctx.settings.long_term_memory.ingestion.enabled)
+    places: list[tuple[StoreReader, Path]] = []
     for tool in tools_of(source):
         reader = stores[tool]
         roots = list(paths) or [p for p in [reader.default()] if p is not None]
@@ -61,20 +70,87 @@ def run(
                 f"name the {tool} export to read",
                 hint=f"koog history import --from {tool} conversations.json",
             )
-        found_any = False
-        for root in roots:
-            if not root.exists():
-                if paths:
-                    raise UsageError(f"cannot read {root}: no such file or folder")
-                continue
-            found_any = True
-            for path in reader.files(root):
-                one.file(reader, path)
+        found = [root for root in roots if root.exists()]
+        if paths and len(found) < len(roots):
+            missing = next(root for root in roots if not root.exists())
+            raise UsageError(f"cannot read {missing}: no such file or folder")
+        places += [(reader, root) for root in found]
+        if not found:
+            one.report.missing.append(tool)
+    # Two files are stored at once: one's SQLite indexing and fsyncs (which run without
+    # the interpreter's lock) overlap the other's Python, while a third thread reads ahead.
+    with ThreadPoolExecutor(STORERS, thread_name_prefix="archive-store") as pool:
+        pending: deque[Future[None]] = deque()
+        for read in _read_ahead(places, one.known):
+            pending.append(pool.submit(one.store_file, read))
+            while len(pending) > STORERS or (pending and pending[0].done()):
+                pending.popleft().result()
                 if progress is not None:
                     progress(one.report)
-        if not found_any:
-            one.report.missing.append(tool)
+        while pending:
+            pending.popleft().result()
+    one.flush()
     return one.report
+
+
+@dataclass
+class _Read:
+    """One source file as read (in the reading thread), for the storing one."""
+
+    path: Path
+    before: tuple[int, int] | None  # its size and mtime before it was read; None: unreadable
+    unchanged: bool = False
+    conversations: list[Conversation] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def _read_ahead(
+    places: Sequence[tuple[StoreReader, Path]], known: dict[str, FileRead]
+) -> Iterator[_Read]:
+    """Each file read in a thread of its own, a few ahead of the caller: parsing (Python)
+    overlaps storing (SQLite's indexing and fsync run without the interpreter's lock)."""
+    ahead: queue.Queue[_Read | BaseException | None] = queue.Queue(maxsize=4)
+    stop = threading.Event()
+
+    def reading() -> None:
+        try:
+            for reader, root in places:
+                for path in reader.files(root):
+                    if stop.is_set():
+                        return
+                    ahead.put(_read(reader, path, known))
+            ahead.put(None)
+        except BaseException as exc:  # handed to the caller, raised there
+            ahead.put(exc)
+
+    worker = threading.Thread(target=reading, name="archive-reader", daemon=True)
+    worker.start()
+    try:
+        while (item := ahead.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:  # unblock a reader waiting to put
+                ahead.get_nowait()
+
+
+def _read(reader: StoreReader, path: Path, known: dict[str, FileRead]) -> _Read:
+    try:
+        before = _stat(path)
+    except OSError as exc:
+        return _Read(path, None, skipped=[Skipped(str(path), f"cannot read: {exc.strerror}")])
+    seen = known.get(str(path))
+    if seen is not None and (seen.size, seen.mtime_ns) == before:
+        return _Read(path, before, unchanged=True)
+    found = _Read(path, before)
+    try:
+        found.conversations = list(reader.read(path, found.skipped))
+    except OSError as exc:
+        found.skipped.append(Skipped(str(path), f"cannot read: {exc.strerror or exc}"))
+    return found
 
 
 def _stat(path: Path) -> tuple[int, int]:
@@ -104,39 +180,52 @@ class _Pass:
         self.here = machine()
         self.known = ctx.storage.archive.files(self.here)
         self.recorded = set(ctx.storage.archive.sources())
+        # Sessions' sources and files read, written a batch at a time: a pass killed
+        # before its batch is written reads those files again next time, and finds their
+        # messages stored (by id).
+        self.sources_due: list[tuple[SessionName, Conversation]] = []
+        self.files_due: dict[str, FileRead] = {}
+        self.lock = threading.Lock()
+        self.writing = threading.Lock()  # this process's writes to the database
 
-    def file(self, reader: StoreReader, path: Path) -> None:
-        key = str(path)
-        try:
-            before = _stat(path)
-        except OSError as exc:
-            self.report.skipped.append(Skipped(key, f"cannot read: {exc.strerror}"))
-            return
-        seen = self.known.get(key)
-        if seen is not None and (seen.size, seen.mtime_ns) == before:
+    def flush(self) -> None:
+        with self.lock:
+            sources, self.sources_due = self.sources_due, []
+            files, self.files_due = self.files_due, {}
+        with self.writing:
+            self.ctx.storage.archive.record(sources)
+            self.ctx.storage.archive.read(self.here, files)
+
+    def store_file(self, read: _Read) -> None:
+        """What was read of one file, stored; the file remembered as read unless it
+        changed meanwhile (then it is read again next time)."""
+        self.report.skipped += read.skipped
+        if read.unchanged:
             self.report.unchanged += 1
             return
+        if read.before is None:
+            return
+        key = str(read.path)
         self.report.files += 1
-        self.report.bytes += before[0]
-        skipped: list[Skipped] = []
+        self.report.bytes += read.before[0]
+        seen = self.known.get(key)
         state: dict[str, object] = dict(seen.state) if seen is not None else {}
+        for found in read.conversations:
+            mark = [len(found.messages), found.messages[-1].id, len(found.branches)]
+            if state.get(found.source_id) == mark:
+                continue
+            self.store(found)
+            state[found.source_id] = mark
         try:
-            conversations: Iterable[Conversation] = reader.read(path, skipped)
-            for found in conversations:
-                mark = [len(found.messages), found.messages[-1].id, len(found.branches)]
-                if state.get(found.source_id) == mark:
-                    continue
-                self.store(found)
-                state[found.source_id] = mark
-        except OSError as exc:
-            skipped.append(Skipped(key, f"cannot read: {exc.strerror or exc}"))
-        self.report.skipped += skipped
-        try:
-            after = _stat(path)
+            after = _stat(read.path)
         except OSError:
             return
-        if after == before and not self.dry_run:  # else read again next time
-            self.ctx.storage.archive.read(self.here, key, FileRead(before[0], before[1], state))
+        if after == read.before and not self.dry_run:
+            with self.lock:
+                self.files_due[key] = FileRead(read.before[0], read.before[1], state)
+                full = len(self.files_due) >= BATCH
+            if full:
+                self.flush()
 
     def store(self, found: Conversation) -> None:
         name = SessionName.parse(found.session)
@@ -147,14 +236,17 @@ class _Pass:
         if self.dry_run:
             return
         if count or name.value not in self.recorded:
-            self.ctx.storage.archive.record(name, found)
+            with self.lock:
+                self.sources_due.append((name, found))
             self.recorded.add(name.value)
         for number, branch in enumerate(found.branches, start=1):
             fork = SessionName.parse(f"{name.value[:58]}~b{number}")
             added, had = self.append(fork, [*found.messages[: branch.shared], *branch.messages])
             if added and not had:
-                self.ctx.storage.origins.record(fork, name, branch.shared)
-                self.ctx.storage.archive.record(fork, found)
+                with self.writing:
+                    self.ctx.storage.origins.record(fork, name, branch.shared)
+                with self.lock:
+                    self.sources_due.append((fork, found))
                 self.report.forks += 1
 
     def append(self, name: SessionName, incoming: Sequence[Message]) -> tuple[int, bool]:
@@ -177,7 +269,8 @@ class _Pass:
                 if attempt == 2:
                     raise
                 continue
-            ctx.transcript.append_turns(name, _turns(fresh))
+            with self.writing:  # one thread at a time: SQLite's busy wait sleeps
+                ctx.transcript.append_turns(name, _turns(fresh))
             if self.memory:
                 from koogcli.services.memory import ingest_turn
 
@@ -204,10 +297,18 @@ def watch(
     each: Callable[[Report], None],
     every: float = 1.0,
     stop: Callable[[], bool] = lambda: False,
+    failed: Callable[[KoogError], None] = lambda err: None,
 ) -> None:
-    """Import, then again every `every` seconds, until `stop()` (or Ctrl-C in the caller)."""
+    """Import, then again every `every` seconds, until `stop()` (or Ctrl-C in the caller).
+    A pass that fails (the database busy, a store unreadable for a moment) is told to
+    `failed` and the next one tries again."""
     while not stop():
-        each(run(ctx, source, paths, memory=memory))
+        try:
+            each(run(ctx, source, paths, memory=memory))
+        except UsageError:
+            raise
+        except KoogError as err:
+            failed(err)
         deadline = time.monotonic() + every
         while time.monotonic() < deadline and not stop():
             time.sleep(min(0.2, every))

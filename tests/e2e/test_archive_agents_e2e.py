@@ -223,3 +223,75 @@ def test_watch_imports_a_new_turn_and_ends_cleanly_on_ctrl_c(
         _out, err = watching.communicate(timeout=30)
     assert watching.returncode == 0, err
     assert "Traceback" not in err
+
+
+def _rollout_lines(session: str, prompts: list[str]) -> str:
+    """A Codex rollout in Codex's own shape (as the agent's test above writes one)."""
+    lines = [
+        {
+            "timestamp": "2026-12-05T07:44:10.960Z",
+            "type": "session_meta",
+            "payload": {"id": session, "cwd": "/work/app", "cli_version": "0.171.0"},
+        },
+    ]
+    for n, prompt in enumerate(prompts):
+        lines += [
+            {
+                "timestamp": f"2026-12-05T07:45:{n:02d}.000Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "id": f"msg_u{n}",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": prompt}],
+                },
+            },
+            {
+                "timestamp": f"2026-12-05T07:45:{n:02d}.500Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "id": f"msg_a{n}",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": f"done: {prompt}"}],
+                },
+            },
+        ]
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+def test_serve_imports_the_configured_sources_as_they_change(
+    koog_env: dict[str, str], run_koog: Run, tmp_path: Path
+) -> None:
+    codex_home = tmp_path / "codex-home"
+    rollout = codex_home / "sessions" / "2026" / "12" / "05"
+    rollout.mkdir(parents=True)
+    session = "01a24529-18ad-7bd2-905b-ed23caeed646"
+    path = rollout / f"rollout-2026-12-05T07-44-10-{session}.jsonl"
+    path.write_text(_rollout_lines(session, ["first prompt"]))
+    config = tmp_path / "serve.toml"
+    config.write_text('[archive]\nsources = ["codex"]\ninterval_seconds = 0.5\n')
+    env = {**koog_env, "KOOG_CONFIG": str(config), "CODEX_HOME": str(codex_home)}
+    served = KoogServe(env, log=tmp_path / "serve.log").start()
+
+    def said() -> list[str]:
+        shown = run_koog("history", "show", "-s", f"codex-{session}", "--json", env=env)
+        if shown.returncode != 0:
+            return []
+        return [text_of(m.get("content")) for m in json.loads(shown.stdout) if m["role"] == "user"]
+
+    def waited_for(prompts: list[str]) -> float:
+        start = time.monotonic()
+        while said() != prompts:
+            assert time.monotonic() - start < 15, (said(), (tmp_path / "serve.log").read_text())
+            time.sleep(0.2)
+        return time.monotonic() - start
+
+    try:
+        waited_for(["first prompt"])
+        path.write_text(_rollout_lines(session, ["first prompt", "second prompt"]))
+        assert waited_for(["first prompt", "second prompt"]) < 15
+    finally:
+        assert served.stop() == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert "Traceback" not in log, log

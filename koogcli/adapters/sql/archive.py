@@ -5,7 +5,7 @@ each source file on each machine, so an unchanged file is skipped without readin
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from koogcli.core.archive import Conversation
@@ -20,24 +20,29 @@ class SqlArchive:
     def __init__(self, db: Any) -> None:
         self.db = db
 
-    def record(self, session: SessionName, found: Conversation) -> None:
+    def record(self, found: Sequence[tuple[SessionName, Conversation]]) -> None:
+        """Each session's source, in one transaction."""
+        if not found:
+            return
+        now = utc_now()
         with self.db.transaction() as cur:
-            cur.execute("DELETE FROM archive_sessions WHERE session = %s", [session.value])
-            cur.execute(
-                f"INSERT INTO archive_sessions ({_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    session.value,
-                    found.tool,
-                    found.source_id,
-                    found.file,
-                    found.cwd,
-                    found.model,
-                    found.started_at,
-                    found.updated_at,
-                    utc_now(),
-                ],
-            )
+            for session, conversation in found:
+                cur.execute("DELETE FROM archive_sessions WHERE session = %s", [session.value])
+                cur.execute(
+                    f"INSERT INTO archive_sessions ({_COLUMNS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [
+                        session.value,
+                        conversation.tool,
+                        conversation.source_id,
+                        conversation.file,
+                        conversation.cwd,
+                        conversation.model,
+                        conversation.started_at,
+                        conversation.updated_at,
+                        now,
+                    ],
+                )
 
     def sources(self) -> dict[str, SessionSource]:
         """Every imported session: name → where it came from."""
@@ -57,15 +62,19 @@ class SqlArchive:
             for p, size, mtime, state in found
         }
 
-    def read(self, machine: str, path: str, seen: FileRead) -> None:
+    def read(self, machine: str, files: Mapping[str, FileRead]) -> None:
+        """What was read of these files, in one transaction."""
+        if not files:
+            return
         with self.db.transaction() as cur:
-            cur.execute(
-                "DELETE FROM archive_files WHERE machine = %s AND path = %s", [machine, path]
-            )
-            cur.execute(
-                "INSERT INTO archive_files VALUES (%s, %s, %s, %s, %s)",
-                [machine, path, seen.size, seen.mtime_ns, json.dumps(dict(seen.state))],
-            )
+            for path, seen in files.items():
+                cur.execute(
+                    "DELETE FROM archive_files WHERE machine = %s AND path = %s", [machine, path]
+                )
+                cur.execute(
+                    "INSERT INTO archive_files VALUES (%s, %s, %s, %s, %s)",
+                    [machine, path, seen.size, seen.mtime_ns, json.dumps(dict(seen.state))],
+                )
 
 
 def _source(row: Any) -> SessionSource:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from koogcli.adapters.atomic import json_text
 from koogcli.adapters.codec.documents import dump_pending, parse_messages, parse_pending
 from koogcli.adapters.sql import rows
 from koogcli.core.errors import CorruptDocumentError
@@ -33,7 +34,11 @@ class SqlTranscriptStore:
         self, session: SessionName, turns: Sequence[tuple[str, Sequence[Message]]]
     ) -> None:
         """Several turns' messages in one transaction (an import)."""
-        found = [(session.value, turn, rows.body(m)) for turn, messages in turns for m in messages]
+        found = [
+            (session.value, turn, json_text(m.to_dict()))
+            for turn, messages in turns
+            for m in messages
+        ]
         if not found:
             return
         with self.db.transaction() as cur:
