@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 Koog = Callable[..., Any]
+pytestmark = pytest.mark.usefixtures("backend")  # a team's PostgreSQL holds it as files do
 
 
 def _said(koog: Koog, session: str) -> list[tuple[str, str]]:
@@ -272,3 +273,52 @@ def test_bad_sources_are_usage_errors(
 ) -> None:
     done = koog("history", "import", *args)
     assert done.exit_code == 2 and words in done.stderr, done.stderr
+
+
+def test_imported_turns_are_ingested_once_and_no_memory_skips_them(
+    koog: Koog, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = isolated / "koog.toml"
+    config.write_text("[long_term_memory.ingestion]\nenabled = true\n")
+    monkeypatch.setenv("KOOG_CONFIG", str(config))
+    store = isolated / "claude"
+    first = [
+        _line("u1", None, "user", "the staging database is on port 6543"),
+        _line("a1", "u1", "assistant", [{"type": "text", "text": "noted"}]),
+    ]
+    _transcript(store, first)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+
+    def records() -> list[str]:
+        listed = json.loads(koog("memory", "list", "--json").stdout)
+        return sorted(r["content"] for r in listed)
+
+    assert records() == ["noted", "the staging database is on port 6543"]
+    grown = [*first, _line("u2", "a1", "user", "and production on 5432")]
+    _transcript(store, grown)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    assert records() == ["and production on 5432", "noted", "the staging database is on port 6543"]
+
+    other = isolated / "claude-other"
+    (other / "projects" / "-x").mkdir(parents=True)
+    moved = other / "projects" / "-x" / "5e551011-0000-4000-8000-000000000002.jsonl"
+    moved.write_text(_line("v1", None, "user", "a secret never to remember") + "\n")
+    done = koog("history", "import", "--from", "claude-code", str(other), "--no-memory")
+    assert done.exit_code == 0
+    assert "a secret never to remember" not in records()
+
+
+def test_two_machines_importing_one_synced_store_make_one_session(
+    koog: Koog, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from koogcli.services import archive
+
+    store = isolated / "claude"
+    _transcript(store, [_line("u1", None, "user", "one"), _line("u2", "u1", "user", "two")])
+    monkeypatch.setattr(archive, "machine", lambda: "laptop")
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    monkeypatch.setattr(archive, "machine", lambda: "desktop")  # its own record of files
+    done = koog("history", "import", "--from", "claude-code", str(store), "--json")
+    assert json.loads(done.stdout)["files"]["read"] == 1  # read here for the first time
+    assert json.loads(done.stdout)["messages"] == 0
+    assert [s["session"] for s in _listed(koog)] == [NAME]
