@@ -58,6 +58,14 @@ def test_documented_shapes_match_real_output(
     out("chat", "-s", "j", "more", "--json")
     server.enqueue({"content": "a summary"})
     added = out("memory", "add", "blue doors", "--json")
+    exported = tmp_path / "j.json"
+    exported.write_text(json.dumps(out("history", "export", "-s", "j")))
+    export = tmp_path / "claude-ai.json"  # a Claude.ai export, for `import --from`
+    export.write_text(
+        json.dumps(
+            [{"uuid": "u1", "chat_messages": [{"uuid": "m1", "sender": "human", "text": "hi"}]}]
+        )
+    )
     real = {
         "chat --json": made,
         "models --json": out("models", "--json"),
@@ -65,6 +73,10 @@ def test_documented_shapes_match_real_output(
         "history list --json": out("history", "list", "--json"),
         "history show --json": out("history", "show", "-s", "j", "--json"),
         "history export": out("history", "export", "-s", "j"),
+        "history import --json": out("history", "import", "-s", "j2", str(exported), "--json"),
+        "history import --from --json": out(
+            "history", "import", "--from", "claude-ai", str(export), "--json"
+        ),
         "checkpoint create --json": point,
         "checkpoint list --json": out("checkpoint", "list", "-s", "j", "--json"),
         "checkpoint show --json": out("checkpoint", "show", point["id"], "--json"),

@@ -64,6 +64,7 @@ SKIPPED: list[tuple[str, str]] = [
     (r"^python -m llama_cpp\.server\b", "needs llama-cpp-python (a 20-minute build) and a model"),
     (r"(^|\s)claude$", "Claude Code, installed from npm"),
     (r"KOOG_CONFIG=~/(koog-)?claude\.toml", "its upstream is Anthropic's API, on the internet"),
+    (r"--watch\b", "runs until Ctrl-C (tests/e2e/test_archive_agents_e2e.py drives it)"),
 ]
 
 # TOML blocks for other programs, known by the file the sentence before them names.
@@ -335,6 +336,27 @@ class Reader:
         if "--from ~/.local/share/koog" in command:  # a data dir that was used with files
             files = {k: v for k, v in self.env.items() if not k.startswith("KOOG_DATABASE")}
             self.turn("before-postgres", files)
+        if "chatgpt-export.zip" in command:  # a ChatGPT export, as downloaded
+            import zipfile
+
+            export = [
+                {
+                    "id": "c1",
+                    "mapping": {
+                        "n1": {
+                            "id": "n1",
+                            "parent": None,
+                            "children": [],
+                            "message": {
+                                "author": {"role": "user"},
+                                "content": {"parts": ["a flaky test"]},
+                            },
+                        }
+                    },
+                }
+            ]
+            with zipfile.ZipFile(self.work / "chatgpt-export.zip", "w") as archive:
+                archive.writestr("conversations.json", json.dumps(export))
         if "-r reviewer" in command:  # a role in the config the line uses
             config = self.work.parent / "roles.toml"
             config.write_text('[roles.reviewer]\nsystem = "You review code. Be brief."\n')
