@@ -108,6 +108,10 @@ class TranscriptStore(Protocol):
         """Several turns at once (an import)."""
         ...
 
+    def holding(self, session: SessionName, ids: Sequence[str]) -> set[str]:
+        """Which of these message ids the session's transcript holds."""
+        ...
+
     def mark_failed(self, session: SessionName, turn_id: str) -> None:
         """The turn failed: its rows stay, under `FAILED_TURN + turn_id`."""
         ...

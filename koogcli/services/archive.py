@@ -262,6 +262,13 @@ class _Pass:
                 return len(fresh), existed
             taken = tool_identity.taken(ctx, name, held, stored=existed)
             fresh = normalise(fresh, taken)
+            # The transcript first: a pass killed before the history is written finds
+            # these messages missing from it next time, and already in the transcript.
+            known = existed or ctx.transcript.exists(name)
+            written = ctx.transcript.holding(name, [m.id for m in fresh]) if known else set()
+            unwritten = [m for m in fresh if m.id not in written]
+            with self.writing:  # one thread at a time: SQLite's busy wait sleeps
+                ctx.transcript.append_turns(name, _turns(unwritten))
             try:
                 revision = stored.revision if stored is not None else 0
                 ctx.history.write(name, [*held, *fresh], expected_revision=revision)
@@ -269,8 +276,6 @@ class _Pass:
                 if attempt == 2:
                     raise
                 continue
-            with self.writing:  # one thread at a time: SQLite's busy wait sleeps
-                ctx.transcript.append_turns(name, _turns(fresh))
             if self.memory:
                 from koogcli.services.memory import ingest_turn
 

@@ -322,3 +322,25 @@ def test_two_machines_importing_one_synced_store_make_one_session(
     assert json.loads(done.stdout)["files"]["read"] == 1  # read here for the first time
     assert json.loads(done.stdout)["messages"] == 0
     assert [s["session"] for s in _listed(koog)] == [NAME]
+
+
+@pytest.mark.files_only
+def test_an_import_killed_before_the_history_is_written_is_finished_next_time(
+    koog: Koog, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from koogcli.adapters.files.history import FileHistoryStore
+
+    store = isolated / "claude"
+    _transcript(store, [_line("u1", None, "user", "the cobalt plan")])
+    written = FileHistoryStore.write
+
+    def killed(*args: Any, **kwargs: Any) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FileHistoryStore, "write", killed)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code != 0
+    monkeypatch.setattr(FileHistoryStore, "write", written)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    assert _said(koog, NAME) == [("user", "the cobalt plan")]
+    found = json.loads(koog("history", "search", "cobalt", "--json").stdout)
+    assert len(found) == 1, found  # in the transcript once

@@ -46,6 +46,15 @@ class SqlTranscriptStore:
                 "INSERT INTO transcript (session, turn_id, body) VALUES (%s, %s, %s)", found
             )
 
+    def holding(self, session: SessionName, ids: Sequence[str]) -> set[str]:
+        """Which of these message ids the session's transcript holds."""
+        if not ids or not self.db.exists():
+            return set()
+        field = "body::jsonb ->> 'id'" if self.db.dialect.postgres else "json_extract(body, '$.id')"
+        found = self.db.rows(f"SELECT {field} FROM transcript WHERE session = %s", [session.value])
+        wanted = set(ids)
+        return {str(row[0]) for row in found if row[0] in wanted}
+
     def mark_failed(self, session: SessionName, turn_id: str) -> None:
         if not self.db.exists():
             return
