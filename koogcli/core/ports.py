@@ -322,6 +322,17 @@ class StoreReader(Protocol):
     def read(self, path: Path, skipped: list[Skipped]) -> Iterable[Conversation]: ...
 
 
+class TranscriptAppender(Protocol):
+    """Appends turns to the transcript from elsewhere; `finish` returns when all are
+    written (StorageError if they could not be)."""
+
+    def append_turns(
+        self, session: SessionName, turns: Sequence[tuple[str, Sequence[Message]]]
+    ) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 class StorageBackend(Protocol):
     """One backend's stores, and how it coordinates turns and whole-session changes across
     processes (SPEC §4): files under the data dir, or PostgreSQL. The composition root
@@ -343,6 +354,10 @@ class StorageBackend(Protocol):
     def archive(self) -> ArchiveStore: ...
 
     def pending(self) -> PendingIngestion: ...
+
+    def background_transcript(self) -> TranscriptAppender | None:
+        """A writer for a long import's transcript in a process of its own, or None."""
+        ...
 
     def memory(self, warn: Callable[[str], None]) -> MemoryStore: ...
 

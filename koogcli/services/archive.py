@@ -24,17 +24,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from koogcli.core.archive import TOOLS, Conversation, Report, Skipped, new_messages
+from koogcli.core.archive import IMPORTED, TOOLS, Conversation, Report, Skipped, new_messages
 from koogcli.core.errors import ConflictError, KoogError, UsageError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
-from koogcli.core.ports import FileRead, StoreReader
+from koogcli.core.ports import FileRead, StoreReader, TranscriptAppender, TranscriptStore
 from koogcli.core.tool_ids import normalise
 from koogcli.services import tool_identity
 from koogcli.services.context import AppContext
 
 Progress = Callable[[Report], None]
 BATCH = 200  # files whose bookkeeping is written in one transaction
+# Messages a pass appends in this process before the rest of its transcript is written by
+# a process of its own (SQLite: indexing it then runs on the other core).
+BACKGROUND_AFTER = 5000
 STORERS = 2  # files stored at once
 
 
@@ -79,16 +82,19 @@ def run(
             one.report.missing.append(tool)
     # Two files are stored at once: one's SQLite indexing and fsyncs (which run without
     # the interpreter's lock) overlap the other's Python, while a third thread reads ahead.
-    with ThreadPoolExecutor(STORERS, thread_name_prefix="archive-store") as pool:
-        pending: deque[Future[None]] = deque()
-        for read in _read_ahead(places, one.known):
-            pending.append(pool.submit(one.store_file, read))
-            while len(pending) > STORERS or (pending and pending[0].done()):
+    try:
+        with ThreadPoolExecutor(STORERS, thread_name_prefix="archive-store") as pool:
+            pending: deque[Future[None]] = deque()
+            for read in _read_ahead(places, one.known):
+                pending.append(pool.submit(one.store_file, read))
+                while len(pending) > STORERS or (pending and pending[0].done()):
+                    pending.popleft().result()
+                    if progress is not None:
+                        progress(one.report)
+            while pending:
                 pending.popleft().result()
-                if progress is not None:
-                    progress(one.report)
-        while pending:
-            pending.popleft().result()
+    finally:
+        one.finish_transcript()
     one.flush()
     return one.report
 
@@ -187,8 +193,29 @@ class _Pass:
         self.files_due: dict[str, FileRead] = {}
         self.lock = threading.Lock()
         self.writing = threading.Lock()  # this process's writes to the database
+        self.appended = 0
+        self.background: TranscriptAppender | None = None
+        self.may_background = True
+
+    def transcript(self, count: int) -> TranscriptStore | TranscriptAppender:
+        """Where the next `count` messages of the transcript go (under `writing`)."""
+        self.appended += count
+        if self.background is None and self.may_background and self.appended > BACKGROUND_AFTER:
+            self.background = self.ctx.storage.background_transcript()
+            self.may_background = self.background is not None
+        return self.background or self.ctx.transcript
+
+    def finish_transcript(self) -> None:
+        """Every transcript row sent is written before the files are recorded as read."""
+        if self.background is not None:
+            with self.writing:
+                background, self.background = self.background, None
+                self.may_background = False
+            background.finish()
 
     def flush(self) -> None:
+        if self.background is not None:
+            return  # at the end, once its rows are written
         with self.lock:
             sources, self.sources_due = self.sources_due, []
             files, self.files_due = self.files_due, {}
@@ -249,6 +276,16 @@ class _Pass:
                     self.sources_due.append((fork, found))
                 self.report.forks += 1
 
+    def mend(self, name: SessionName, held: Sequence[Message]) -> None:
+        """Imported messages the history holds but the transcript lacks (a writer killed
+        with its input unwritten) written to the transcript now."""
+        ids = [m.id for m in held if m.meta.get(IMPORTED)]
+        missing = set(ids) - self.ctx.transcript.holding(name, ids)
+        if missing:
+            lost = [m for m in held if m.id in missing]
+            with self.writing:
+                self.transcript(len(lost)).append_turns(name, _turns(lost))
+
     def append(self, name: SessionName, incoming: Sequence[Message]) -> tuple[int, bool]:
         """(messages added, whether the session existed); read again and retried once if
         a turn wrote it meanwhile."""
@@ -258,6 +295,8 @@ class _Pass:
             stored = ctx.history.read(name) if existed else None
             held = stored.messages if stored is not None else []
             fresh = new_messages(held, incoming)
+            if existed and not self.dry_run:
+                self.mend(name, held)
             if not fresh or self.dry_run:
                 return len(fresh), existed
             taken = tool_identity.taken(ctx, name, held, stored=existed)
@@ -268,7 +307,7 @@ class _Pass:
             written = ctx.transcript.holding(name, [m.id for m in fresh]) if known else set()
             unwritten = [m for m in fresh if m.id not in written]
             with self.writing:  # one thread at a time: SQLite's busy wait sleeps
-                ctx.transcript.append_turns(name, _turns(unwritten))
+                self.transcript(len(unwritten)).append_turns(name, _turns(unwritten))
             try:
                 revision = stored.revision if stored is not None else 0
                 ctx.history.write(name, [*held, *fresh], expected_revision=revision)

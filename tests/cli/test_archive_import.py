@@ -344,3 +344,38 @@ def test_an_import_killed_before_the_history_is_written_is_finished_next_time(
     assert _said(koog, NAME) == [("user", "the cobalt plan")]
     found = json.loads(koog("history", "search", "cobalt", "--json").stdout)
     assert len(found) == 1, found  # in the transcript once
+
+
+def test_a_long_import_writes_its_transcript_from_a_process_of_its_own(
+    koog: Koog, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past BACKGROUND_AFTER messages (here at once) the file backend's transcript is
+    written by a child process: every prompt is still found, once, and the files are
+    recorded as read only after it finished."""
+    from koogcli.services import archive
+
+    monkeypatch.setattr(archive, "BACKGROUND_AFTER", 0)
+    store = isolated / "claude"
+    for n in range(5):
+        project = store / "projects" / f"-p{n}"
+        project.mkdir(parents=True)
+        lines = [
+            _line(f"u{n}", None, "user", f"question quartz{n}"),
+            _line(f"a{n}", f"u{n}", "assistant", [{"type": "text", "text": f"answer {n}"}]),
+        ]
+        (project / f"5e551011-0000-4000-8000-00000000010{n}.jsonl").write_text(
+            "\n".join(lines).replace(
+                NAME.removeprefix("claude-"), f"5e551011-0000-4000-8000-00000000010{n}"
+            )
+            + "\n"
+        )
+    done = koog("history", "import", "--from", "claude-code", str(store), "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["messages"] == 10
+    for n in range(5):
+        found = json.loads(koog("history", "search", f"quartz{n}", "--json").stdout)
+        assert len(found) == 1, found
+    again = json.loads(
+        koog("history", "import", "--from", "claude-code", str(store), "--json").stdout
+    )
+    assert again["files"]["unchanged"] == 5

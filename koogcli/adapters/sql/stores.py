@@ -9,7 +9,7 @@ from koogcli.adapters.sql.archive import SqlArchive
 from koogcli.adapters.sql.checkpoints import SqlCheckpointStore
 from koogcli.adapters.sql.origins import SqlSessionOrigins
 from koogcli.adapters.sql.transcript import SqlPendingIngestion, SqlTranscriptStore
-from koogcli.core.ports import PendingIngestion
+from koogcli.core.ports import PendingIngestion, TranscriptAppender
 
 
 class SqlStores:
@@ -22,6 +22,19 @@ class SqlStores:
         self.archive = SqlArchive(db)
         self.checkpoints = SqlCheckpointStore(db)
         self._pending = SqlPendingIngestion(db)
+
+    def background_transcript(self) -> TranscriptAppender | None:
+        """A transcript writer in a process of its own, for a long import: on SQLite,
+        where indexing would share this process's core; None on PostgreSQL, whose server
+        indexes in its own processes already."""
+        from koogcli.adapters.sql.sqlite import SqliteDatabase
+
+        if not isinstance(self._db, SqliteDatabase):
+            return None
+        from koogcli.adapters.sql.transcript_writer import BackgroundTranscript
+
+        _ = self._db.conn  # created and brought up to date before the child writes
+        return BackgroundTranscript(self._db.path, self._db.busy_timeout)
 
     def pending(self) -> PendingIngestion:
         return self._pending
