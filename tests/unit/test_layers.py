@@ -20,6 +20,7 @@ THIRD_PARTY_HOMES = {
         "adapters/atomic.py",
         "server/bodies.py",
         "adapters/stores/lines.py",
+        "adapters/sql/transcript_writer.py",
     ),
     "platformdirs": ("adapters/paths.py",),
     "pydantic": ("config", "adapters"),
