@@ -4,13 +4,15 @@ turn into JSON), so nothing at that seam is untyped."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from koogcli.core.agent_edits import FileFate
-from koogcli.core.checkpoints import Checkpoint, arguments_text
 from koogcli.core.messages import Message, ToolCall
-from koogcli.core.tool_ports import ToolOutcome
 from koogcli.core.usage import Usage
+
+if TYPE_CHECKING:  # hints only: `history search` and `list` import this module
+    from koogcli.core.agent_edits import FileFate
+    from koogcli.core.checkpoints import Checkpoint
+    from koogcli.core.tool_ports import ToolOutcome
 
 Approval = Literal["y", "n", "a"]  # yes, no, always (this tool, this session)
 Status = Literal[
@@ -19,6 +21,8 @@ Status = Literal[
 
 
 def call_text(call: ToolCall) -> str:
+    from koogcli.core.checkpoints import arguments_text
+
     return f"{call.name}({arguments_text(call.arguments)})"
 
 

@@ -13,7 +13,6 @@ the new id, pairing results to calls in order where one id stood for several cal
 
 from __future__ import annotations
 
-import secrets
 import string
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -27,6 +26,8 @@ MINTED_LENGTH = 9
 
 def mint(taken: Callable[[str], bool]) -> str:
     """A new id the session has not used."""
+    import secrets  # only when an id is minted (its import is a few milliseconds)
+
     while True:
         candidate = "".join(secrets.choice(ALPHABET) for _ in range(MINTED_LENGTH))
         if not taken(candidate):

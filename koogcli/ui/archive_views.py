@@ -3,10 +3,14 @@ imported session's source (`history list`, `history show`)."""
 
 from __future__ import annotations
 
-from koogcli.core.archive import TITLES, Report
+from typing import TYPE_CHECKING
+
 from koogcli.core.messages import local_time
-from koogcli.core.ports import SessionSource
 from koogcli.ui.render import visible
+
+if TYPE_CHECKING:
+    from koogcli.core.archive import Report
+    from koogcli.core.ports import SessionSource
 
 
 def source_dict(source: SessionSource) -> dict[str, object]:
@@ -23,6 +27,8 @@ def source_dict(source: SessionSource) -> dict[str, object]:
 
 
 def source_title(source: SessionSource | None) -> str:
+    from koogcli.core.archive import TITLES
+
     return TITLES.get(source.tool, source.tool) if source is not None else "koog"
 
 

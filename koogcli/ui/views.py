@@ -6,17 +6,22 @@ Shared by the CLI commands and the REPL's slash commands; writing is render.py's
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from koogcli.core.agent_edits import FileFate
-from koogcli.core.checkpoints import Checkpoint
-from koogcli.core.memory import MemoryRecord, SearchHit
-from koogcli.core.messages import CUT_LABELS, FINISH_KEY, Message, local_time
-from koogcli.core.ports import SessionInfo, Usage
-from koogcli.core.results import Compensation, CompressResult, Found, RollbackResult
-from koogcli.core.why import Explained, StepTrace, sent_records
+from koogcli.core.messages import CUT_LABELS, FINISH_KEY, local_time
+from koogcli.core.usage import Usage
+from koogcli.core.why import sent_records
 from koogcli.ui.archive_views import source_dict
 from koogcli.ui.render import cache_words, one_line, table, visible
+
+if TYPE_CHECKING:  # names for the hints only: every command imports this module
+    from koogcli.core.agent_edits import FileFate
+    from koogcli.core.checkpoints import Checkpoint
+    from koogcli.core.memory import MemoryRecord, SearchHit
+    from koogcli.core.messages import Message
+    from koogcli.core.ports import SessionInfo
+    from koogcli.core.results import Compensation, CompressResult, Found, RollbackResult
+    from koogcli.core.why import Explained, StepTrace
 
 
 def session_dict(s: SessionInfo) -> dict[str, object]:
