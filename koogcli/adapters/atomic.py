@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,7 +89,7 @@ def write_text(path: Path, text: str | bytes, sync: bool = True) -> None:
         import time
 
         remove_orphan_temp_files(path.parent, time.time())
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:

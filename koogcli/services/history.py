@@ -15,7 +15,7 @@ from koogcli.core.ports import FAILED_TURN, SessionInfo, SessionSource
 from koogcli.core.results import Found, SharedConversation, UsageTotals
 from koogcli.core.tool_ids import normalise
 from koogcli.core.usage import Usage
-from koogcli.services import agent_files, tool_identity
+from koogcli.services import tool_identity
 from koogcli.services.checkpoints import restore_point
 from koogcli.services.compose import history_document, parse_history_document
 from koogcli.services.context import AppContext
@@ -195,6 +195,8 @@ def delete(ctx: AppContext, session: SessionName) -> None:
             return  # this very delete, left halfway by a stopped koog: done now
         _require(ctx, session)
         ctx.storage.drop_session(session)
+        from koogcli.services import agent_files
+
         agent_files.forget(ctx, session)  # the agent's file journal, with its last session
 
 
@@ -213,6 +215,8 @@ def rename(ctx: AppContext, old: SessionName, new: SessionName) -> None:
                 f"a session named {new.value!r} exists already", hint="pick another name"
             )
         ctx.storage.rename_session(old, new)
+        from koogcli.services import agent_files
+
         agent_files.moved(ctx, old, new)
 
 

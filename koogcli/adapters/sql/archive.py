@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from koogcli.core.archive import Conversation
 from koogcli.core.messages import utc_now
 from koogcli.core.names import SessionName
 from koogcli.core.ports import FileRead, SessionSource
+
+if TYPE_CHECKING:
+    from koogcli.core.archive import Conversation
 
 _COLUMNS = "session, tool, source_id, file, cwd, model, started_at, updated_at, imported_at"
 
