@@ -57,6 +57,16 @@ class KoogGroup(TyperGroup):
             sys.exit(130)
         sys.exit(code if isinstance(code, int) else 0)
 
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in COMMANDS if n not in self.commands)]
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        """A subcommand's module is imported when that subcommand is asked for, so
+        `koog history search` does not import the REPL's, the server's, ...."""
+        if name in COMMANDS and name not in self.commands:
+            self.commands[name] = _load(name)
+        return super().get_command(ctx, name)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -73,6 +83,44 @@ class KoogGroup(TyperGroup):
                 raise
             render.internal_error(exc)
             raise typer.Exit(1) from None
+
+
+# Each subcommand, in the order help lists them: its module under koogcli/cli/ and the
+# Typer app (a group) or function (a command) there.
+COMMANDS = {
+    "chat": ("chat", "chat"),
+    "models": ("catalog", "models"),
+    "roles": ("catalog", "roles"),
+    "history": ("history", "app"),
+    "compress": ("compress", "compress"),
+    "checkpoint": ("checkpoints", "app"),
+    "rollback": ("checkpoints", "rollback"),
+    "memory": ("memory", "app"),
+    "config": ("config_cmd", "app"),
+    "storage": ("storage", "app"),
+    "serve": ("serve", "serve"),
+    "mcp": ("mcp", "app"),
+    "why": ("why", "why"),
+}
+
+
+def _load(name: str) -> Any:
+    import importlib
+
+    from typer.main import get_command_from_info, get_group
+    from typer.models import CommandInfo
+
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(f"koogcli.cli.{module}"), attribute)
+    command: Any
+    if isinstance(target, typer.Typer):
+        target.rich_markup_mode = None  # as the root's: plain help, as when it was added
+        command = get_group(target)
+    else:
+        info = CommandInfo(name=name, callback=target)
+        command = get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=None)
+    command.name = name
+    return command
 
 
 SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
@@ -174,39 +222,6 @@ def _global_options(
     g = ctx.ensure_object(Globals)
     g.config = config or g.config
     g.data_dir = data_dir or g.data_dir
-
-
-def _register() -> None:
-    from koogcli.cli import (
-        catalog,
-        chat,
-        checkpoints,
-        compress,
-        config_cmd,
-        history,
-        mcp,
-        memory,
-        serve,
-        storage,
-        why,
-    )
-
-    app.command("chat")(chat.chat)
-    app.command("models")(catalog.models)
-    app.command("roles")(catalog.roles)
-    app.add_typer(history.app, name="history")
-    app.command("compress")(compress.compress)
-    app.add_typer(checkpoints.app, name="checkpoint")
-    app.command("rollback")(checkpoints.rollback)
-    app.add_typer(memory.app, name="memory")
-    app.add_typer(config_cmd.app, name="config")
-    app.add_typer(storage.app, name="storage")
-    app.command("serve")(serve.serve)
-    app.add_typer(mcp.app, name="mcp")
-    app.command("why")(why.why)
-
-
-_register()
 
 
 def main() -> None:

@@ -81,16 +81,17 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Find a message in any session's transcript, newest first."""
-    from koogcli.services import history
+    from koogcli.services import search
+    from koogcli.ui import found_views
 
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session) if session else None
-    found = history.search(app_ctx, words, name, limit, source)
+    found = search.search(app_ctx, words, name, limit, source)
     if as_json:
-        render.json_out([views.found_dict(f) for f in found])
+        render.json_out([found_views.found_dict(f) for f in found])
     elif found:
         # found_lines shows each line visibly; the marks are koog's own reverse video.
-        render.out("\n".join(views.found_lines(found, render.emphasis())), styled=True)
+        render.out("\n".join(found_views.found_lines(found, render.emphasis())), styled=True)
     else:
         render.note(f"nothing in the transcripts holds {words!r}")
 

@@ -28,13 +28,14 @@ def _memory(state: ReplState, args: str) -> None:
 
 @REGISTRY.add("search", "/search QUERY", "find a message in every session's transcript")
 def _search(state: ReplState, args: str) -> None:
-    from koogcli.services import history
+    from koogcli.services import search
+    from koogcli.ui import found_views
 
     if not args.strip():
         raise UsageError("usage: /search QUERY")
-    found = history.search(state.ctx, args, None, 20)
+    found = search.search(state.ctx, args, None, 20)
     if found:
-        state.ui.show("\n".join(views.found_lines(found, lambda word: word)))
+        state.ui.show("\n".join(found_views.found_lines(found, lambda word: word)))
     else:
         state.ui.info(f"nothing in the transcripts holds {args.strip()!r}")
 

@@ -5,7 +5,7 @@ Shared by the CLI commands and the REPL's slash commands; writing is render.py's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from koogcli.core.messages import CUT_LABELS, FINISH_KEY, local_time
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # names for the hints only: every command imports this module
     from koogcli.core.memory import MemoryRecord, SearchHit
     from koogcli.core.messages import Message
     from koogcli.core.ports import SessionInfo
-    from koogcli.core.results import Compensation, CompressResult, Found, RollbackResult
+    from koogcli.core.results import Compensation, CompressResult, RollbackResult
     from koogcli.core.why import Explained, StepTrace
 
 
@@ -450,43 +450,6 @@ def _clipped(text: str, width: int = 70) -> str:
 
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
-def found_dict(f: Found) -> dict[str, object]:
-    """A hit of `history search --json`."""
-    return {
-        "session": f.session,
-        "turn": f.turn or None,  # a failed turn's words have no turn number
-        "role": f.message.role,
-        "id": f.message.id,
-        "created_at": f.message.created_at,
-        "line": f.line,
-        "content": f.message.content,
-    }
-
-
-def found_lines(found: Sequence[Found], mark: Callable[[str], str]) -> list[str]:
-    """`work  turn 3  2026-11-30 14:02  user  ... the matching line ...`, the words marked."""
-    rows = []
-    for f in found:
-        line = visible(f.line)
-        line = line if len(line) <= 160 else line[:159] + "…"
-        rows.append(
-            f"{f.session}  {f'turn {f.turn}' if f.turn else 'failed turn'}  "
-            f"{local_time(f.message.created_at)}  "
-            f"{f.message.role}  {_marked(line, f.terms, mark)}"
-        )
-    return rows
-
-
-def _marked(line: str, terms: Sequence[str], mark: Callable[[str], str]) -> str:
-    import re
-
-    words = sorted({t for t in terms if t}, key=len, reverse=True)
-    if not words:
-        return line
-    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
-    return pattern.sub(lambda m: mark(m.group(0)), line)
 
 
 def cut_reply(finish_reason: str | None, max_tokens: int | None) -> str | None:
