@@ -10,7 +10,7 @@ from koogcli.cli.confirm import confirm_destructive
 from koogcli.cli.options import globals_of, session_option
 from koogcli.core.errors import UsageError
 from koogcli.core.messages import local_time
-from koogcli.ui import archive_views, render, views
+from koogcli.ui import archive_views, render
 
 app = typer.Typer(help="Inspect and manage stored chat histories.", no_args_is_help=True)
 
@@ -35,6 +35,7 @@ def list_(
 ) -> None:
     """List sessions, newest first, with their source and first prompt."""
     from koogcli.services import history
+    from koogcli.ui import views
 
     sessions = history.list_sessions(globals_of(ctx).build(), source)[:limit]
     if as_json:
@@ -117,6 +118,7 @@ def show(
 ) -> None:
     """Show a session's stored history (or its full transcript)."""
     from koogcli.services import agent_files, history
+    from koogcli.ui import views
 
     fmt = "json" if as_json else fmt
     if fmt not in ("text", "markdown", "json", "jsonl"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from koogcli.core.found import Found as Found  # where its users name it
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.usage import Usage
 
@@ -110,14 +111,3 @@ class SharedConversation:
     session: str
     messages: tuple[Message, ...]
     updated_at: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """One message `history search` found: where, when, and its line that matched."""
-
-    session: str
-    turn: int
-    message: Message
-    line: str
-    terms: tuple[str, ...]

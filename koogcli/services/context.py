@@ -15,7 +15,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from koogcli.core.model_port import ChatModel
 from koogcli.core.names import SessionName
 from koogcli.core.ports import (
     CheckpointStore,
@@ -29,16 +28,17 @@ from koogcli.core.ports import (
     StoreReader,
     TranscriptStore,
 )
-from koogcli.core.tool_ports import ToolBox
 
 if TYPE_CHECKING:
     from koogcli.config.loader import LoadedConfig
     from koogcli.config.schema import Settings
     from koogcli.core.agent_edits import AgentFiles
     from koogcli.core.chat_memory import ChatMemory
+    from koogcli.core.model_port import ChatModel
     from koogcli.core.preprocessors import Pipeline
+    from koogcli.core.tool_ports import ToolBox
 
-ModelFactory = Callable[["AppContext"], ChatModel]
+ModelFactory = Callable[["AppContext"], "ChatModel"]
 EmbedderFactory = Callable[["AppContext"], Embedder]
 
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from koogcli.core.errors import UsageError
+from koogcli.core.found import Found
 from koogcli.core.ports import FAILED_TURN
-from koogcli.core.results import Found
 
 if TYPE_CHECKING:
     from koogcli.core.names import SessionName

@@ -10,7 +10,7 @@ from koogcli.core.messages import local_time
 from koogcli.ui.render import visible
 
 if TYPE_CHECKING:
-    from koogcli.core.results import Found
+    from koogcli.core.found import Found
 
 
 def found_dict(f: Found) -> dict[str, object]:
