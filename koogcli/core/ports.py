@@ -323,12 +323,14 @@ class StoreReader(Protocol):
 
 
 class TranscriptAppender(Protocol):
-    """Appends turns to the transcript from elsewhere; `finish` returns when all are
-    written (StorageError if they could not be)."""
+    """Appends turns to the transcript from elsewhere; `sync` returns when all sent are
+    written (StorageError if they could not be); `finish` ends it."""
 
     def append_turns(
         self, session: SessionName, turns: Sequence[tuple[str, Sequence[Message]]]
     ) -> None: ...
+
+    def sync(self) -> None: ...
 
     def finish(self) -> None: ...
 

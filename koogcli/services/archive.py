@@ -93,9 +93,10 @@ def run(
                         progress(one.report)
             while pending:
                 pending.popleft().result()
+        one.sync_transcript()
+        one.flush()
     finally:
         one.finish_transcript()
-    one.flush()
     return one.report
 
 
@@ -196,6 +197,7 @@ class _Pass:
         self.appended = 0
         self.background: TranscriptAppender | None = None
         self.may_background = True
+        self.synced = False
 
     def transcript(self, count: int) -> TranscriptStore | TranscriptAppender:
         """Where the next `count` messages of the transcript go (under `writing`)."""
@@ -205,8 +207,13 @@ class _Pass:
             self.may_background = self.background is not None
         return self.background or self.ctx.transcript
 
-    def finish_transcript(self) -> None:
+    def sync_transcript(self) -> None:
         """Every transcript row sent is written before the files are recorded as read."""
+        if self.background is not None:
+            self.background.sync()
+            self.synced = True
+
+    def finish_transcript(self) -> None:
         if self.background is not None:
             with self.writing:
                 background, self.background = self.background, None
@@ -214,7 +221,7 @@ class _Pass:
             background.finish()
 
     def flush(self) -> None:
-        if self.background is not None:
+        if self.background is not None and not self.synced:
             return  # at the end, once its rows are written
         with self.lock:
             sources, self.sources_due = self.sources_due, []

@@ -4,8 +4,10 @@ Indexing the transcript for search (FTS5's tokenizer) is most of what an import 
 tools' histories costs in one process, which the interpreter's lock keeps to one core; a
 child process that only inserts rows puts it on the other. The parent sends each
 session's turns as a line of JSON (`[session, [[turn_id, [body, ...]], ...]]`) on the
-child's stdin; the child inserts each line in one transaction and, at the end of its
-input, exits 0 (else 1, its reason on stderr). A parent killed midway closes the pipe:
+child's stdin; the child inserts each line in one transaction, answers `"sync"` with
+`synced` once all before it is committed, and at the end of its input moves the
+write-ahead log into the database (the parent's last writes included) and exits 0 (else 1,
+its reason on stderr). A parent killed midway closes the pipe:
 what was sent is committed, the rest is not (the archive finds it missing next time).
 
     python -m koogcli.adapters.sql.transcript_writer DATABASE BUSY_TIMEOUT
@@ -39,7 +41,7 @@ class BackgroundTranscript:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", __name__, str(path), str(busy_timeout)],
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
 
@@ -57,6 +59,19 @@ class BackgroundTranscript:
             self.finish()  # raises with the child's reason
             raise StorageError(f"the transcript writer for {self.path} stopped") from None
 
+    def sync(self) -> None:
+        """Returns once the child has written every row sent before."""
+        pipe, answer = self.proc.stdin, self.proc.stdout
+        assert pipe is not None and answer is not None
+        try:
+            pipe.write(b'"sync"\n')
+            pipe.flush()
+        except BrokenPipeError:
+            pass
+        if answer.readline() != b"synced\n":
+            self.finish()  # raises with the child's reason
+            raise StorageError(f"the transcript writer for {self.path} stopped")
+
     def finish(self) -> None:
         _out, err = self.proc.communicate()  # closes its input: the child writes the rest
         if self.proc.returncode != 0:
@@ -64,16 +79,24 @@ class BackgroundTranscript:
             raise StorageError(f"cannot write the transcript in {self.path}: {why[0]}")
 
 
-def write_from(stream: IO[bytes], path: Path, busy_timeout: float) -> None:
+def write_from(stream: IO[bytes], answer: IO[bytes], path: Path, busy_timeout: float) -> None:
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
         conn.execute("PRAGMA synchronous = NORMAL")
         for line in stream:
-            session, turns = orjson.loads(line)
+            found = orjson.loads(line)
+            if found == "sync":  # every earlier line is committed: say so
+                answer.write(b"synced\n")
+                answer.flush()
+                continue
+            session, turns = found
             rows = [(session, turn, body) for turn, bodies in turns for body in bodies]
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(_INSERT, rows)
             conn.execute("COMMIT")
+        # Its many frames moved into the database now, once: else every later command
+        # would check them again when it opens the database (adapters/sql/wal_check.py).
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
 
@@ -83,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
     # what it sent is still written.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        write_from(sys.stdin.buffer, Path(argv[0]), float(argv[1]))
+        write_from(sys.stdin.buffer, sys.stdout.buffer, Path(argv[0]), float(argv[1]))
     except (sqlite3.Error, ValueError, OSError) as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1
