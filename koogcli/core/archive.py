@@ -173,6 +173,24 @@ def new_messages(stored: Sequence[Message], incoming: Sequence[Message]) -> list
     return fresh
 
 
+def utc(stamp: object) -> str | None:
+    """An ISO-8601 time from a store as koog writes times (UTC, milliseconds, `Z`), so
+    times of every source sort together; None when it is none."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    if len(stamp) == 24 and stamp[10] == "T" and stamp[-1] == "Z" and stamp[19] == ".":
+        return stamp  # already so (Claude Code, Codex): no parsing per line
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00").replace(" ", "T"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def is_context(text: str) -> bool:
     """A user message that is only what an agent injected (no prompt of the person's)."""
     return bool(text.strip()) and not prompt_text(text)

@@ -24,17 +24,37 @@ from koogcli.services.context import AppContext
 def list_sessions(ctx: AppContext, source: str | None = None) -> list[SessionInfo]:
     """Newest first (by last use); unreadable ones last; forks say where they came from,
     imported sessions their source. `source`: one tool's (`koog`: koog's own) only."""
-    found = sorted(ctx.history.sessions(), key=lambda s: s.updated_at or "", reverse=True)
+    found = ctx.history.sessions()
     origins = ctx.storage.origins.all() if found else {}
     sources = ctx.storage.archive.sources() if found else {}
-    listed = [
-        replace_(s, forked_from=origins.get(s.name), source=sources.get(s.name)) for s in found
-    ]
+    listed = sorted(
+        (
+            replace_(
+                s,
+                forked_from=origins.get(s.name),
+                source=sources.get(s.name),
+                updated_at=_last_use(s, sources.get(s.name)),
+            )
+            for s in found
+        ),
+        key=lambda s: s.updated_at or "",
+        reverse=True,
+    )
     if source is None:
         return listed
     from koogcli.services.search import check_source
 
     return [s for s in listed if (s.source.tool if s.source else "koog") == check_source(source)]
+
+
+def _last_use(s: SessionInfo, source: SessionSource | None) -> str | None:
+    """An imported session not used in koog since its import was last used when the
+    conversation was (not when it was imported)."""
+    if source is None or not source.updated_at or s.updated_at is None:
+        return s.updated_at
+    if source.imported_at and s.updated_at <= source.imported_at:
+        return source.updated_at
+    return s.updated_at
 
 
 def source_of(ctx: AppContext, session: SessionName) -> SessionSource | None:

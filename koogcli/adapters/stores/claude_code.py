@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.stores.lines import objects
-from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id
+from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id, utc
 from koogcli.core.messages import Message, ToolCall, utc_now
 
 TOOL = "claude-code"
@@ -64,8 +64,8 @@ def read(path: Path, skipped: list[Skipped]) -> Conversation | None:
 
 
 def _note(found: Conversation, line: dict[str, Any]) -> None:
-    stamp = line.get("timestamp")
-    if isinstance(stamp, str):
+    stamp = utc(line.get("timestamp"))
+    if stamp is not None:
         found.started_at = found.started_at or stamp
         found.updated_at = stamp
     if isinstance(line.get("cwd"), str):
@@ -89,7 +89,7 @@ def _messages(
     kind, message = line.get("type"), line.get("message")
     if kind not in ("user", "assistant") or not isinstance(message, dict):
         return
-    stamp = str(line.get("timestamp") or "") or None
+    stamp = utc(line.get("timestamp"))
     content = message.get("content")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
     new_id = message_id(TOOL, found.source_id, uuid)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.stores.lines import objects
-from koogcli.core.archive import Conversation, Skipped, imported, is_context, message_id
+from koogcli.core.archive import Conversation, Skipped, imported, is_context, message_id, utc
 from koogcli.core.messages import Message, ToolCall, utc_now
 
 TOOL = "codex"
@@ -45,7 +45,7 @@ def read(path: Path, skipped: list[Skipped]) -> Conversation | None:
         payload, kind = line.get("payload"), line.get("type")
         if not isinstance(payload, dict):
             continue
-        stamp = line.get("timestamp") if isinstance(line.get("timestamp"), str) else None
+        stamp = utc(line.get("timestamp"))
         if stamp:
             found.started_at = found.started_at or stamp
             found.updated_at = stamp

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.stores.lines import Bad, parse
-from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id
+from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id, utc
 from koogcli.core.messages import Message, utc_now
 
 NAME = "conversations.json"
@@ -134,8 +134,8 @@ def claude_ai(path: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
 
 def _claude_ai(path: Path, item: dict[str, Any]) -> Conversation | None:
     cid = str(item["uuid"])
-    found = Conversation("claude-ai", cid, str(path), started_at=item.get("created_at"))
-    found.updated_at = item.get("updated_at")
+    found = Conversation("claude-ai", cid, str(path), started_at=utc(item.get("created_at")))
+    found.updated_at = utc(item.get("updated_at"))
     for message in item.get("chat_messages") or []:
         role = {"human": "user", "assistant": "assistant"}.get(message.get("sender"))
         blocks = message.get("content") or []
@@ -146,7 +146,7 @@ def _claude_ai(path: Path, item: dict[str, Any]) -> Conversation | None:
         ) or str(message.get("text") or "")
         if role is None or not text:
             continue
-        at = str(message.get("created_at") or "") or utc_now()
+        at = utc(message.get("created_at")) or utc_now()
         new_id = message_id("claude-ai", cid, str(message.get("uuid")))
         found.messages.append(imported(Message(role, text, id=new_id, created_at=at)))  # type: ignore[arg-type]
     return found if found.messages else None

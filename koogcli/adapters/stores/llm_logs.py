@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from koogcli.core.archive import Conversation, Skipped, imported, message_id
+from koogcli.core.archive import Conversation, Skipped, imported, message_id, utc
 from koogcli.core.messages import Message, ToolCall, utc_now
 
 TOOL = "llm"
@@ -154,14 +154,4 @@ def _load(payload: str | None) -> Any:
 
 def _stamp(value: Any) -> str | None:
     """llm's `2026-12-05 07:44:43.540336+00:00` (or ISO-8601) as koog's UTC stamp."""
-    if not isinstance(value, str) or not value:
-        return None
-    from datetime import UTC, datetime
-
-    try:
-        moment = datetime.fromisoformat(value.replace(" ", "T"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc(value)
