@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from koogcli.core.messages import CLIENT_TOOLS, Message
 
@@ -128,6 +128,15 @@ def imported(m: Message, native: dict[str, object] | None = None) -> Message:
     if native:
         meta[NATIVE] = native
     return m
+
+
+def shown(messages: Sequence[Message]) -> list[Message]:
+    """The messages as people (and `history show --json`) see them: without what the
+    source keeps beside a reply (thinking signatures, encrypted reasoning)."""
+    return [
+        replace(m, meta={k: v for k, v in m.meta.items() if k != NATIVE}) if NATIVE in m.meta else m
+        for m in messages
+    ]
 
 
 _INJECTED = re.compile(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace as replace_
 
+from koogcli.core.archive import shown
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
@@ -172,11 +173,11 @@ def show(
             hint=f"`koog history show -s {session.value} --transcript` shows it",
         )
     if last is not None and not transcript:
-        return ctx.history.tail(session, last)  # read from the end of a long history
+        return shown(ctx.history.tail(session, last))  # read from the end of a long history
     messages = ctx.transcript.read(session) if transcript else ctx.history.read(session).messages
     if last is not None:
         messages = messages[-last:] if last > 0 else []
-    return messages
+    return shown(messages)
 
 
 def transcript_problems(ctx: AppContext, session: SessionName) -> list[str]:

@@ -199,9 +199,29 @@ def test_a_rewound_claude_code_prompt_is_a_fork_and_damage_is_named_not_shown(
         ("user", "the prompt I rewound"),
         ("assistant", "an answer left behind"),
     ]
+    shown = koog("history", "show", "-s", NAME, "--json").stdout
+    assert "c2ln" not in shown  # the thinking's signature: kept beside the reply, not shown
     plain = koog("history", "import", "--from", "claude-code", str(store))
     assert plain.exit_code == 0  # nothing changed: nothing read, nothing skipped
     assert "1 unchanged" in plain.stderr or "unchanged" in plain.stderr
+
+
+def test_escapes_in_an_imported_prompt_are_shown_never_run(koog: Koog, isolated: Path) -> None:
+    store = isolated / "claude"
+    hostile = "title \x1b]0;pwned\x07 and \x1b[2J and \x9b31m colour"
+    _transcript(store, [_line("u1", None, "user", hostile)])
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    for args in (
+        ("history", "list"),
+        ("history", "show", "-s", NAME),
+        ("history", "search", "colour"),
+        ("history", "list", "--json"),
+        ("history", "search", "colour", "--json"),
+    ):
+        done = koog(*args)
+        assert done.exit_code == 0, (args, done.stderr)
+        out = done.stdout + done.stderr
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, (args, out)
 
 
 def test_a_transcript_rewritten_in_place_adds_only_what_is_new(koog: Koog, isolated: Path) -> None:
