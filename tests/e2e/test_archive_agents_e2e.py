@@ -36,6 +36,14 @@ def _direct(server: FakeOpenAIServer) -> str:
     return server.base_url.removesuffix("/v1")
 
 
+def _homes(tmp_path: Path) -> tuple[Path, Path]:
+    """The agent's HOME and its working folder."""
+    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
+    home.mkdir()
+    work.mkdir()
+    return home, work
+
+
 def _session(run_koog: Run, source: str) -> dict[str, Any]:
     listed = json.loads(run_koog("history", "list", "--source", source, "--json").stdout)
     assert len(listed) == 1, listed
@@ -57,9 +65,7 @@ def test_claude_code_is_kept_once_grows_and_outlives_its_transcript(
     agents: Path, server: FakeOpenAIServer, run_koog: Run, tmp_path: Path
 ) -> None:
     agent: Agent = AGENTS["claude-code"]()  # type: ignore[operator]
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    home, work = _homes(tmp_path)
     url = _direct(server)
     notes = work / "notes.txt"
     write = {"file_path": str(notes), "content": "the deploy is friday\n"}
@@ -113,9 +119,7 @@ def test_codex_and_opencode_conversations_are_one_session_each(
     which: str, agents: Path, server: FakeOpenAIServer, run_koog: Run, tmp_path: Path
 ) -> None:
     agent: Agent = AGENTS[which]()  # type: ignore[operator]
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    home, work = _homes(tmp_path)
     url = _direct(server)
     agent.setup(home, url)  # type: ignore[attr-defined]
     _run(agent, agent.first(agents, home, url), home, work, url)
@@ -164,9 +168,7 @@ def test_a_claude_code_conversation_through_koog_serve_is_not_imported_twice(
 ) -> None:
     agent: Agent = AGENTS["claude-code"]()  # type: ignore[operator]
     served = KoogServe(koog_env, log=tmp_path / "serve.log").start()
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    home, work = _homes(tmp_path)
     try:
         _run(agent, agent.first(agents, home, served.url), home, work, served.url)
         _run(agent, agent.again(agents, home, served.url), home, work, served.url)
@@ -187,9 +189,7 @@ def test_watch_imports_a_new_turn_and_ends_cleanly_on_ctrl_c(
     agents: Path, server: FakeOpenAIServer, koog_env: dict[str, str], run_koog: Run, tmp_path: Path
 ) -> None:
     agent: Agent = AGENTS["codex"]()  # type: ignore[operator]
-    home, work = tmp_path / "agent-home", tmp_path / "agent-work"
-    home.mkdir()
-    work.mkdir()
+    home, work = _homes(tmp_path)
     url = _direct(server)
     agent.setup(home, url)  # type: ignore[attr-defined]
     _run(agent, agent.first(agents, home, url), home, work, url)

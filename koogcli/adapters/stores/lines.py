@@ -1,8 +1,10 @@
-"""A JSON Lines file read as a stream, each bad line named and passed over: not JSON,
-not UTF-8, nested past the parser's depth, not an object, or torn at the end."""
+"""Reading other tools' files: a JSON Lines file as a stream, each bad line named and
+passed over (not JSON, not UTF-8, nested past the parser's depth, not an object, or torn
+at the end); a SQLite database read-only."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,16 @@ class Bad:
     """Why a line could not be read."""
 
     why: str
+
+
+def read_only(path: Path, skipped: list[Skipped]) -> sqlite3.Connection | None:
+    """Another tool's SQLite database, opened read-only (None, named in `skipped`, when
+    it cannot be)."""
+    try:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    except sqlite3.Error as exc:
+        skipped.append(Skipped(str(path), f"cannot open: {exc}"))
+        return None
 
 
 def objects(path: Path, skipped: list[Skipped]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from koogcli.adapters.stores.lines import read_only
 from koogcli.core.archive import Conversation, Skipped, imported, message_id, utc
 from koogcli.core.messages import Message, ToolCall, utc_now
 
@@ -26,10 +27,8 @@ def files(root: Path) -> Iterator[Path]:
 
 
 def read(path: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    except sqlite3.Error as exc:
-        skipped.append(Skipped(str(path), f"cannot open: {exc}"))
+    db = read_only(path, skipped)
+    if db is None:
         return
     try:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from koogcli.adapters.stores.lines import Bad, parse
+from koogcli.adapters.stores.lines import Bad, parse, read_only
 from koogcli.core.archive import Conversation, Skipped, imported, message_id
 from koogcli.core.messages import Message, ToolCall, utc_now
 
@@ -39,10 +39,8 @@ def read(path: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
     if path.is_dir():
         yield from _legacy(path, skipped)
         return
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    except sqlite3.Error as exc:
-        skipped.append(Skipped(str(path), f"cannot open: {exc}"))
+    db = read_only(path, skipped)
+    if db is None:
         return
     try:
         sessions = db.execute(
