@@ -136,8 +136,10 @@ class TranscriptStore(Protocol):
 
     def exists(self, session: SessionName) -> bool: ...
 
-    def search(self, words: str, session: SessionName | None, limit: int) -> list[TranscriptHit]:
-        """Messages holding every one of `words` (full text), newest first."""
+    def search(
+        self, words: str, session: SessionName | None, limit: int, source: str | None = None
+    ) -> list[TranscriptHit]:
+        """`source`: only sessions imported from that tool (`koog`: none imported)."""
         ...
 
     def turn_numbers(self, session: str, positions: Sequence[int]) -> list[int]:

@@ -38,15 +38,9 @@ def search(
     if session is not None:
         ctx.require_session(session)
     terms = tuple(words.split())
-    hits = ctx.transcript.search(words, session, limit if source is None else limit * 20)
-    if source is not None:
-        sources = ctx.storage.archive.sources()
-        wanted = check_source(source)
-        hits = [
-            h
-            for h in hits
-            if (sources[h.session].tool if h.session in sources else "koog") == wanted
-        ][:limit]
+    hits = ctx.transcript.search(
+        words, session, limit, None if source is None else check_source(source)
+    )
     by_session: dict[str, list[int]] = {}
     for hit in hits:
         by_session.setdefault(hit.session, []).append(hit.position)

@@ -111,6 +111,15 @@ def test_a_claude_ai_export_keeps_each_conversations_reply_text(koog: Koog, isol
     [listed] = _listed(koog, "--source", "claude-ai")
     assert listed["source"] == "claude-ai" and listed["origin"]["id"] == "9f1c"
     assert _listed(koog, "--source", "koog") == []
+    assert koog("chat", "-s", "mine", "a cat of my own").exit_code == 0
+
+    def found(*source: str) -> list[str]:
+        hits = koog("history", "search", "cat", *source, "--json").stdout
+        return sorted(h["session"] for h in json.loads(hits))
+
+    assert found("--source", "claude-ai") == ["claude-ai-9f1c"]
+    assert found("--source", "koog") == ["mine", "mine"]  # the prompt and its echo
+    assert found() == ["claude-ai-9f1c", "mine", "mine"]
 
 
 def _line(uuid: str, parent: str | None, kind: str, content: Any, reply: str | None = None) -> str:

@@ -101,10 +101,12 @@ class SqlTranscriptStore:
         found = self.db.one("SELECT 1 FROM transcript WHERE session = %s LIMIT 1", [session.value])
         return found is not None
 
-    def search(self, words: str, session: SessionName | None, limit: int) -> list[TranscriptHit]:
+    def search(
+        self, words: str, session: SessionName | None, limit: int, source: str | None = None
+    ) -> list[TranscriptHit]:
         """Full text: FTS5's `transcript_text` on SQLite, the `transcript_words` GIN index
         on PostgreSQL; every word must be there, as a word or the start of one (case
-        aside)."""
+        aside). `source`: sessions imported from that tool only (`koog`: none imported)."""
         terms = words.split()
         if not terms or not self.db.exists():
             return []
@@ -125,6 +127,11 @@ class SqlTranscriptStore:
         if session is not None:
             sql += " AND t.session = %s"
             args.append(session.value)
+        if source == "koog":
+            sql += " AND t.session NOT IN (SELECT session FROM archive_sessions)"
+        elif source is not None:
+            sql += " AND t.session IN (SELECT session FROM archive_sessions WHERE tool = %s)"
+            args.append(source)
         # FTS5 walks its rowids (the transcript's ids) newest first and stops at the limit.
         sql += (
             " ORDER BY t.id DESC LIMIT %s"
