@@ -62,6 +62,11 @@ def run(
     progress: Progress | None = None,
 ) -> Report:
     """One pass over `source`'s store (`all`: every tool's, in its default place)."""
+    if source == "all" and paths:
+        raise UsageError(
+            "--from all reads each tool's own place; name one tool to read a path",
+            hint="e.g. koog history import --from codex ~/backup/codex",
+        )
     stores = ctx.parts.stores()
     one = _Pass(ctx, dry_run, memory and ctx.settings.long_term_memory.ingestion.enabled)
     places: list[tuple[StoreReader, Path]] = []

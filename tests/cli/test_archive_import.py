@@ -295,6 +295,7 @@ def test_an_older_llm_logs_db_is_read(koog: Koog, isolated: Path) -> None:
         (("--from", "chatgpt"), "name the chatgpt export"),
         (("--from", "codex", "/nonexistent/codex"), "no such file or folder"),
         (("--from", "codex", "-s", "x"), "--from names its own sessions"),
+        (("--from", "all", "somewhere"), "--from all reads each tool's own place"),
     ],
 )
 def test_bad_sources_are_usage_errors(
