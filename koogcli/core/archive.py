@@ -162,6 +162,15 @@ def content_key(m: Message) -> tuple[str, ...]:
     return (m.role, " ".join(text.split())[:2000], *calls)
 
 
+def left_branch(stored: Sequence[Message], incoming: Sequence[Message]) -> list[Message]:
+    """The stored messages without the imported ones the conversation no longer holds,
+    by id or by what they say (it went on along another branch): what stays in the
+    session, in order; all of them when nothing was left."""
+    ids = {m.id for m in incoming}
+    said = {content_key(m) for m in incoming}
+    return [m for m in stored if not m.meta.get(IMPORTED) or m.id in ids or content_key(m) in said]
+
+
 def new_messages(stored: Sequence[Message], incoming: Sequence[Message]) -> list[Message]:
     """The incoming messages the session does not hold yet, in order: not by id, and not by
     what they say (each stored message not found by id stands for one incoming one)."""

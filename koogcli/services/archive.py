@@ -24,13 +24,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from koogcli.core.archive import IMPORTED, TOOLS, Conversation, Report, Skipped, new_messages
+from koogcli.core.archive import (
+    IMPORTED,
+    TOOLS,
+    Conversation,
+    Report,
+    Skipped,
+    left_branch,
+    new_messages,
+)
 from koogcli.core.errors import ConflictError, KoogError, UsageError
 from koogcli.core.messages import Message
 from koogcli.core.names import SessionName
 from koogcli.core.ports import FileRead, StoreReader, TranscriptAppender, TranscriptStore
 from koogcli.core.tool_ids import normalise
 from koogcli.services import tool_identity
+from koogcli.services.checkpoints import restore_point
 from koogcli.services.context import AppContext
 
 Progress = Callable[[Report], None]
@@ -278,8 +287,10 @@ class _Pass:
             with self.lock:
                 self.sources_due.append((name, found))
             self.recorded.add(name.value)
-        for number, branch in enumerate(found.branches, start=1):
-            fork = SessionName.parse(f"{name.value[:58]}~b{number}")
+        for branch in found.branches:
+            # Named by the branch's own first message: the same branch is the same fork
+            # whichever branch the person is on now.
+            fork = SessionName.parse(f"{name.value[:54]}~b{branch.messages[0].id[:6]}")
             added, had = self.append(fork, [*found.messages[: branch.shared], *branch.messages])
             if added and not had:
                 with self.writing:
@@ -306,12 +317,15 @@ class _Pass:
             existed = ctx.history.exists(name)
             stored = ctx.history.read(name) if existed else None
             held = stored.messages if stored is not None else []
-            fresh = new_messages(held, incoming)
+            # The conversation went on along another branch (a rewind, an edited prompt):
+            # the session follows it, and what it left is the fork of that branch.
+            kept = left_branch(held, incoming)
+            fresh = new_messages(kept, incoming)
             if existed and not self.dry_run:
                 self.mend(name, held)
-            if not fresh or self.dry_run:
+            if self.dry_run or (not fresh and len(kept) == len(held)):
                 return len(fresh), existed
-            taken = tool_identity.taken(ctx, name, held, stored=existed)
+            taken = tool_identity.taken(ctx, name, kept, stored=existed)
             fresh = normalise(fresh, taken)
             # The transcript first: a pass killed before the history is written finds
             # these messages missing from it next time, and already in the transcript.
@@ -320,9 +334,11 @@ class _Pass:
             unwritten = [m for m in fresh if m.id not in written]
             with self.writing:  # one thread at a time: SQLite's busy wait sleeps
                 self.transcript(len(unwritten)).append_turns(name, _turns(unwritten))
+            revision = stored.revision if stored is not None else 0
+            if stored is not None and len(kept) < len(held):  # `rollback --latest` undoes it
+                restore_point(ctx, name, "import", messages=held, revision=revision)
             try:
-                revision = stored.revision if stored is not None else 0
-                ctx.history.write(name, [*held, *fresh], expected_revision=revision)
+                ctx.history.write(name, [*kept, *fresh], expected_revision=revision)
             except ConflictError:
                 if attempt == 2:
                     raise

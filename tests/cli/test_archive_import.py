@@ -409,3 +409,49 @@ def test_a_long_import_writes_its_transcript_from_a_process_of_its_own(
         koog("history", "import", "--from", "claude-code", str(store), "--json").stdout
     )
     assert again["files"]["unchanged"] == 5
+
+
+def test_a_rewind_after_an_import_moves_the_session_to_the_new_branch(
+    koog: Koog, isolated: Path
+) -> None:
+    store = isolated / "claude"
+    first = [
+        _line("u1", None, "user", "q1"),
+        _line("a1", "u1", "assistant", [{"type": "text", "text": "a1"}]),
+        _line("u2", "a1", "user", "q2"),
+        _line("a2", "u2", "assistant", [{"type": "text", "text": "a2"}]),
+    ]
+    _transcript(store, first)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    rewound = [
+        *first,
+        _line("u3", "a1", "user", "q2 edited"),
+        _line("a3", "u3", "assistant", [{"type": "text", "text": "a2 edited"}]),
+    ]
+    _transcript(store, rewound)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+
+    def forks() -> dict[str, list[str]]:
+        return {
+            s["session"]: [t for _r, t in _said(koog, s["session"])]
+            for s in _listed(koog)
+            if s["forked_from"]
+        }
+
+    assert [t for _r, t in _said(koog, NAME)] == ["q1", "a1", "q2 edited", "a2 edited"]
+    assert list(forks().values()) == [["q1", "a1", "q2", "a2"]]
+    # Back on the first branch: it is the session again; neither fork is mixed.
+    back = [
+        *rewound,
+        _line("u4", "a2", "user", "q3"),
+        _line("a4", "u4", "assistant", [{"type": "text", "text": "a3"}]),
+    ]
+    _transcript(store, back)
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    assert [t for _r, t in _said(koog, NAME)] == ["q1", "a1", "q2", "a2", "q3", "a3"]
+    assert sorted(forks().values()) == [
+        ["q1", "a1", "q2", "a2"],
+        ["q1", "a1", "q2 edited", "a2 edited"],
+    ]
+    # And the rewrite is a restore point.
+    assert koog("rollback", "-s", NAME, "--latest", "--yes").exit_code == 0
