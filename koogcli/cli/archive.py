@@ -28,7 +28,7 @@ def run_import(
     interval: float = 1.0,
 ) -> None:
     tools_of(source)  # an unknown source is refused before anything is read
-    places = [Path(p).expanduser() for p in paths]
+    places = [Path(p).expanduser().absolute() for p in paths]  # the origin names the file
     if keep_watching:
         if dry_run:
             raise UsageError("--watch imports; drop --dry-run")
@@ -67,7 +67,7 @@ def _watch(
         if as_json:  # a JSON document a line
             if report.changed or report.skipped or first[0]:
                 render.out(render.json_text(views.archive_dict(report, False), indent=None))
-        elif report.changed or first[0]:
+        elif report.changed or report.skipped or first[0]:
             render.note(views.archive_line(report, False))
             for line in views.archive_skipped(report):
                 render.warning(line)

@@ -73,7 +73,9 @@ def list_(
 @app.command()
 def search(
     ctx: typer.Context,
-    words: str = typer.Argument(..., metavar="QUERY", help="The words to find (all of them)."),
+    query: list[str] = typer.Argument(
+        ..., metavar="QUERY", help="The words to find (all of them; quoted or not)."
+    ),
     session: str | None = typer.Option(
         None, "--session", "-s", metavar="NAME", help="Search this session only."
     ),
@@ -87,6 +89,7 @@ def search(
 
     app_ctx = globals_of(ctx).build()
     name = app_ctx.session(session) if session else None
+    words = " ".join(query)
     found = search.search(app_ctx, words, name, limit, source)
     if as_json:
         render.json_out([found_views.found_dict(f) for f in found])
@@ -333,10 +336,14 @@ def import_(
             raise UsageError("--from names its own sessions; drop -s/--replace")
         from koogcli.cli.archive import run_import
 
+        if interval != 1.0 and not watch:
+            raise UsageError("--interval goes with --watch")
         run_import(app_ctx, tool, sources or [], watch, dry_run, not no_memory, as_json, interval)
         return
     if watch or dry_run or no_memory:
         raise UsageError("--watch, --dry-run and --no-memory go with --from SOURCE")
+    if interval != 1.0:
+        raise UsageError("--interval goes with --from SOURCE --watch")
     if sources and len(sources) > 1:
         raise UsageError("give one file to import (or --from SOURCE for a tool's store)")
     source = sources[0] if sources else "-"

@@ -52,6 +52,15 @@ class Skipped:
     where: str
     why: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "where", path_text(self.where))
+
+
+def path_text(path: object) -> str:
+    """A file name as text that can be stored and shown: bytes that are not UTF-8 (which
+    Python carries as lone surrogates) become U+FFFD."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
 
 @dataclass(frozen=True)
 class Branch:
@@ -73,6 +82,11 @@ class Conversation:
     updated_at: str | None = None
     messages: list[Message] = field(default_factory=list)
     branches: list[Branch] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.source_id = path_text(self.source_id)  # from a file name, for some tools
+        self.file = path_text(self.file)
+        self.cwd = None if self.cwd is None else path_text(self.cwd)
 
     @property
     def session(self) -> str:

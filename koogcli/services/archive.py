@@ -32,6 +32,7 @@ from koogcli.core.archive import (
     Skipped,
     left_branch,
     new_messages,
+    path_text,
 )
 from koogcli.core.errors import ConflictError, KoogError, UsageError
 from koogcli.core.messages import Message
@@ -87,10 +88,13 @@ def run(
                 f"name the {tool} export to read",
                 hint=f"koog history import --from {tool} conversations.json",
             )
+        if not roots:
+            continue  # an export has no place of its own: read when named
         found = [root for root in roots if root.exists()]
         if paths and len(found) < len(roots):
             missing = next(root for root in roots if not root.exists())
             raise UsageError(f"cannot read {missing}: no such file or folder")
+        found = [root for root in found if next(iter(reader.files(root)), None) is not None]
         places += [(reader, root) for root in found]
         if not found:
             one.report.missing.append(tool)
@@ -163,7 +167,7 @@ def _read(reader: StoreReader, path: Path, known: dict[str, FileRead]) -> _Read:
         before = _stat(path)
     except OSError as exc:
         return _Read(path, None, skipped=[Skipped(str(path), f"cannot read: {exc.strerror}")])
-    seen = known.get(str(path))
+    seen = known.get(path_text(path))
     if seen is not None and (seen.size, seen.mtime_ns) == before:
         return _Read(path, before, unchanged=True)
     found = _Read(path, before)
@@ -253,7 +257,7 @@ class _Pass:
             return
         if read.before is None:
             return
-        key = str(read.path)
+        key = path_text(read.path)
         self.report.files += 1
         self.report.bytes += read.before[0]
         seen = self.known.get(key)

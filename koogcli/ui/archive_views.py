@@ -62,32 +62,49 @@ def archive_dict(report: Report, dry_run: bool) -> dict[str, object]:
     }
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def archive_line(report: Report, dry_run: bool) -> str:
     """One summary line of an import."""
     verb = "would import" if dry_run else "imported"
     sessions = len(report.new_sessions) + len(report.grown)
     words = [
-        f"{verb} {report.messages} messages into {sessions} sessions "
+        f"{verb} {_count(report.messages, 'message')} into {_count(sessions, 'session')} "
         f"({len(report.new_sessions)} new, {len(report.grown)} grown"
-        + (f", {report.forks} forks" if report.forks else "")
+        + (f", {_count(report.forks, 'fork')}" if report.forks else "")
         + ")",
-        f"from {report.files} files ({report.bytes / 1e6:.1f} MB)",
+        f"from {_count(report.files, 'file')} ({report.bytes / 1e6:.1f} MB)",
     ]
     if report.unchanged:
-        words.append(f"{report.unchanged} unchanged")
+        words.append(f"{report.unchanged:,} unchanged")
     if report.missing:
         words.append("nothing found for " + ", ".join(report.missing))
     if report.skipped:
-        words.append(f"{len(report.skipped)} skipped")
+        words.append(f"{len(report.skipped):,} skipped")
     return "; ".join(words)
 
 
 def archive_skipped(report: Report, shown: int = 20) -> list[str]:
-    """Every line that could not be read, named in one line (the first `shown`, then how
-    many more); nothing when none was skipped."""
+    """Every line that could not be read, named in one line, each file once (`FILE: lines
+    3 (not JSON), 9 (torn)`; the first `shown`, then how many more); nothing when none."""
     if not report.skipped:
         return []
-    named = ", ".join(f"{s.where} ({s.why})" for s in report.skipped[:shown])
+    files: dict[str, list[str]] = {}
+    for s in report.skipped[:shown]:
+        where, _, line = s.where.rpartition(":")
+        if where and line.isdigit():
+            files.setdefault(where, []).append(f"{line} ({s.why})")
+        else:
+            files.setdefault(s.where, []).append(f"({s.why})")
+    named = "; ".join(
+        f"{where}: "
+        + ("lines " if items[0][0].isdigit() and len(items) > 1 else "")
+        + ("line " if items[0][0].isdigit() and len(items) == 1 else "")
+        + ", ".join(items)
+        for where, items in files.items()
+    )
     more = len(report.skipped) - shown
     return [f"skipped {len(report.skipped)}: {named}" + (f", and {more} more" if more > 0 else "")]
 

@@ -190,7 +190,7 @@ def test_a_rewound_claude_code_prompt_is_a_fork_and_damage_is_named_not_shown(
             "not JSON",
             "nested too deep",
             "not a JSON object",
-            "torn (no end of line)",
+            "torn: no end of line",
             "not UTF-8",
         ]
     ), report["skipped"]
@@ -259,7 +259,7 @@ def test_dry_run_says_and_changes_nothing(koog: Koog, isolated: Path) -> None:
     store = isolated / "claude"
     _transcript(store, [_line("u1", None, "user", "one")])
     done = koog("history", "import", "--from", "claude-code", str(store), "--dry-run")
-    assert done.exit_code == 0 and "would import 1 messages" in done.stderr
+    assert done.exit_code == 0 and "would import 1 message into 1 session" in done.stderr
     assert _listed(koog) == []
 
 

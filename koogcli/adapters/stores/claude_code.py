@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from koogcli.adapters.stores.lines import objects
+from koogcli.adapters.stores.lines import objects, strict_text
 from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id, utc
 from koogcli.core.messages import Message, ToolCall, utc_now
 
@@ -87,8 +87,10 @@ def _messages(
     replies: dict[str, tuple[str, Message]],
 ) -> None:
     kind, message = line.get("type"), line.get("message")
-    if kind not in ("user", "assistant") or not isinstance(message, dict):
+    if kind not in ("user", "assistant"):
         return
+    if not isinstance(message, dict):
+        raise TypeError("a message that is no object")
     stamp = utc(line.get("timestamp"))
     content = message.get("content")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
@@ -130,7 +132,7 @@ def _user(
     for block in blocks:
         kind = block.get("type")
         if kind == "text":
-            texts.append(str(block.get("text") or ""))
+            texts.append(strict_text(block.get("text")))
             parts.append({"type": "text", "text": texts[-1]})
         elif kind == "image" and isinstance(block.get("source"), dict):
             source = block["source"]
@@ -141,7 +143,15 @@ def _user(
             call = str(block.get("tool_use_id") or "")
             rid = message_id(TOOL, found.source_id, f"{uuid}:{call}")
             results.append(
-                imported(Message("tool", _text(block.get("content")), id=rid, tool_call_id=call))
+                imported(
+                    Message(
+                        "tool",
+                        _text(block.get("content")),
+                        id=rid,
+                        tool_call_id=call,
+                        created_at=stamp or utc_now(),
+                    )
+                )
             )
     out = list(results)
     if texts or len(parts) > len(texts):
@@ -161,7 +171,7 @@ def _reply(blocks: list[Any]) -> tuple[str, list[ToolCall], list[dict[str, Any]]
     for block in blocks:
         kind = block.get("type")
         if kind == "text":
-            texts.append(str(block.get("text") or ""))
+            texts.append(strict_text(block.get("text")))
         elif kind == "tool_use":
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
             calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name")), arguments))

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from koogcli.adapters.stores.lines import objects
+from koogcli.adapters.stores.lines import objects, strict_text
 from koogcli.core.archive import Conversation, Skipped, imported, is_context, message_id, utc
 from koogcli.core.messages import Message, ToolCall, utc_now
 
@@ -44,6 +44,8 @@ def read(path: Path, skipped: list[Skipped]) -> Conversation | None:
     for number, line in objects(path, skipped):
         payload, kind = line.get("payload"), line.get("type")
         if not isinstance(payload, dict):
+            if "payload" in line:
+                skipped.append(Skipped(f"{path}:{number}", "not an item Codex writes"))
             continue
         stamp = utc(line.get("timestamp"))
         if stamp:
@@ -148,7 +150,7 @@ def _content(content: Any) -> tuple[str, list[dict[str, Any]]]:
     for part in content or []:
         kind = part.get("type")
         if kind in ("input_text", "output_text", "text"):
-            texts.append(str(part.get("text") or ""))
+            texts.append(strict_text(part.get("text")))
             parts.append({"type": "text", "text": texts[-1]})
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
             parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})

@@ -36,10 +36,31 @@ def read_only(path: Path, skipped: list[Skipped]) -> sqlite3.Connection | None:
     """Another tool's SQLite database, opened read-only (None, named in `skipped`, when
     it cannot be)."""
     try:
-        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     except sqlite3.Error as exc:
         skipped.append(Skipped(str(path), f"cannot open: {exc}"))
         return None
+    db.text_factory = _text  # one value that is not UTF-8 must not lose the rest
+    return db
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def strict_text(value: object) -> str:
+    """A text field as a store writes it (absent: ""); TypeError for anything else, so
+    the line is named as one the tool does not write, never shown as a repr."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError("text that is no string")
+    return value
+
+
+def text_of(value: object) -> str | None:
+    """A text column's value, or None when it holds something else (a number, a blob)."""
+    return value if isinstance(value, str) else None
 
 
 def objects(path: Path, skipped: list[Skipped]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -54,7 +75,7 @@ def objects(path: Path, skipped: list[Skipped]) -> Iterator[tuple[int, dict[str,
                 continue
             why = found.why if isinstance(found, Bad) else "not a JSON object"
             if not raw.endswith(b"\n") and isinstance(found, Bad):
-                why = "torn (no end of line)"
+                why = "torn: no end of line"
             skipped.append(Skipped(f"{path}:{number}", why))
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from koogcli.adapters.stores.lines import read_only
+from koogcli.adapters.stores.lines import read_only, text_of
 from koogcli.core.archive import Conversation, Skipped, imported, message_id, utc
 from koogcli.core.messages import Message, ToolCall, utc_now
 
@@ -34,7 +34,7 @@ def read(path: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         threads: set[str] = set()
         if {"threads", "messages", "parts"} <= tables:
-            for found in _threads(db, path):
+            for found in _threads(db, path, skipped):
                 threads.add(found.source_id)
                 yield found
         if {"conversations", "responses"} <= tables:
@@ -47,7 +47,7 @@ def read(path: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
         db.close()
 
 
-def _threads(db: sqlite3.Connection, path: Path) -> Iterator[Conversation]:
+def _threads(db: sqlite3.Connection, path: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
     parents = dict(db.execute("SELECT hash, parent_hash FROM messages").fetchall())
     roles = dict(db.execute("SELECT hash, role FROM messages").fetchall())
     parts: dict[str, list[tuple[str, str | None, str | None, str | None]]] = {}
@@ -71,8 +71,12 @@ def _threads(db: sqlite3.Connection, path: Path) -> Iterator[Conversation]:
         ).fetchall()
         if turns:
             found.model, found.updated_at = turns[-1][0], _stamp(turns[-1][1])
-        for hash_ in reversed(chain):
-            found.messages += _message(found, hash_, roles.get(hash_), parts.get(hash_, []))
+        try:
+            for hash_ in reversed(chain):
+                found.messages += _message(found, hash_, roles.get(hash_), parts.get(hash_, []))
+        except (TypeError, ValueError, AttributeError):
+            skipped.append(Skipped(f"{path}: thread {tid}", "not a thread llm writes"))
+            continue
         if found.messages:
             yield found
 
@@ -84,10 +88,10 @@ def _message(
     parts: list[tuple[str, str | None, str | None, str | None]],
 ) -> list[Message]:
     new_id = message_id(TOOL, found.source_id, hash_)
-    texts = [text or "" for kind, _tool, text, _payload in parts if kind == "text"]
+    texts = [text_of(text) or "" for kind, _tool, text, _payload in parts if kind == "text"]
     calls, results = [], []
     for kind, tool, text, payload in parts:
-        given = _load(payload)
+        given = _load(text_of(payload))
         if kind == "tool_call":
             arguments = given.get("arguments", {}) if isinstance(given, dict) else {}
             call_id = (
@@ -100,15 +104,11 @@ def _message(
             )
         elif kind == "tool_result":
             call_id = str(given.get("tool_call_id") or "") if isinstance(given, dict) else ""
-            output = (
-                text
-                if text is not None
-                else (given.get("output") if isinstance(given, dict) else "")
-            )
+            output = text_of(text)
+            if output is None and isinstance(given, dict):
+                output = text_of(given.get("output"))
             rid = message_id(TOOL, found.source_id, f"{hash_}:{call_id}")
-            results.append(
-                imported(Message("tool", str(output or ""), id=rid, tool_call_id=call_id))
-            )
+            results.append(imported(Message("tool", output or "", id=rid, tool_call_id=call_id)))
     if role in ("user", "assistant") and (texts or calls):
         return [
             *results,
@@ -132,6 +132,7 @@ def _conversations(db: sqlite3.Connection, path: Path) -> Iterator[Conversation]
             found.model = model or found.model
             found.started_at = found.started_at or at
             found.updated_at = at
+            prompt, response = text_of(prompt), text_of(response)
             if prompt:
                 uid = message_id(TOOL, cid, f"{rid}:prompt")
                 found.messages.append(imported(Message("user", str(prompt), id=uid, created_at=at)))

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from koogcli.adapters.stores.lines import Bad, parse, read_only
+from koogcli.adapters.stores.lines import Bad, parse, read_only, text_of
 from koogcli.core.archive import Conversation, Skipped, imported, message_id
 from koogcli.core.messages import Message, ToolCall, utc_now
 
@@ -104,13 +104,26 @@ def _messages(
     out: list[Message] = []
     for mid, (data, parts) in messages.items():
         if not isinstance(data, dict):
+            if data is not None:  # None: named where it was read
+                skipped.append(
+                    Skipped(f"{found.file}: message {mid}", "not a message opencode writes")
+                )
             continue
         at = _time(_created(data)) or utc_now()
         good = [p for p in parts if isinstance(p, dict)]
+        bad = [p for p in parts if p is not None and not isinstance(p, dict)]
+        bad += [
+            p
+            for p in good
+            if p.get("type") in ("text", "reasoning") and text_of(p.get("text")) is None
+        ]
+        if bad:
+            where = f"{found.file}: message {mid}"
+            skipped.append(Skipped(where, f"{len(bad)} parts not as opencode writes them"))
         try:
             if data.get("role") == "user":
                 texts = [
-                    str(p.get("text") or "")
+                    text_of(p.get("text")) or ""
                     for p in good
                     if p.get("type") == "text" and not p.get("synthetic")
                 ]
@@ -129,7 +142,7 @@ def _messages(
 
 
 def _reply(found: Conversation, mid: str, parts: list[dict[str, Any]], at: str) -> list[Message]:
-    texts = [str(p.get("text") or "") for p in parts if p.get("type") == "text"]
+    texts = [text_of(p.get("text")) or "" for p in parts if p.get("type") == "text"]
     reasoning = [{"text": p.get("text")} for p in parts if p.get("type") == "reasoning"]
     tools = [p for p in parts if p.get("type") == "tool"]
     calls, results = [], []
@@ -138,7 +151,9 @@ def _reply(found: Conversation, mid: str, parts: list[dict[str, Any]], at: str) 
         call_id = str(part.get("callID") or part.get("id") or "")
         arguments = json.dumps(state.get("input") or {}, ensure_ascii=False)
         calls.append(ToolCall(call_id, str(part.get("tool") or "tool"), arguments))
-        output = state.get("output") if state.get("status") == "completed" else state.get("error")
+        output = text_of(
+            state.get("output") if state.get("status") == "completed" else state.get("error")
+        )
         rid = message_id(TOOL, found.source_id, f"{mid}:{call_id}")
         results.append(
             imported(
