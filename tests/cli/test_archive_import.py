@@ -455,3 +455,46 @@ def test_a_rewind_after_an_import_moves_the_session_to_the_new_branch(
     ]
     # And the rewrite is a restore point.
     assert koog("rollback", "-s", NAME, "--latest", "--yes").exit_code == 0
+
+
+def test_a_file_name_that_is_not_utf8_is_read_and_shown_safely(koog: Koog, isolated: Path) -> None:
+    import os
+
+    store = isolated / "claude"
+    path = _transcript(store, [_line("u1", None, "user", "odd names")])
+    odd = os.fsencode(path.parent.parent) + b"/-bad\x9bdir"
+    os.mkdir(odd)
+    os.rename(os.fsencode(path), odd + b"/" + os.fsencode(path.name))
+    done = koog("history", "import", "--from", "claude-code", str(store), "--json")
+    assert done.exit_code == 0, done.stderr
+    [listed] = _listed(koog, "--source", "claude-code")
+    assert "\ufffd" in listed["origin"]["file"] and listed["origin"]["file"].startswith("/")
+    assert _said(koog, NAME) == [("user", "odd names")]
+    again = koog("history", "import", "--from", "claude-code", str(store), "--json")
+    assert json.loads(again.stdout)["files"]["unchanged"] == 1
+
+
+def test_one_bad_row_of_an_llm_database_loses_only_its_message(koog: Koog, isolated: Path) -> None:
+    path = isolated / "logs.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE threads (id TEXT PRIMARY KEY, name TEXT, tip_message_hash TEXT,"
+        " forked_from TEXT, datetime_utc TEXT);"
+        "CREATE TABLE turns (id TEXT PRIMARY KEY, thread_id TEXT, model TEXT, datetime_utc TEXT);"
+        "CREATE TABLE messages (hash TEXT PRIMARY KEY, parent_hash TEXT, role TEXT,"
+        " provider_metadata TEXT);"
+        "CREATE TABLE parts (id INTEGER PRIMARY KEY, message_hash TEXT, position INTEGER,"
+        " type TEXT, tool_name TEXT, text TEXT, payload TEXT);"
+        "INSERT INTO threads VALUES ('t1', 'x', 'm3', NULL, '2026-12-01 10:00:00+00:00');"
+        "INSERT INTO messages VALUES ('m1', NULL, 'user', NULL), ('m2', 'm1', 'assistant', NULL),"
+        " ('m3', 'm2', 'user', NULL);"
+        "INSERT INTO parts VALUES (1, 'm1', 0, 'text', NULL, 'kept prompt', NULL),"
+        " (2, 'm2', 0, 'text', NULL, X'ff00fe', NULL),"
+        " (3, 'm3', 0, 'text', NULL, CAST(X'6e6f74207574663820ff' AS TEXT), NULL);"
+    )
+    db.commit()
+    db.close()
+    done = koog("history", "import", "--from", "llm", str(path))
+    assert done.exit_code == 0, done.stderr
+    said = [t for _r, t in _said(koog, "llm-t1")]
+    assert said[0] == "kept prompt" and said[-1] == "not utf8 \ufffd", said
