@@ -172,28 +172,56 @@ def main() -> None:
         work = Path(tmp)
         size = write_tree(work / "claude", args.sessions)
         env = clean_env(work / "data")
+        server = None
         if args.backend == "postgresql":
             import sys
 
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
             from tests.support import pg_server
 
-            env["KOOG_DATABASE_URL"] = pg_server.start().url
-        argv = [KOOG, "history", "import", "--from", "claude-code", str(work / "claude"), "--json"]
-        imports, report = [], {}
-        for run in range(args.runs):  # each into an empty data dir (PostgreSQL: a new schema)
-            fresh = {**env, "KOOG_DATA_DIR": str(work / f"data-{run}")}
-            if args.backend == "postgresql":
-                fresh["KOOG_DATABASE_SCHEMA"] = f"archive_{run}_{uuid.uuid4().hex[:8]}"
-            seconds, out = _timed(argv, fresh)
-            imports.append(seconds)
-            report = json.loads(out)
-        again = [_timed(argv, fresh)[0] for _ in range(args.runs)]
-        word = f"topic{args.sessions // 2}x7"
-        search = [KOOG, "history", "search", word, "--json"]
-        found = json.loads(_timed(search, fresh)[1])
-        searches = [_timed(search, fresh)[0] for _ in range(args.runs)]
-        versions = [_timed([KOOG, "--version"], fresh)[0] for _ in range(args.runs)]
+            server = pg_server.start()
+            env["KOOG_DATABASE_URL"] = server.url
+        try:
+            figures = _measure(args, work, env)
+        finally:
+            if server is not None:
+                server.stop()
+    _report(args, size, *figures)
+
+
+def _measure(
+    args: argparse.Namespace, work: Path, env: dict[str, str]
+) -> tuple[list[float], dict[str, object], list[float], str, int, list[float], list[float]]:
+    """Imports, the last import's report, re-runs, the word, hits, searches, `--version`s."""
+    argv = [KOOG, "history", "import", "--from", "claude-code", str(work / "claude"), "--json"]
+    imports, report = [], {}
+    for run in range(args.runs):  # each into an empty data dir (PostgreSQL: a new schema)
+        fresh = {**env, "KOOG_DATA_DIR": str(work / f"data-{run}")}
+        if args.backend == "postgresql":
+            fresh["KOOG_DATABASE_SCHEMA"] = f"archive_{run}_{uuid.uuid4().hex[:8]}"
+        seconds, out = _timed(argv, fresh)
+        imports.append(seconds)
+        report = json.loads(out)
+    again = [_timed(argv, fresh)[0] for _ in range(args.runs)]
+    word = f"topic{args.sessions // 2}x7"
+    search = [KOOG, "history", "search", word, "--json"]
+    found = json.loads(_timed(search, fresh)[1])
+    searches = [_timed(search, fresh)[0] for _ in range(args.runs)]
+    versions = [_timed([KOOG, "--version"], fresh)[0] for _ in range(args.runs)]
+    return imports, report, again, word, len(found), searches, versions
+
+
+def _report(
+    args: argparse.Namespace,
+    size: int,
+    imports: list[float],
+    report: dict[str, object],
+    again: list[float],
+    word: str,
+    hits: int,
+    searches: list[float],
+    versions: list[float],
+) -> None:
     mb = size / 1e6
     first = statistics.median(imports)
     print(
@@ -209,7 +237,7 @@ def main() -> None:
     )
     print(
         f"search {word!r}: {statistics.median(searches) * 1000:5.0f} ms median of {args.runs}, "
-        f"{len(found)} hits (goal <= 100 ms); `koog --version` "
+        f"{hits} hits (goal <= 100 ms); `koog --version` "
         f"{statistics.median(versions) * 1000:.0f} ms"
     )
 

@@ -112,9 +112,14 @@ class SqlTranscriptStore:
             return []
         if self.db.dialect.postgres:
             # Each word a prefix (`zep` finds "zeppelin"), quoted as tsquery quotes.
+            # The matching rows from the GIN index first: left to itself the planner,
+            # which cannot estimate a prefix query, walks every row newest first and
+            # computes its words (700 ms over 20,000 rows for a rare word; this, 8 ms).
             sql = (
+                "WITH hits AS MATERIALIZED (SELECT id FROM transcript "
+                "WHERE transcript_words(body) @@ to_tsquery('simple', %s)) "
                 "SELECT t.id, t.session, t.turn_id, t.body FROM transcript t "
-                "WHERE transcript_words(t.body) @@ to_tsquery('simple', %s)"
+                "JOIN hits USING (id) WHERE true"
             )
             quoted = ("'" + term.replace("\\", "\\\\").replace("'", "''") + "':*" for term in terms)
             args: list[object] = [" & ".join(quoted)]
