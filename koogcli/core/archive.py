@@ -82,6 +82,7 @@ class Conversation:
     updated_at: str | None = None
     messages: list[Message] = field(default_factory=list)
     branches: list[Branch] = field(default_factory=list)
+    name: str | None = None  # its session's name, where not the tool's prefix and its id
 
     def __post_init__(self) -> None:
         self.source_id = path_text(self.source_id)  # from a file name, for some tools
@@ -90,7 +91,7 @@ class Conversation:
 
     @property
     def session(self) -> str:
-        return session_name(self.tool, self.source_id)
+        return self.name or session_name(self.tool, self.source_id)
 
 
 @dataclass

@@ -295,3 +295,26 @@ def test_serve_imports_the_configured_sources_as_they_change(
         assert served.stop() == 0
     log = (tmp_path / "serve.log").read_text()
     assert "Traceback" not in log, log
+
+
+def test_a_claude_code_subagent_is_a_session_beside_its_conversation(
+    agents: Path, server: FakeOpenAIServer, run_koog: Run, tmp_path: Path
+) -> None:
+    agent: Agent = AGENTS["claude-code"]()  # type: ignore[operator]
+    home, work = _homes(tmp_path)
+    task = {
+        "description": "look",
+        "prompt": "look around the folder",
+        "subagent_type": "general-purpose",
+    }
+    server.enqueue(
+        {"tool_calls": [{"id": "toolu_t1", "name": "Task", "arguments": json.dumps(task)}]}
+    )
+    command = [str(agents / "claude"), "-p", "delegate a look", "--allowedTools", "Task"]
+    _run(agent, [*command, "--output-format", "json"], home, work, _direct(server))
+    done = _imported(run_koog, "claude-code", home / ".claude")
+    assert done["skipped"] == [] and len(done["sessions"]["new"]) == 2, done
+    main, sub = sorted(done["sessions"]["new"])
+    assert sub.startswith(main + "~agent-")
+    assert _said(run_koog, main) == ["delegate a look"]
+    assert _said(run_koog, sub) == ["look around the folder"]

@@ -18,20 +18,31 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.stores.lines import objects, strict_text
-from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id, utc
+from koogcli.core.archive import (
+    Branch,
+    Conversation,
+    Skipped,
+    imported,
+    message_id,
+    session_name,
+    utc,
+)
 from koogcli.core.messages import Message, ToolCall, utc_now
 
 TOOL = "claude-code"
 
 
 def files(root: Path) -> Iterator[Path]:
-    """Every main transcript under `root` (a config dir, its `projects`, or one file)."""
+    """Every transcript under `root` (a config dir, its `projects`, or one file), each
+    conversation's subagents' after it."""
     if root.is_file():
         yield root
         return
     projects = root / "projects" if (root / "projects").is_dir() else root
     for folder in sorted(p for p in projects.iterdir() if p.is_dir()) if projects.is_dir() else ():
-        yield from sorted(folder.glob("*.jsonl"))
+        for transcript in sorted(folder.glob("*.jsonl")):
+            yield transcript
+            yield from sorted((folder / transcript.stem / "subagents").glob("agent-*.jsonl"))
 
 
 @dataclass
@@ -42,13 +53,20 @@ class _Node:
 
 
 def read(path: Path, skipped: list[Skipped]) -> Conversation | None:
-    """The conversation in one transcript; None when it holds no message."""
+    """The conversation in one transcript; None when it holds no message. A subagent's
+    (`<session>/subagents/agent-<id>.jsonl`, all sidechain lines) is a session of its own
+    beside its conversation's: `claude-<session>~agent-<agent id>`."""
+    agent = path.parent.name == "subagents"
     found = Conversation(TOOL, path.stem, str(path))
+    if agent:
+        session = path.parent.parent.name
+        found.source_id = f"{session}:{path.stem.removeprefix('agent-')}"
+        found.name = f"{session_name(TOOL, session)}~agent-{path.stem.removeprefix('agent-')[:10]}"
     nodes: dict[str, _Node] = {}
     replies: dict[str, tuple[str, Message]] = {}  # API message id -> (node uuid, merged)
     for number, line in objects(path, skipped):
         uuid = line.get("uuid")
-        if not isinstance(uuid, str) or line.get("isSidechain"):
+        if not isinstance(uuid, str) or bool(line.get("isSidechain")) != agent:
             continue
         parent = line.get("parentUuid") or line.get("logicalParentUuid")
         node = nodes[uuid] = _Node(number, parent if isinstance(parent, str) else None)
@@ -70,7 +88,7 @@ def _note(found: Conversation, line: dict[str, Any]) -> None:
         found.updated_at = stamp
     if isinstance(line.get("cwd"), str):
         found.cwd = line["cwd"]
-    if isinstance(line.get("sessionId"), str):
+    if isinstance(line.get("sessionId"), str) and found.name is None:
         found.source_id = line["sessionId"]
     message = line.get("message")
     model = message.get("model") if isinstance(message, dict) else None
