@@ -498,3 +498,20 @@ def test_one_bad_row_of_an_llm_database_loses_only_its_message(koog: Koog, isola
     assert done.exit_code == 0, done.stderr
     said = [t for _r, t in _said(koog, "llm-t1")]
     assert said[0] == "kept prompt" and said[-1] == "not utf8 \ufffd", said
+
+
+def test_an_image_in_a_prompt_is_kept_as_a_part(koog: Koog, isolated: Path) -> None:
+    store = isolated / "claude"
+    image = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    blocks = [
+        {"type": "text", "text": "what is in this picture"},
+        {"type": "image", "source": image},
+    ]
+    _transcript(store, [_line("u1", None, "user", blocks)])
+    assert koog("history", "import", "--from", "claude-code", str(store)).exit_code == 0
+    [shown] = json.loads(koog("history", "show", "-s", NAME, "--json").stdout)
+    assert shown["content"] == "what is in this picture"
+    assert shown["meta"]["parts"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+    }
