@@ -11,7 +11,7 @@ import typer
 
 from koogcli.core.archive import Report
 from koogcli.core.errors import KoogError, UsageError
-from koogcli.services.archive import run, tools_of, watch
+from koogcli.services.archive import run, watch
 from koogcli.services.context import AppContext
 from koogcli.ui import archive_views as views
 from koogcli.ui import render
@@ -27,7 +27,6 @@ def run_import(
     as_json: bool,
     interval: float = 1.0,
 ) -> None:
-    tools_of(source)  # an unknown source is refused before anything is read
     places = [Path(p).expanduser().absolute() for p in paths]  # the origin names the file
     if keep_watching:
         if dry_run:

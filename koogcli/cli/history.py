@@ -314,8 +314,13 @@ def import_(
         "claude-ai, or all.",
     ),
     watch: bool = typer.Option(False, "--watch", help="With --from: keep importing changes."),
-    interval: float = typer.Option(
-        1.0, "--interval", min=0.2, max=3600, metavar="SECONDS", help="With --watch: how often."
+    interval: float | None = typer.Option(
+        None,
+        "--interval",
+        min=0.2,
+        max=3600,
+        metavar="SECONDS",
+        help="With --watch: how often (default 1).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --from: say, change nothing."),
     no_memory: bool = typer.Option(
@@ -336,13 +341,14 @@ def import_(
             raise UsageError("--from names its own sessions; drop -s/--replace")
         from koogcli.cli.archive import run_import
 
-        if interval != 1.0 and not watch:
+        if interval is not None and not watch:
             raise UsageError("--interval goes with --watch")
-        run_import(app_ctx, tool, sources or [], watch, dry_run, not no_memory, as_json, interval)
+        every = 1.0 if interval is None else interval
+        run_import(app_ctx, tool, sources or [], watch, dry_run, not no_memory, as_json, every)
         return
     if watch or dry_run or no_memory:
         raise UsageError("--watch, --dry-run and --no-memory go with --from SOURCE")
-    if interval != 1.0:
+    if interval is not None:
         raise UsageError("--interval goes with --from SOURCE --watch")
     if sources and len(sources) > 1:
         raise UsageError("give one file to import (or --from SOURCE for a tool's store)")

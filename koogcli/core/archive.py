@@ -9,13 +9,12 @@ was rewritten in place or a conversation `koog serve` already keeps.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from koogcli.core.messages import CLIENT_TOOLS, Message
+from koogcli.core.messages import CLIENT_TOOLS, Message, ToolCall
 
 # The tools whose stores koog reads, as `--from` and `--source` name them.
 TOOLS = ("claude-code", "codex", "opencode", "llm", "chatgpt", "claude-ai")
@@ -124,6 +123,8 @@ def session_name(tool: str, source_id: str) -> str:
 
 
 def digest(*parts: str) -> str:
+    import hashlib  # not at import: `history show` imports this module
+
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -143,6 +144,25 @@ def imported(m: Message, native: dict[str, object] | None = None) -> Message:
     if native:
         meta[NATIVE] = native
     return m
+
+
+def joined(
+    m: Message, text: str, calls: Sequence[ToolCall], key: str, native: Sequence[object]
+) -> Message:
+    """An imported reply with more of it: its text, calls and what the source keeps
+    beside it (under `key`: "thinking", "reasoning") after what it had (a source that
+    writes one reply in parts: Claude Code's blocks, Codex's items)."""
+    kept = m.meta.get(NATIVE)
+    earlier = kept.get(key, []) if isinstance(kept, dict) else []
+    whole = [*earlier, *native]
+    more = Message(
+        "assistant",
+        (m.text + text) or None,
+        id=m.id,
+        created_at=m.created_at,
+        tool_calls=(*m.tool_calls, *calls),
+    )
+    return imported(more, {key: whole} if whole else None)
 
 
 def shown(messages: Sequence[Message]) -> list[Message]:
@@ -222,6 +242,20 @@ def utc(stamp: object) -> str | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def from_epoch(seconds: object) -> str | None:
+    """Seconds since 1970 (an export's, opencode's milliseconds / 1000) as koog writes
+    times; None when it is none."""
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def is_context(text: str) -> bool:

@@ -13,7 +13,6 @@ next time. Nothing is ever removed: what the source deletes stays.
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import socket
 import threading
@@ -72,32 +71,9 @@ def run(
     progress: Progress | None = None,
 ) -> Report:
     """One pass over `source`'s store (`all`: every tool's, in its default place)."""
-    if source == "all" and paths:
-        raise UsageError(
-            "--from all reads each tool's own place; name one tool to read a path",
-            hint="e.g. koog history import --from codex ~/backup/codex",
-        )
-    stores = ctx.parts.stores()
+    places, missing = _places(ctx, source, paths)
     one = _Pass(ctx, dry_run, memory and ctx.settings.long_term_memory.ingestion.enabled)
-    places: list[tuple[StoreReader, Path]] = []
-    for tool in tools_of(source):
-        reader = stores[tool]
-        roots = list(paths) or [p for p in [reader.default()] if p is not None]
-        if not roots and source != "all":
-            raise UsageError(
-                f"name the {tool} export to read",
-                hint=f"koog history import --from {tool} conversations.json",
-            )
-        if not roots:
-            continue  # an export has no place of its own: read when named
-        found = [root for root in roots if root.exists()]
-        if paths and len(found) < len(roots):
-            missing = next(root for root in roots if not root.exists())
-            raise UsageError(f"cannot read {missing}: no such file or folder")
-        found = [root for root in found if next(iter(reader.files(root)), None) is not None]
-        places += [(reader, root) for root in found]
-        if not found:
-            one.report.missing.append(tool)
+    one.report.missing += missing
     # Two files are stored at once: one's SQLite indexing and fsyncs (which run without
     # the interpreter's lock) overlap the other's Python, while a third thread reads ahead.
     try:
@@ -116,6 +92,40 @@ def run(
     finally:
         one.finish_transcript()
     return one.report
+
+
+def _places(
+    ctx: AppContext, source: str, paths: Sequence[Path]
+) -> tuple[list[tuple[StoreReader, Path]], list[str]]:
+    """Where each tool's store is read (refused before anything is opened), and the
+    tools with none there."""
+    if source == "all" and paths:
+        raise UsageError(
+            "--from all reads each tool's own place; name one tool to read a path",
+            hint="e.g. koog history import --from codex ~/backup/codex",
+        )
+    stores = ctx.parts.stores()
+    places: list[tuple[StoreReader, Path]] = []
+    missing: list[str] = []
+    for tool in tools_of(source):
+        reader = stores[tool]
+        roots = list(paths) or [p for p in [reader.default()] if p is not None]
+        if not roots and source != "all":
+            raise UsageError(
+                f"name the {tool} export to read",
+                hint=f"koog history import --from {tool} conversations.json",
+            )
+        if not roots:
+            continue  # an export has no place of its own: read when named
+        found = [root for root in roots if root.exists()]
+        if paths and len(found) < len(roots):
+            absent = next(root for root in roots if not root.exists())
+            raise UsageError(f"cannot read {absent}: no such file or folder")
+        found = [root for root in found if next(iter(reader.files(root)), None) is not None]
+        places += [(reader, root) for root in found]
+        if not found:
+            missing.append(tool)
+    return places, missing
 
 
 @dataclass
@@ -303,13 +313,11 @@ class _Pass:
                     self.sources_due.append((fork, found))
                 self.report.forks += 1
 
-    def mend(self, name: SessionName, held: Sequence[Message]) -> None:
+    def mend(self, name: SessionName, held: Sequence[Message], written: set[str]) -> None:
         """Imported messages the history holds but the transcript lacks (a writer killed
         with its input unwritten) written to the transcript now."""
-        ids = [m.id for m in held if m.meta.get(IMPORTED)]
-        missing = set(ids) - self.ctx.transcript.holding(name, ids)
-        if missing:
-            lost = [m for m in held if m.id in missing]
+        lost = [m for m in held if m.meta.get(IMPORTED) and m.id not in written]
+        if lost:
             with self.writing:
                 self.transcript(len(lost)).append_turns(name, _turns(lost))
 
@@ -325,16 +333,21 @@ class _Pass:
             # the session follows it, and what it left is the fork of that branch.
             kept = left_branch(held, incoming)
             fresh = new_messages(kept, incoming)
-            if existed and not self.dry_run:
-                self.mend(name, held)
-            if self.dry_run or (not fresh and len(kept) == len(held)):
+            if self.dry_run:
                 return len(fresh), existed
+            # Which of these messages the transcript holds, asked once: a session's
+            # imported ones it lacks are mended, new ones it has are not written twice.
+            asked = [*(m.id for m in held if m.meta.get(IMPORTED)), *(m.id for m in fresh)]
+            known = existed or ctx.transcript.exists(name)
+            written = ctx.transcript.holding(name, asked) if known and asked else set()
+            if existed:
+                self.mend(name, held, written)
+            if not fresh and len(kept) == len(held):
+                return 0, existed
             taken = tool_identity.taken(ctx, name, kept, stored=existed)
             fresh = normalise(fresh, taken)
             # The transcript first: a pass killed before the history is written finds
             # these messages missing from it next time, and already in the transcript.
-            known = existed or ctx.transcript.exists(name)
-            written = ctx.transcript.holding(name, [m.id for m in fresh]) if known else set()
             unwritten = [m for m in fresh if m.id not in written]
             with self.writing:  # one thread at a time: SQLite's busy wait sleeps
                 self.transcript(len(unwritten)).append_turns(name, _turns(unwritten))
@@ -388,8 +401,3 @@ def watch(
         deadline = time.monotonic() + every
         while time.monotonic() < deadline and not stop():
             time.sleep(min(0.2, every))
-
-
-def home_relative(path: str) -> str:
-    home = os.path.expanduser("~")
-    return "~" + path[len(home) :] if home != "/" and path.startswith(home + "/") else path

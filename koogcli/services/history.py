@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import replace as replace_
 
-from koogcli.core.archive import shown
 from koogcli.core.errors import KoogError, UsageError
 from koogcli.core.messages import Message, utc_now
 from koogcli.core.names import SessionName
@@ -45,7 +44,8 @@ def list_sessions(ctx: AppContext, source: str | None = None) -> list[SessionInf
         return listed
     from koogcli.services.search import check_source
 
-    return [s for s in listed if (s.source.tool if s.source else "koog") == check_source(source)]
+    wanted = check_source(source)
+    return [s for s in listed if (s.source.tool if s.source else "koog") == wanted]
 
 
 def _last_use(s: SessionInfo, source: SessionSource | None) -> str | None:
@@ -59,7 +59,7 @@ def _last_use(s: SessionInfo, source: SessionSource | None) -> str | None:
 
 
 def source_of(ctx: AppContext, session: SessionName) -> SessionSource | None:
-    return ctx.storage.archive.sources().get(session.value)
+    return ctx.storage.archive.source(session)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +173,14 @@ def show(
             hint=f"`koog history show -s {session.value} --transcript` shows it",
         )
     if last is not None and not transcript:
+        from koogcli.core.archive import shown
+
         return shown(ctx.history.tail(session, last))  # read from the end of a long history
     messages = ctx.transcript.read(session) if transcript else ctx.history.read(session).messages
     if last is not None:
         messages = messages[-last:] if last > 0 else []
+    from koogcli.core.archive import shown
+
     return shown(messages)
 
 

@@ -87,24 +87,19 @@ def archive_line(report: Report, dry_run: bool) -> str:
 
 
 def archive_skipped(report: Report, shown: int = 20) -> list[str]:
-    """Every line that could not be read, named in one line, each file once (`FILE: lines
-    3 (not JSON), 9 (torn)`; the first `shown`, then how many more); nothing when none."""
+    """Every line that could not be read, named in one line, each file once (`FILE: line
+    3 (not JSON), line 9 (torn...)`; the first `shown`, then how many more); nothing when
+    none was skipped."""
     if not report.skipped:
         return []
     files: dict[str, list[str]] = {}
     for s in report.skipped[:shown]:
         where, _, line = s.where.rpartition(":")
         if where and line.isdigit():
-            files.setdefault(where, []).append(f"{line} ({s.why})")
+            files.setdefault(where, []).append(f"line {line} ({s.why})")
         else:
-            files.setdefault(s.where, []).append(f"({s.why})")
-    named = "; ".join(
-        f"{where}: "
-        + ("lines " if items[0][0].isdigit() and len(items) > 1 else "")
-        + ("line " if items[0][0].isdigit() and len(items) == 1 else "")
-        + ", ".join(items)
-        for where, items in files.items()
-    )
+            files.setdefault(s.where, []).append(s.why)
+    named = "; ".join(f"{where}: {', '.join(items)}" for where, items in files.items())
     more = len(report.skipped) - shown
     return [f"skipped {len(report.skipped)}: {named}" + (f", and {more} more" if more > 0 else "")]
 

@@ -53,6 +53,14 @@ class SqlArchive:
         found = self.db.rows(f"SELECT {_COLUMNS} FROM archive_sessions")
         return {str(row[0]): _source(row[1:]) for row in found}
 
+    def source(self, session: SessionName) -> SessionSource | None:
+        if not self.db.exists():
+            return None
+        found = self.db.rows(
+            f"SELECT {_COLUMNS} FROM archive_sessions WHERE session = %s", [session.value]
+        )
+        return _source(found[0][1:]) if found else None
+
     def files(self, machine: str) -> dict[str, FileRead]:
         if not self.db.exists():
             return {}

@@ -23,6 +23,7 @@ from koogcli.core.archive import (
     Conversation,
     Skipped,
     imported,
+    joined,
     message_id,
     session_name,
     utc,
@@ -122,7 +123,7 @@ def _messages(
     if earlier is not None and earlier[0] in nodes:
         # Another block of a reply already read: joined to it, this line adds nothing.
         owner, merged = earlier
-        merged = _joined(merged, text, calls, native)
+        merged = joined(merged, text, calls, "thinking", native)
         nodes[owner].messages = [merged]
         replies[str(api_id)] = (owner, merged)
         return
@@ -196,19 +197,6 @@ def _reply(blocks: list[Any]) -> tuple[str, list[ToolCall], list[dict[str, Any]]
         elif kind in ("thinking", "redacted_thinking"):
             native.append(block)
     return "".join(texts), calls, native
-
-
-def _joined(m: Message, text: str, calls: list[ToolCall], native: list[dict[str, Any]]) -> Message:
-    kept = m.meta.get("source_native")
-    thinking = [*(kept.get("thinking", []) if isinstance(kept, dict) else []), *native]
-    joined = Message(
-        "assistant",
-        (m.text + text) or None,
-        id=m.id,
-        created_at=m.created_at,
-        tool_calls=(*m.tool_calls, *calls),
-    )
-    return imported(joined, {"thinking": thinking} if thinking else None)
 
 
 def _text(content: Any) -> str:

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.stores.lines import objects, strict_text
-from koogcli.core.archive import Conversation, Skipped, imported, is_context, message_id, utc
+from koogcli.core.archive import (
+    Conversation,
+    Skipped,
+    imported,
+    is_context,
+    joined,
+    message_id,
+    utc,
+)
 from koogcli.core.messages import Message, ToolCall, utc_now
 
 TOOL = "codex"
@@ -125,16 +133,7 @@ def _reply(
     as one Responses output holds them; the reasoning read before it is kept beside it."""
     last = out[-1] if out else None
     if calls and last is not None and last.role == "assistant":
-        kept = last.meta.get("source_native")
-        reasoning = [*(kept.get("reasoning", []) if isinstance(kept, dict) else []), *native]
-        joined = Message(
-            "assistant",
-            last.content,
-            id=last.id,
-            created_at=last.created_at,
-            tool_calls=(*last.tool_calls, *calls),
-        )
-        out[-1] = imported(joined, {"reasoning": reasoning} if reasoning else None)
+        out[-1] = joined(last, "", calls, "reasoning", native)
     else:
         message = Message("assistant", text or None, id=new_id, tool_calls=calls, created_at=at)
         out.append(imported(message, {"reasoning": list(native)} if native else None))

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.stores.lines import Bad, parse
-from koogcli.core.archive import Branch, Conversation, Skipped, imported, message_id, utc
+from koogcli.core.archive import (
+    Branch,
+    Conversation,
+    Skipped,
+    from_epoch,
+    imported,
+    message_id,
+    utc,
+)
 from koogcli.core.messages import Message, utc_now
 
 NAME = "conversations.json"
@@ -66,8 +73,8 @@ def _chatgpt(path: Path, item: dict[str, Any]) -> Conversation | None:
     mapping: dict[str, Any] = item["mapping"]
     found = Conversation("chatgpt", cid, str(path))
     found.started_at, found.updated_at = (
-        _epoch(item.get("create_time")),
-        _epoch(item.get("update_time")),
+        from_epoch(item.get("create_time")),
+        from_epoch(item.get("update_time")),
     )
     found.model = item.get("default_model_slug")
 
@@ -114,7 +121,7 @@ def _chatgpt_message(cid: str, node: dict[str, Any]) -> Message | None:
     text = "\n".join(t for t in texts if t)
     if not text:
         return None
-    at = _epoch(message.get("create_time")) or utc_now()
+    at = from_epoch(message.get("create_time")) or utc_now()
     new_id = message_id("chatgpt", cid, str(node.get("id") or message.get("id")))
     return imported(Message(role, text, id=new_id, created_at=at))
 
@@ -150,13 +157,3 @@ def _claude_ai(path: Path, item: dict[str, Any]) -> Conversation | None:
         new_id = message_id("claude-ai", cid, str(message.get("uuid")))
         found.messages.append(imported(Message(role, text, id=new_id, created_at=at)))  # type: ignore[arg-type]
     return found if found.messages else None
-
-
-def _epoch(value: Any) -> str | None:
-    if not isinstance(value, (int, float)) or value <= 0:
-        return None
-    try:
-        moment = datetime.fromtimestamp(value, UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

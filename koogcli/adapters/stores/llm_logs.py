@@ -64,13 +64,13 @@ def _threads(db: sqlite3.Connection, path: Path, skipped: list[Skipped]) -> Iter
             seen.add(at)
             chain.append(at)
             at = parents[at]
-        found = Conversation(TOOL, str(tid), str(path), started_at=_stamp(started))
+        found = Conversation(TOOL, str(tid), str(path), started_at=utc(started))
         turns = db.execute(
             "SELECT model, datetime_utc FROM turns WHERE thread_id = ? ORDER BY datetime_utc",
             [tid],
         ).fetchall()
         if turns:
-            found.model, found.updated_at = turns[-1][0], _stamp(turns[-1][1])
+            found.model, found.updated_at = turns[-1][0], utc(turns[-1][1])
         try:
             for hash_ in reversed(chain):
                 found.messages += _message(found, hash_, roles.get(hash_), parts.get(hash_, []))
@@ -128,7 +128,7 @@ def _conversations(db: sqlite3.Connection, path: Path) -> Iterator[Conversation]
     for cid, responses in by_conversation.items():
         found = Conversation(TOOL, cid, str(path))
         for rid, _cid, model, prompt, response, stamp in responses:
-            at = _stamp(stamp) or utc_now()
+            at = utc(stamp) or utc_now()
             found.model = model or found.model
             found.started_at = found.started_at or at
             found.updated_at = at
@@ -150,8 +150,3 @@ def _load(payload: str | None) -> Any:
         return json.loads(payload) if payload else None
     except ValueError:
         return None
-
-
-def _stamp(value: Any) -> str | None:
-    """llm's `2026-12-05 07:44:43.540336+00:00` (or ISO-8601) as koog's UTC stamp."""
-    return utc(value)

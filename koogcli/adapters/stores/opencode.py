@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from koogcli.adapters.stores.lines import Bad, parse, read_only, text_of
-from koogcli.core.archive import Conversation, Skipped, imported, message_id
+from koogcli.core.archive import Conversation, Skipped, from_epoch, imported, message_id
 from koogcli.core.messages import Message, ToolCall, utc_now
 
 TOOL = "opencode"
@@ -62,7 +61,7 @@ def read(path: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
                     entry[1].append(_json(pdata, f"{path}: part {pid}", skipped))
             found = Conversation(TOOL, str(sid), str(path), cwd=folder)
             found.model = _model(model)
-            found.started_at, found.updated_at = _time(created), _time(updated)
+            found.started_at, found.updated_at = _millis(created), _millis(updated)
             found.messages = _messages(found, messages, skipped)
             if found.messages:
                 yield found
@@ -90,8 +89,8 @@ def _legacy(storage: Path, skipped: list[Skipped]) -> Iterator[Conversation]:
         found = Conversation(TOOL, sid, str(storage), cwd=info.get("directory"))
         times: dict[str, Any] = info["time"] if isinstance(info.get("time"), dict) else {}
         found.started_at, found.updated_at = (
-            _time(times.get("created")),
-            _time(times.get("updated")),
+            _millis(times.get("created")),
+            _millis(times.get("updated")),
         )
         found.messages = _messages(found, ordered, skipped)
         if found.messages:
@@ -109,7 +108,7 @@ def _messages(
                     Skipped(f"{found.file}: message {mid}", "not a message opencode writes")
                 )
             continue
-        at = _time(_created(data)) or utc_now()
+        at = _millis(_created(data)) or utc_now()
         good = [p for p in parts if isinstance(p, dict)]
         bad = [p for p in parts if p is not None and not isinstance(p, dict)]
         bad += [
@@ -193,14 +192,5 @@ def _created(data: Any) -> int:
     return created if isinstance(created, int) else 0
 
 
-def _time(millis: Any) -> str | None:
-    if not isinstance(millis, int) or millis <= 0:
-        return None
-    try:
-        return (
-            datetime.fromtimestamp(millis / 1000, UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z")
-        )
-    except (OverflowError, OSError, ValueError):
-        return None
+def _millis(value: Any) -> str | None:
+    return from_epoch(value / 1000) if isinstance(value, int) else None
