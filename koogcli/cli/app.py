@@ -99,6 +99,7 @@ COMMANDS = {
     "config": ("config_cmd", "app"),
     "storage": ("storage", "app"),
     "serve": ("serve", "serve"),
+    "ui": ("ui_cmd", "ui"),
     "mcp": ("mcp", "app"),
     "why": ("why", "why"),
 }

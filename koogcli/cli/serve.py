@@ -84,11 +84,14 @@ def serve(
     )
     sys.stdout.flush()  # whoever started it may be waiting for the line
     watching = _archive_watchers(globals_of(ctx), app_ctx)
+    import os
+
+    secret = os.urandom(32)  # signs the page's action tokens, the same in every worker
     try:
         if workers == 1:
-            _run(app_ctx, listener, bound_host, kept)
+            _run(app_ctx, listener, bound_host, kept, secret)
         else:
-            _supervise(app_ctx, listener, bound_host, workers, kept)
+            _supervise(app_ctx, listener, bound_host, workers, kept, secret)
     finally:
         for child in watching:
             child.terminate()
@@ -117,7 +120,12 @@ def _archive_watchers(given: Globals, app_ctx: AppContext) -> list[subprocess.Po
 
 
 def _supervise(
-    app_ctx: AppContext, listener: socket.socket, bound_host: str, count: int, kept: str | None
+    app_ctx: AppContext,
+    listener: socket.socket,
+    bound_host: str,
+    count: int,
+    kept: str | None,
+    secret: bytes,
 ) -> None:
     """`count` forked workers accepting on one listening socket; a worker that dies is
     replaced; SIGTERM or Ctrl-C stop them all gracefully (each finishes its replies in
@@ -149,7 +157,7 @@ def _supervise(
                     signal.signal(sig, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
                 process.die_with(supervisor)  # a supervisor killed with -9 takes them along
-                _run(app_ctx, listener, bound_host, kept)
+                _run(app_ctx, listener, bound_host, kept, secret)
                 code = 0
             except BaseException as exc:  # told in one line; the supervisor starts another
                 sys.stderr.write(f"koog: serve worker {os.getpid()}: {exc!r}\n")
@@ -196,7 +204,9 @@ def _supervise(
         raise typer.Exit(1)
 
 
-def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str, kept: str | None) -> None:
+def _run(
+    app_ctx: AppContext, listener: socket.socket, bound_host: str, kept: str | None, secret: bytes
+) -> None:
     import signal
     from types import FrameType
 
@@ -208,7 +218,7 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str, kept: st
     from koogcli.server.state import ServerState
 
     settings = app_ctx.settings.serve
-    state = ServerState(app_ctx, kept_token=kept)
+    state = ServerState(app_ctx, kept_token=kept, page_secret=secret)
     config = uvicorn.Config(
         Guard(create_app(state), settings, bound_host),
         http=protocol(settings.header_timeout_seconds, settings.max_connections),
@@ -229,6 +239,7 @@ def _run(app_ctx: AppContext, listener: socket.socket, bound_host: str, kept: st
             if self.should_exit and sig == signal.SIGINT:
                 self.force_exit = True
             self.should_exit = True
+            state.stopping.set()  # the page's live updates end, so nothing waits on them
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             """A stop asked before uvicorn took the signals ends it here."""

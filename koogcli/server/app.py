@@ -1,5 +1,6 @@
 """The ASGI app of `koog serve` (SPEC §6): OpenAI's endpoints with koog's memory behind
-them, and koog's own `/koog/v1` namespace. Routes parse, call a service, answer."""
+them, koog's own `/koog/v1` namespace and the page (`/`, `/ui/...`). Routes parse, call a
+service, answer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from koogcli.server.answers import error_body
 from koogcli.server.bodies import BadRequest
 from koogcli.server.chat.route import chat_completions
 from koogcli.server.messages import route as messages
+from koogcli.server.page.routes import routes as page_routes
 from koogcli.server.responses import route as responses
 from koogcli.server.state import ServerState
 
@@ -86,6 +88,7 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
+        *page_routes(),
         *responses.ROUTES,
         *messages.ROUTES,
         *koog_api.ROUTES,

@@ -193,7 +193,7 @@ class Guard:
                 "permission_error",
                 "not_the_servers_user",
             )
-        if origin is not None and origin not in self.origins:
+        if origin is not None and origin not in self.origins and not _own(scope, host, origin):
             return Refused(
                 403,
                 f"requests from web pages ({origin}) are refused; "
@@ -302,6 +302,12 @@ def _printable(text: str, spaces: bool = False) -> str:
         else:
             out.append(repr(c)[1:-1] if c != " " else "%20")
     return "".join(out)
+
+
+def _own(scope: Scope, host: str | None, origin: str) -> bool:
+    """The server's own page (its Host already checked): `http://HOST` as the request
+    names it. A page of another port or name is another origin."""
+    return host is not None and origin == f"{scope.get('scheme', 'http')}://{host}"
 
 
 def _too_large(limit: int) -> Refused:

@@ -4,6 +4,7 @@ namespace; the session gate; the worker threads turns run on. Safe from many thr
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -23,9 +24,16 @@ _NAMESPACE_HEADER = "x-koog-memory-namespace"
 
 class ServerState:
     def __init__(
-        self, ctx: AppContext, workers: int | None = None, kept_token: str | None = None
+        self,
+        ctx: AppContext,
+        workers: int | None = None,
+        kept_token: str | None = None,
+        page_secret: bytes | None = None,
     ) -> None:
         self.ctx = ctx
+        # Signs the page's action tokens; one for all the workers of a server.
+        self.page_secret = page_secret or os.urandom(32)
+        self.stopping = threading.Event()  # set when serve stops: live updates end
         self.kept_token = kept_token  # required of every client (server/auth.py)
         self.settings: ServeSettings = ctx.settings.serve
         self.gate = SessionGate(self.settings.session_wait_seconds)

@@ -21,6 +21,7 @@ from koogcli.services.budget import context_limit, size_of
 from koogcli.services.context import AppContext
 
 if TYPE_CHECKING:
+    from koogcli.core.agent_edits import Edit
     from koogcli.services.memory import Retrieval
     from koogcli.services.turn.state import TurnState
 
@@ -108,18 +109,61 @@ def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> E
     else:
         raise _unexplained(session, turn, numbers.turns, sorted(answered), turn in cancelled)
     reply, found = answered[number]
-    rolled_back = undone.get(reply.id)
-    edits = _edits_before(ctx, session, [m for m, _ in entries], reply)
-    records, questions = _sent_records(ctx, found, [m for m, _ in entries])
+    from koogcli.services import agent_files
+
+    marks = agent_files.marks(ctx, session)
+    return _explained(
+        ctx, session, number, numbers.turns, reply, found, undone, cancelled, marks, entries
+    )
+
+
+def explain_each(ctx: AppContext, session: SessionName) -> dict[str, Explained]:
+    """Every stored reply and what shaped it, by the reply's message id (the page shows
+    them beside the history): the transcript read once."""
+    ctx.require_session(session)
+    entries = list(ctx.transcript.entries(session))
+    numbers = turn_numbers.numbered(entries)
+    answered, cancelled = core.replies(
+        (m, numbers.of_message[m.id]) for m, _ in entries if m.id in numbers.of_message
+    )
+    if not answered:
+        return {}
+    present = {m.id for m in ctx.history.read(session).messages}
+    undone = _rolled_back(ctx, session, [m.id for m, _ in answered.values() if m.id not in present])
+    from koogcli.services import agent_files
+
+    marks = agent_files.marks(ctx, session)
+    return {
+        reply.id: _explained(
+            ctx, session, number, numbers.turns, reply, found, undone, cancelled, marks, entries
+        )
+        for number, (reply, found) in answered.items()
+    }
+
+
+def _explained(
+    ctx: AppContext,
+    session: SessionName,
+    number: int,
+    turns: int,
+    reply: Message,
+    found: Why,
+    undone: dict[str, str],
+    cancelled: tuple[int, ...],
+    marks: dict[str, list[Edit]],
+    entries: list[tuple[Message, str]],
+) -> Explained:
+    said = [m for m, _ in entries]
+    records, questions = _sent_records(ctx, found, said)
     return Explained(
         session.value,
         number,
-        numbers.turns,
+        turns,
         reply,
         found,
-        rolled_back,
+        undone.get(reply.id),
         cancelled,
-        edits,
+        _edits_before(marks, said, reply),
         records,
         questions,
     )
@@ -140,14 +184,12 @@ def _sent_records(
 
 
 def _edits_before(
-    ctx: AppContext, session: SessionName, said: list[Message], reply: Message
+    marks: dict[str, list[Edit]], said: list[Message], reply: Message
 ) -> tuple[str, ...]:
     """The files the edit calls since the reply's prompt changed (an agent's prompt runs
     over several requests: `edited notes.txt (+3 -1)`)."""
     from koogcli.core.agent_edits import shown
-    from koogcli.services import agent_files
 
-    marks = agent_files.marks(ctx, session)
     at = next((i for i, m in enumerate(said) if m.id == reply.id), None)
     if not marks or at is None:
         return ()

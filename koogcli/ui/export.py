@@ -11,13 +11,12 @@ through. Tool calls and results fold; compression summaries are marked as such.
 from __future__ import annotations
 
 import html
-import json
-from functools import lru_cache
 from typing import Any
 
 from koogcli.core import content_parts
 from koogcli.core.messages import Message, local_time
 from koogcli.core.results import SharedConversation
+from koogcli.ui import html_text
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _STYLE = """
@@ -70,7 +69,7 @@ def to_markdown(shared: SharedConversation) -> str:
                 f"Tool call `{call.name}`:",
                 "",
                 "```json",
-                _arguments(call.arguments),
+                html_text.arguments(call.arguments),
                 "```",
             ]
         out.append("")
@@ -79,10 +78,8 @@ def to_markdown(shared: SharedConversation) -> str:
 
 def to_html(shared: SharedConversation) -> str:
     """One self-contained page that works offline."""
-    from pygments.formatters import HtmlFormatter
-
     title = html.escape(f"koog · {shared.session}")
-    styles = _STYLE + HtmlFormatter(style="default").get_style_defs("pre")
+    styles = _STYLE + html_text.code_styles("pre")
     sections = "\n".join(_section(m) for m in shared.messages)
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -110,12 +107,13 @@ def _section(m: Message) -> str:
             f"<pre><code>{html.escape(m.text)}</code></pre></details>"
         )
     elif m.text:
-        parts.append(_markdown().render(m.text))
+        parts.append(html_text.markdown(m.text))
     parts += [_media(p) for p in content_parts.parts(m) or [] if p.get("type") != "text"]
     for call in m.tool_calls:
         parts.append(
             f"<details><summary>tool call: {html.escape(call.name)}</summary>"
-            f"<pre><code>{_highlight(_arguments(call.arguments), 'json')}</code></pre></details>"
+            f"<pre><code>{html_text.highlight(html_text.arguments(call.arguments), 'json')}"
+            "</code></pre></details>"
         )
     parts.append("</section>")
     return "".join(parts)
@@ -132,30 +130,6 @@ def _media(part: dict[str, Any]) -> str:
             f"<figcaption>{label}</figcaption></figure>"
         )
     return f'<p class="part">{label}</p>'
-
-
-@lru_cache(maxsize=1)
-def _markdown() -> Any:
-    from markdown_it import MarkdownIt
-
-    # Raw HTML in a message is shown as text, never made part of the page.
-    return MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable(
-        ["table", "strikethrough"]
-    )
-
-
-def _highlight(code: str, language: str, attributes: str = "") -> str:
-    """Code as Pygments' coloured spans; markdown-it puts them in `<pre><code>`."""
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import TextLexer, get_lexer_by_name
-    from pygments.util import ClassNotFound
-
-    try:
-        lexer = get_lexer_by_name(language) if language else TextLexer()
-    except ClassNotFound:
-        lexer = TextLexer()
-    return str(highlight(code, lexer, HtmlFormatter(style="default", nowrap=True)))
 
 
 def _kind(m: Message) -> str | None:
@@ -182,13 +156,6 @@ def _byline(shared: SharedConversation) -> str:
     return f"{_count(len(shared.messages), 'message')} · {when}" + (
         f" · {', '.join(models)}" if models else ""
     )
-
-
-def _arguments(text: str) -> str:
-    try:
-        return json.dumps(json.loads(text), ensure_ascii=False, indent=2)
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to lay out: as sent
-        return text
 
 
 def _count(n: int, noun: str) -> str:

@@ -174,5 +174,4 @@ async def root(request: Request) -> Response:
 ROUTES = [
     Route("/v1/messages", create, methods=["POST"]),
     Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-    Route("/", root, methods=["GET", "HEAD"]),
 ]
