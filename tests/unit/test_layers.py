@@ -30,8 +30,11 @@ THIRD_PARTY_HOMES = {
     "pgvector": ("adapters/postgres",),
     "starlette": ("server",),
     "uvicorn": ("cli/serve.py", "server/connections.py"),
-    "markdown_it": ("ui/export.py",),
-    "pygments": ("ui/export.py",),
+    "markdown_it": ("ui/html_text.py",),
+    "pygments": ("ui/html_text.py",),
+    "jinja2": ("server/page/routes.py",),
+    "markupsafe": ("server/page/routes.py",),
+    "selenium": (),  # tests only
 }
 ALLOWED_INTERNAL = {
     "core": {"core"},
