@@ -54,11 +54,26 @@ def ui(
     if no_open:
         render.out(url)
         return
+    if _no_display():
+        render.out(url)
+        render.note("no display to open a browser on; open the address above")
+        return
     import webbrowser
 
     if not webbrowser.open(url):
         render.out(url)
         render.note("no browser was found to open it; open the address above")
+
+
+def _no_display() -> bool:
+    """Linux and the BSDs without X or Wayland: a browser could only be a text one, run in
+    this terminal (macOS and Windows always have one to open)."""
+    import os
+    import sys
+
+    if sys.platform == "darwin" or sys.platform.startswith("win"):
+        return False
+    return not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def _probe(url: str) -> str | None:

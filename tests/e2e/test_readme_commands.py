@@ -286,6 +286,8 @@ class Reader:
             self.check_same_conversation(line, words)
         if words[:2] == ["koog", "serve"]:
             self.start_serve(line, {**env, **extra}, [w for w in words[2:] if w != "&"])
+        elif words[:2] == ["koog", "ui"]:
+            self.ui(line, command, extra)
         elif words[:1] == ["koog"] and is_synopsis(units(command)):
             for form in forms(command):
                 filled = " ".join(self.fill(line, form))
@@ -411,6 +413,34 @@ class Reader:
             fail(line, f"koog {' '.join(args)}, to fill a placeholder, failed: {done.stderr}")
         shown = json.loads(done.stdout)
         return str((shown[0] if isinstance(shown, list) else shown)[key])
+
+    def ui(self, line: Line, command: str, extra: dict[str, str]) -> None:
+        """`koog ui` starts koog serve in the background (on a free port here: the README's
+        is 8765) and, with no display to open a browser on, prints the page's address: the
+        address must answer with the page; the serve it started is stopped after."""
+        import signal
+        import socket
+        import urllib.request
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        done = self.bash(
+            f"{command} --port {port}", {**extra, "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+        )
+        started = re.search(r"\(pid (\d+),", done.stderr)
+        try:
+            self.check(line, done, 0, command)
+            url = done.stdout.strip().splitlines()[-1]
+            if url != f"http://127.0.0.1:{port}/":
+                fail(line, f"printed {done.stdout!r}, not the page's address")
+            asked = urllib.request.Request(url, headers={"Accept": "text/html"})
+            with urllib.request.urlopen(asked, timeout=30) as answer:
+                if b"<h1>Sessions</h1>" not in answer.read():
+                    fail(line, f"{url} does not answer with the page")
+        finally:
+            if started is not None:
+                os.kill(int(started.group(1)), signal.SIGTERM)
 
     def bash(self, command: str, extra: dict[str, str], export: bool = False) -> Completed:
         """Runs a line as a shell would; an `export` line's variables stay for the next."""

@@ -192,21 +192,26 @@ def _why(found: Explained) -> dict[str, Any]:
 
 
 def points(view: SessionView) -> list[dict[str, Any]]:
-    return [_point(c, view.point_files.get(c.id, []), i == 0) for i, c in enumerate(view.points)]
+    return [_point(c, view.point_files.get(c.id, []), view.messages) for c in view.points]
 
 
-def _point(c: Checkpoint, files: list[str], newest: bool) -> dict[str, Any]:
+def _point(c: Checkpoint, files: list[str], messages: Sequence[Message]) -> dict[str, Any]:
+    """A restore point, named by what came after it where that is still in the history:
+    `before “And to production?”`."""
     from koogcli.ui.views import checkpoint_kind
 
     what = checkpoint_kind(c) + (f": {c.label}" if c.label else "")
+    count = c.message_count or len(c.messages)
+    after = next((m for m in messages[count:] if m.role != "system"), None)
+    if c.kind == "restore" and not c.manual and after is not None and after.role == "user":
+        what = f"before “{_clipped(after.text, 60)}”"
     return {
         "id": c.id,
         "short": c.id[:8],
         "when": local_time(c.created_at),
         "what": what,
-        "messages": c.message_count or len(c.messages),
+        "messages": count,
         "files": files,
-        "newest": newest,
         "readable": c.readable,
     }
 
