@@ -186,6 +186,11 @@ def prompt_text(text: str) -> str:
     return _INJECTED.sub("", text).strip()
 
 
+def injected(text: str) -> list[str]:
+    """The context an agent wrapped around what the person typed, block by block."""
+    return [found.group(0) for found in _INJECTED.finditer(text)]
+
+
 def content_key(m: Message) -> tuple[str, ...]:
     """What a message says, for finding it again without its id: its role and text (a
     prompt without what the agent injected), its calls by id and name, a result by its

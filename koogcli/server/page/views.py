@@ -11,7 +11,7 @@ from typing import Any
 
 from koogcli.core import content_parts
 from koogcli.core.agent_edits import EDITS_KEY
-from koogcli.core.archive import TITLES
+from koogcli.core.archive import TITLES, injected, prompt_text
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.found import Found
 from koogcli.core.memory import MemoryRecord
@@ -23,6 +23,7 @@ from koogcli.services.session_view import SessionView
 from koogcli.ui import html_text
 
 AGENTS = {"claude": "Claude Code", "codex": "Codex", "opencode": "opencode"}
+_LONG_SYSTEM = 600  # characters: an agent's system prompt is folded
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
@@ -89,6 +90,7 @@ def turns(view: SessionView) -> list[dict[str, Any]]:
     out = []
     for index, m in enumerate(view.messages):
         found = view.explained.get(m.id)
+        said, added = _said(m)
         out.append(
             {
                 "id": m.id,
@@ -98,7 +100,10 @@ def turns(view: SessionView) -> list[dict[str, Any]]:
                 "when": local_time(m.created_at),
                 "created_at": m.created_at,
                 "summary": m.meta.get("kind") in ("summary", "facts"),
-                "body": "" if m.role == "tool" else html_text.markdown(m.text),
+                "body": "" if m.role == "tool" else html_text.markdown(said),
+                "added": added,
+                "chars": len(m.text),
+                "folded": m.role == "system" and len(m.text) > _LONG_SYSTEM,
                 "result": m.text if m.role == "tool" else None,
                 "thinking": _thinking(m),
                 "calls": [_call(c) for c in m.tool_calls],
@@ -109,6 +114,14 @@ def turns(view: SessionView) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _said(m: Message) -> tuple[str, list[str]]:
+    """A prompt as the person typed it, and the context an agent wrapped around it."""
+    if m.role != "user":
+        return m.text, []
+    added = injected(m.text)
+    return (prompt_text(m.text), added) if added else (m.text, [])
 
 
 def _thinking(m: Message) -> str | None:
@@ -204,7 +217,7 @@ def _point(c: Checkpoint, files: list[str], messages: Sequence[Message]) -> dict
     count = c.message_count or len(c.messages)
     after = next((m for m in messages[count:] if m.role != "system"), None)
     if c.kind == "restore" and not c.manual and after is not None and after.role == "user":
-        what = f"before “{_clipped(after.text, 60)}”"
+        what = f"before “{_clipped(prompt_text(after.text), 60)}”"
     return {
         "id": c.id,
         "short": c.id[:8],
