@@ -8,6 +8,7 @@ rollback did to the history, so the answer for turn N never changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from koogcli.core import why as core
@@ -84,60 +85,67 @@ def record(
     )
 
 
-def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> Explained:
-    """The reply of turn `turn` (numbered as services/turn_numbers.py does; None: the last
-    turn whose reply is in effect) and why it was so; a reply a rollback undid says so, a
-    turn cancelled before its reply is never explained as if answered."""
+@dataclass(frozen=True)
+class _Replies:
+    """A session's transcript read for `why`: its answered turns and what undid them."""
+
+    entries: list[tuple[Message, str]]
+    turns: int
+    answered: dict[int, tuple[Message, Why]]
+    cancelled: tuple[int, ...]
+    undone: dict[str, str]  # reply id -> when a rollback took it out
+
+
+def _replies(ctx: AppContext, session: SessionName) -> _Replies:
     ctx.require_session(session)
     entries = list(ctx.transcript.entries(session))
     numbers = turn_numbers.numbered(entries)
     answered, cancelled = core.replies(
         (m, numbers.of_message[m.id]) for m, _ in entries if m.id in numbers.of_message
     )
+    undone: dict[str, str] = {}
+    if answered:
+        present = {m.id for m in ctx.history.read(session).messages}
+        missing = [m.id for m, _ in answered.values() if m.id not in present]
+        undone = _rolled_back(ctx, session, missing)
+    return _Replies(entries, numbers.turns, answered, cancelled, undone)
+
+
+def explain(ctx: AppContext, session: SessionName, turn: int | None = None) -> Explained:
+    """The reply of turn `turn` (numbered as services/turn_numbers.py does; None: the last
+    turn whose reply is in effect) and why it was so; a reply a rollback undid says so, a
+    turn cancelled before its reply is never explained as if answered."""
+    read = _replies(ctx, session)
+    answered = read.answered
     if not answered:
         raise UsageError(
             f"session {session.value!r} has no reply recorded with what shaped it",
             hint="replies stored by this version of koog have it; ask something first",
         )
-    present = {m.id for m in ctx.history.read(session).messages}
-    undone = _rolled_back(ctx, session, [m.id for m, _ in answered.values() if m.id not in present])
     if turn is None:
-        standing = [n for n, (m, _) in answered.items() if m.id not in undone]
+        standing = [n for n, (m, _) in answered.items() if m.id not in read.undone]
         number = max(standing or answered)
     elif turn in answered:
         number = turn
     else:
-        raise _unexplained(session, turn, numbers.turns, sorted(answered), turn in cancelled)
-    reply, found = answered[number]
+        raise _unexplained(session, turn, read.turns, sorted(answered), turn in read.cancelled)
     from koogcli.services import agent_files
 
-    marks = agent_files.marks(ctx, session)
-    return _explained(
-        ctx, session, number, numbers.turns, reply, found, undone, cancelled, marks, entries
-    )
+    return _explained(ctx, session, number, read, agent_files.marks(ctx, session))
 
 
 def explain_each(ctx: AppContext, session: SessionName) -> dict[str, Explained]:
     """Every stored reply and what shaped it, by the reply's message id (the page shows
     them beside the history): the transcript read once."""
-    ctx.require_session(session)
-    entries = list(ctx.transcript.entries(session))
-    numbers = turn_numbers.numbered(entries)
-    answered, cancelled = core.replies(
-        (m, numbers.of_message[m.id]) for m, _ in entries if m.id in numbers.of_message
-    )
-    if not answered:
+    read = _replies(ctx, session)
+    if not read.answered:
         return {}
-    present = {m.id for m in ctx.history.read(session).messages}
-    undone = _rolled_back(ctx, session, [m.id for m, _ in answered.values() if m.id not in present])
     from koogcli.services import agent_files
 
     marks = agent_files.marks(ctx, session)
     return {
-        reply.id: _explained(
-            ctx, session, number, numbers.turns, reply, found, undone, cancelled, marks, entries
-        )
-        for number, (reply, found) in answered.items()
+        reply.id: _explained(ctx, session, number, read, marks)
+        for number, (reply, _) in read.answered.items()
     }
 
 
@@ -145,24 +153,20 @@ def _explained(
     ctx: AppContext,
     session: SessionName,
     number: int,
-    turns: int,
-    reply: Message,
-    found: Why,
-    undone: dict[str, str],
-    cancelled: tuple[int, ...],
+    read: _Replies,
     marks: dict[str, list[Edit]],
-    entries: list[tuple[Message, str]],
 ) -> Explained:
-    said = [m for m, _ in entries]
+    reply, found = read.answered[number]
+    said = [m for m, _ in read.entries]
     records, questions = _sent_records(ctx, found, said)
     return Explained(
         session.value,
         number,
-        turns,
+        read.turns,
         reply,
         found,
-        undone.get(reply.id),
-        cancelled,
+        read.undone.get(reply.id),
+        read.cancelled,
         _edits_before(marks, said, reply),
         records,
         questions,

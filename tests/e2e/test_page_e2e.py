@@ -126,6 +126,16 @@ def test_roll_back_and_forget_from_the_page_are_what_the_command_line_sees(
     with chromium() as driver:
         driver.get(base + "/ui/session/w")
         latest = driver.find_element(By.CSS_SELECTOR, ".actions button[data-action=rollback]")
+        # With the keyboard: Enter on the button asks, Escape declines; nothing happens.
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.keys import Keys
+
+        latest.send_keys(Keys.ENTER)
+        dialog = driver.find_element(By.ID, "confirm")
+        wait_for(lambda: dialog.get_attribute("open") is not None)
+        assert driver.switch_to.active_element.text == "Cancel"  # the safe answer first
+        ActionChains(driver).send_keys(Keys.ESCAPE).perform()
+        wait_for(lambda: dialog.get_attribute("open") is None)
         _confirm(driver, latest, ok=False)  # asked, cancelled: nothing happens
         assert _said(run_koog, "w")[-1] == ("assistant", "echo: two")
 
