@@ -95,11 +95,11 @@ def test_the_page_lists_opens_searches_and_shows_a_new_turn_live(
         driver.get(base + "/")
         driver.find_element(By.ID, "q").send_keys("walruses")
         link = wait_for(
-            lambda: driver.find_elements(By.CSS_SELECTOR, '#found a[href^="/ui/session/beta#m-"]')
+            lambda: driver.find_elements(By.CSS_SELECTOR, '#found a[href^="/ui/session/beta?all=1#m-"]')
         )[0]
         assert "walruses" in link.find_element(By.CSS_SELECTOR, "mark").text
         link.click()
-        wait_for(lambda: "/ui/session/beta#m-" in driver.current_url)
+        wait_for(lambda: "/ui/session/beta?all=1#m-" in driver.current_url)
         anchor = driver.current_url.rsplit("#", 1)[1]
         assert "walruses" in driver.find_element(By.ID, anchor).text
 

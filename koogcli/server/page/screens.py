@@ -19,6 +19,7 @@ from koogcli.server.page.routes import action, page
 from koogcli.services.context import AppContext
 
 SOURCES = {"koog": "koog", "agent": "agents through serve"}
+SHOWN_AT_FIRST = 400  # messages of a long session shown until all are asked for
 _SEARCH_LIMIT = 50
 
 
@@ -85,6 +86,8 @@ def session(ctx: AppContext, who: Grant, request: Request) -> tuple[str, dict[st
     view = session_view.read(ctx, name)
     tool = view.source.tool if view.source else None
     key, words = views.source_of(name.value, tool, _prefixes(ctx))
+    every = request.query_params.get("all") == "1"
+    start = 0 if every else max(0, len(view.messages) - SHOWN_AT_FIRST)
     return "session.html", {
         "title": name.value,
         "name": name.value,
@@ -92,7 +95,9 @@ def session(ctx: AppContext, who: Grant, request: Request) -> tuple[str, dict[st
         "source_words": words,
         "origin": view.source,
         "forked_from": view.forked_from,
-        "turns": views.turns(view),
+        "turns": views.turns(view, start),
+        "earlier": start,
+        "total": len(view.messages),
         "points": views.points(view),
         "checkpoints_on": view.checkpoints_on,
         "events": f"/ui/events?session={name.value}",

@@ -64,7 +64,7 @@ def found_rows(found: Sequence[Found]) -> list[dict[str, Any]]:
             "session": f.session,
             "turn": f.turn,
             "role": f.message.role,
-            "anchor": f"m-{f.message.id}",
+            "anchor": f"m-{f.message.id}",  # on the page of every message (?all=1)
             "when": local_time(f.message.created_at),
             "line": marked(_clipped(f.line, 240), f.terms),
         }
@@ -85,10 +85,10 @@ def marked(text: str, terms: Sequence[str]) -> str:
     return "".join([*out, html.escape(text[at:])])
 
 
-def turns(view: SessionView) -> list[dict[str, Any]]:
-    """Each message as a person reads it, a reply with what shaped it."""
+def turns(view: SessionView, start: int = 0) -> list[dict[str, Any]]:
+    """Each message from `start` on as a person reads it, a reply with what shaped it."""
     out = []
-    for index, m in enumerate(view.messages):
+    for index, m in enumerate(view.messages[start:], start):
         found = view.explained.get(m.id)
         said, added = _said(m)
         out.append(
