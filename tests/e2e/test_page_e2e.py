@@ -95,7 +95,9 @@ def test_the_page_lists_opens_searches_and_shows_a_new_turn_live(
         driver.get(base + "/")
         driver.find_element(By.ID, "q").send_keys("walruses")
         link = wait_for(
-            lambda: driver.find_elements(By.CSS_SELECTOR, '#found a[href^="/ui/session/beta?all=1#m-"]')
+            lambda: driver.find_elements(
+                By.CSS_SELECTOR, '#found a[href^="/ui/session/beta?all=1#m-"]'
+            )
         )[0]
         assert "walruses" in link.find_element(By.CSS_SELECTOR, "mark").text
         link.click()
