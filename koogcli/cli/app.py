@@ -91,6 +91,7 @@ COMMANDS = {
     "chat": ("chat", "chat"),
     "models": ("catalog", "models"),
     "roles": ("catalog", "roles"),
+    "templates": ("catalog", "templates"),
     "history": ("history", "app"),
     "compress": ("compress", "compress"),
     "checkpoint": ("checkpoints", "app"),
@@ -225,8 +226,37 @@ def _global_options(
     g.data_dir = data_dir or g.data_dir
 
 
+# `koog chat -o KEY VALUE` / `-p KEY VALUE` (llm's form): Typer takes one value per
+# option, so the pair travels as one, joined by a character no shell line types.
+PAIR_OPTIONS = frozenset({"-o", "--option", "-p", "--param"})
+PAIR_JOIN = "\x1f"
+
+
+def paired(args: list[str]) -> list[str]:
+    """`args` with each KEY VALUE after a pair option of `chat` joined into one value."""
+    if "chat" not in args:
+        return args
+    out, index = args[: args.index("chat") + 1], args.index("chat") + 1
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            return out + args[index:]
+        if (
+            word in PAIR_OPTIONS
+            and index + 2 < len(args)
+            and "--" not in args[index + 1 : index + 3]
+        ):
+            out += [word, f"{args[index + 1]}{PAIR_JOIN}{args[index + 2]}"]
+            index += 3
+            continue
+        out.append(word)
+        index += 1
+    return out
+
+
 def main() -> None:
     process.one_shot()
+    sys.argv[1:] = paired(sys.argv[1:])
     try:
         app()
     except SystemExit as exc:

@@ -49,3 +49,29 @@ def roles(ctx: typer.Context, as_json: bool = JSON) -> None:
         for n, r in sorted(settings.roles.items())
     ]
     render.out(render.table(rows, ("ROLE", "MODEL", "SYSTEM PROMPT")))
+
+
+def templates(ctx: typer.Context, as_json: bool = JSON) -> None:
+    """List the saved prompts for `koog chat -t NAME`.
+
+    `koog chat --save NAME ...` writes them as [templates.NAME] in the config file.
+    """
+    from koogcli.services import config_info
+
+    found = config_info.templates(globals_of(ctx).build())
+    if as_json:
+        render.json_out([{"name": n, **spec} for n, spec in found.items()])
+        return
+    if not found:
+        render.note('no templates yet; `koog chat --save NAME "a prompt with $input"` saves one')
+        return
+    rows = [
+        (
+            n,
+            str(spec.get("model", "")),
+            render.one_line(str(spec.get("system", "")), 30),
+            render.one_line(str(spec.get("prompt", "")), 50),
+        )
+        for n, spec in found.items()
+    ]
+    render.out(render.table(rows, ("TEMPLATE", "MODEL", "SYSTEM PROMPT", "PROMPT")))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import typer
@@ -16,7 +17,10 @@ from koogcli.core.names import SessionName
 from koogcli.ui import render, views
 
 if TYPE_CHECKING:
+    from koogcli.cli import pipeline
+    from koogcli.cli.pipeline import Output
     from koogcli.services.context import AppContext
+    from koogcli.services.prompt_input import Attachment
     from koogcli.services.turn import TurnEvents, TurnResult
 
 
@@ -45,7 +49,11 @@ def chat(
         autocompletion=complete_roles,
     ),
     attach: list[str] | None = typer.Option(
-        None, "-a", "--attach", metavar="PATH", help="Add a text file ('-': stdin); repeatable."
+        None,
+        "-a",
+        "--attach",
+        metavar="PATH|URL",
+        help="Add a file: text, or an image, PDF or audio file ('-': stdin); repeatable.",
     ),
     no_save: bool = typer.Option(False, "--no-save", help="Read the session, write nothing."),
     usage: bool = typer.Option(False, "-u", "--usage", help="Print token usage on stderr."),
@@ -65,11 +73,56 @@ def chat(
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=1, metavar="N", help="The longest reply, in tokens."
     ),
+    schema: str | None = typer.Option(
+        None,
+        "--schema",
+        metavar="SCHEMA",
+        help="Reply as JSON fitting SCHEMA: a JSON schema (inline or a file) or "
+        "'name, age int, bio: a short bio'; stdout is the JSON alone.",
+    ),
+    schema_multi: str | None = typer.Option(
+        None, "--schema-multi", metavar="SCHEMA", help='A list of such objects: {"items": [...]}.'
+    ),
+    extract: bool = typer.Option(
+        False, "-x", "--extract", help="Print only the reply's first fenced code block."
+    ),
+    extract_last: bool = typer.Option(
+        False, "--extract-last", help="Print only the reply's last fenced code block."
+    ),
+    option: list[str] | None = typer.Option(
+        None,
+        "-o",
+        "--option",
+        metavar="KEY VALUE",
+        help="A model option for this call (temperature 0.3, seed 7, top_p, ...); repeatable.",
+    ),
+    template: str | None = typer.Option(
+        None, "-t", "--template", metavar="NAME", help="Run a saved prompt ([templates.NAME])."
+    ),
+    param: list[str] | None = typer.Option(
+        None, "-p", "--param", metavar="KEY VALUE", help="Fill $KEY in the template; repeatable."
+    ),
+    save: str | None = typer.Option(
+        None,
+        "--save",
+        metavar="NAME",
+        help="Save the prompt, system prompt, model, options and schema as a template; "
+        "no model call.",
+    ),
+    force: bool = typer.Option(False, "--force", help="With --save: replace that template."),
 ) -> None:
     """Chat with the model: a REPL, or one turn.
 
     A prompt argument or piped input means one turn; neither, the REPL.
     """
+    from koogcli.cli import pipeline
+
+    asked = (schema, schema_multi, extract, extract_last)
+    options, params = pipeline.pairs(option, "-o"), pipeline.pairs(param, "-p")
+    pipe = pipeline.Args(*asked, options, template, params, save, force)
+    pipe.check()
+    if save is not None:
+        return pipeline.save(globals_of(ctx), pipe, " ".join(prompt or []), system, model)
     if session is not None and continue_:
         raise UsageError("-s and -c both name a session; give one of them")
     flags: dict[str, object] = {
@@ -84,6 +137,7 @@ def chat(
     request = ChatRequest(
         prompt or [], attach or [], not no_save, usage, as_json, resume, session, continue_, role
     )
+    request = dataclasses.replace(request, pipe=pipe)
     chosen = plan(request, render.is_tty(sys.stdin))
     app_ctx, name, generated = _open(globals_of(ctx), flags, request)
     app_ctx.approve_all = yes
@@ -108,6 +162,13 @@ class ChatRequest:
     session: str | None
     continue_: bool
     role: str | None
+    pipe: pipeline.Args = field(default_factory=lambda: _no_pipeline())
+
+
+def _no_pipeline() -> pipeline.Args:
+    from koogcli.cli import pipeline
+
+    return pipeline.Args()
 
 
 @dataclass(frozen=True)
@@ -134,9 +195,13 @@ def plan(request: ChatRequest, stdin_is_tty: bool) -> Plan:
         if request.prompt:
             raise UsageError("--resume finishes the interrupted turn; send the prompt next")
         return Resume()
-    if not request.prompt and not request.files and stdin_is_tty:
+    if not request.prompt and not request.files and stdin_is_tty and not request.pipe.template:
         if request.as_json:
             raise UsageError("--json needs a one-shot turn", hint="give a prompt or pipe text in")
+        if request.pipe.one_shot_only:
+            raise UsageError(
+                "--schema, -x and -t need a one-shot turn", hint="give a prompt or pipe text in"
+            )
         return Repl()
     return OneShot()
 
@@ -146,12 +211,16 @@ def _open(
 ) -> tuple[AppContext, SessionName, bool]:
     """The context (a role's settings under the command line's), the session and whether
     it is new; a turn a killed process left is abandoned here with --no-resume."""
+    from koogcli.cli import pipeline
     from koogcli.services import sessions, turn
 
     app_ctx = options.build(flags)
-    if request.role is not None:
+    spec = pipeline.template(app_ctx, request.pipe.template)
+    if request.role is not None or spec is not None:
         given = {k: v for k, v in flags.items() if v is not None}  # the command line wins
-        app_ctx = options.build({**sessions.role_flags(app_ctx, request.role), **given})
+        role = sessions.role_flags(app_ctx, request.role) if request.role is not None else {}
+        shaped = pipeline.template_flags(spec, request.pipe.params) if spec is not None else {}
+        app_ctx = options.build({**role, **shaped, **given})
     name, generated = sessions.choose(app_ctx, request.session, request.continue_)
     app_ctx = with_endpoint(app_ctx, isinstance(plan(request, sys.stdin.isatty()), Repl))
     if (
@@ -191,19 +260,19 @@ def _repl(
 def _one_shot(
     app_ctx: AppContext, name: SessionName, generated: bool, request: ChatRequest
 ) -> None:
+    from koogcli.cli import pipeline
     from koogcli.services import prompt_input, turn
 
     limit = app_ctx.settings.chat.max_attachment_bytes
     max_input = app_ctx.settings.chat.max_input_bytes
-    stdin_text = None if render.is_tty(sys.stdin) else render.read_stdin(max_input)
-    attachments = [
-        prompt_input.attachment("stdin", (stdin_text or "").encode(), limit)
-        if path == prompt_input.STDIN
-        else prompt_input.read_attachment(path, limit)
-        for path in request.files
-    ]
-    piped = None if prompt_input.STDIN in request.files else stdin_text
-    text = prompt_input.compose(" ".join(request.prompt), piped, attachments, max_input)
+    attachments, piped = _attachments(request.files, limit, max_input)
+    words, pipe = " ".join(request.prompt), request.pipe
+    spec = pipeline.template(app_ctx, pipe.template)
+    if spec is not None:
+        words, piped = pipeline.fill(spec, words, piped, pipe.params)
+    text = prompt_input.compose(words, piped, attachments, max_input)
+    call = pipeline.call_options(app_ctx, pipe, spec, prompt_input.media_parts(attachments))
+    shown = pipeline.output(pipe, spec, call.schema is not None)
     look = turn.unfinished if request.save else turn.interrupted  # --no-save writes nothing
     if request.resume is None and (pending := look(app_ctx, name)) is not None:
         render.note(
@@ -214,14 +283,35 @@ def _one_shot(
         # Tools that cannot be imported fail first: no name of a session never created.
         app_ctx.toolbox  # noqa: B018
         render.note(f"session {name.value}")
-    turn_request = turn.TurnRequest(name, text, save=request.save)
+    turn_request = turn.TurnRequest(name, text, save=request.save, call=call)
     show(
         lambda events: turn.run_turn(app_ctx, turn_request, events),
         app_ctx,
         request.as_json,
         request.usage,
         unnamed=generated and not request.save,  # --no-save made no session: none is named
+        output=shown,
     )
+
+
+def _attachments(
+    files: list[str], limit: int, max_input: int
+) -> tuple[list[Attachment], str | None]:
+    """Each `-a` (`-` reads standard input as a file: text, or an image, PDF or audio),
+    and the piped text when standard input is not one of them."""
+    from koogcli.services import prompt_input
+
+    if prompt_input.STDIN in files and not render.is_tty(sys.stdin):
+        data = sys.stdin.buffer.read(limit + 1)
+        stdin = prompt_input.attachment("stdin", data, limit)
+        found = [
+            stdin if path == prompt_input.STDIN else prompt_input.read_attachment(path, limit)
+            for path in files
+        ]
+        return found, None
+    piped = None if render.is_tty(sys.stdin) else render.read_stdin(max_input)
+    listed = [p for p in files if p != prompt_input.STDIN]
+    return [prompt_input.read_attachment(path, limit) for path in listed], piped
 
 
 def finish_interrupted(app_ctx: AppContext, name: SessionName, as_json: bool) -> None:
@@ -242,15 +332,17 @@ def show(
     as_json: bool,
     usage: bool = False,
     unnamed: bool = False,
+    output: Output | None = None,
 ) -> None:
-    """Run a one-shot turn: the reply alone on stdout (or one JSON object), tools on stderr."""
+    """Run a one-shot turn: the reply alone on stdout (or one JSON object, or what `output`
+    keeps of it: the JSON document of `--schema`, a fenced block of `-x`), tools on stderr."""
     from koogcli.services.turn import TurnEvents
     from koogcli.ui.reply import ReplyWriter, Silent, turn_handlers
 
     chat_settings = app_ctx.settings.chat
     writer = (
         Silent()
-        if as_json
+        if as_json or (output is not None and not output.whole)
         else ReplyWriter(
             markdown=chat_settings.markdown,
             reflows=render.terminal_reflows(chat_settings.terminal_reflows),
@@ -268,6 +360,8 @@ def show(
     if result is None:
         return
     writer.finish(result.reply)
+    if output is not None and not output.whole and not as_json:
+        render.out(output.shown(result.reply))
     cut = views.cut_reply(result.finish_reason, app_ctx.settings.llm.max_tokens)
     if cut is not None:
         render.warning(cut)

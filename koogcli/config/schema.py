@@ -104,6 +104,25 @@ class ModelSpec(_Strict):
     wire_api: WireApi | None = None
     base_url: str | None = None
     api_key_env: str | None = Field(default=None, min_length=1)
+    # Options sent with every request to this model (`-o KEY VALUE` over them).
+    options: dict[str, str | int | float | bool] = {}
+
+
+class TemplateSpec(_Strict):
+    """A saved prompt (`koog chat --save NAME`, run with `-t NAME`): `$KEY` in its prompt
+    and system prompt is filled by `-p KEY VALUE`, `$input` by standard input."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    prompt: str | None = None
+    system: str | None = None
+    model: str | None = Field(default=None, min_length=1)
+    # Model options (`-o KEY VALUE`), typed as TOML types them.
+    options: dict[str, str | int | float | bool] = {}
+    # A JSON schema the reply must fit (`--schema`; a list of them: `--schema-multi`).
+    json_schema: dict[str, object] | None = Field(default=None, alias="schema")
+    extract: bool = False
+    extract_last: bool = False
 
 
 class RoleSpec(_Strict):
@@ -463,6 +482,7 @@ class Settings(_Strict):
     llm: LLMSettings = LLMSettings()
     chat: ChatSettings = ChatSettings()
     roles: dict[str, RoleSpec] = {}
+    templates: dict[str, TemplateSpec] = {}
     models: dict[str, ModelSpec] = {}
     chat_memory: ChatMemorySettings = ChatMemorySettings()
     compression: CompressionSettings = CompressionSettings()

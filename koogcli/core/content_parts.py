@@ -141,6 +141,44 @@ def _size(n: int) -> str:
     return f"{n / 1_000_000:.1f} MB"
 
 
+def sniffed(data: bytes) -> str | None:
+    """The media type of a file by its first bytes: the images, PDF and audio a model can
+    take as content parts (None: anything else, text included)."""
+    head = data[:16]
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head.startswith(b"%PDF-"):
+        return "application/pdf"
+    if head.startswith(b"RIFF") and head[8:12] == b"WAVE":
+        return "audio/wav"
+    if head.startswith(b"ID3") or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0):
+        return "audio/mpeg"
+    return None
+
+
+def part_for(name: str, mime: str, data: bytes) -> dict[str, Any]:
+    """A file as a content part in chat completions' shape: an image as `image_url`, a PDF
+    as `file`, audio as `input_audio` (each wire client writes its own protocol's form)."""
+    import base64
+
+    encoded = base64.b64encode(data).decode("ascii")
+    if mime.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{encoded}"}}
+    if mime.startswith("audio/"):
+        fmt = "wav" if mime == "audio/wav" else "mp3"
+        return {"type": "input_audio", "input_audio": {"data": encoded, "format": fmt}}
+    return {
+        "type": "file",
+        "file": {"filename": name, "file_data": f"data:{mime};base64,{encoded}"},
+    }
+
+
 # Per-block annotations clients add and move between requests; not part of the meaning.
 _ANNOTATIONS = frozenset({"cache_control"})
 

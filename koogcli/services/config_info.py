@@ -99,3 +99,56 @@ def validate(file: Path | None, flag: str | None, env: Mapping[str, str] | None)
     path = file if file is not None else config_file(flag, env)[0]
     loader.validate_file(path)
     return path
+
+
+def save_template(path: Path, name: str, spec: Mapping[str, Any], force: bool) -> None:
+    """`koog chat --save NAME`: `[templates.NAME]` appended to the config file (its comments
+    and other tables kept as written); one of that name is replaced only with `force`."""
+    import re
+    import tomllib
+
+    import tomli_w
+
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+        raise UsageError(f"template name {name!r} is not letters, digits, '-' or '_'")
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    try:
+        known = tomllib.loads(text).get("templates", {})
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"{path}: {err}", hint="fix the file before saving a template") from None
+    if name in known:
+        if not force:
+            raise UsageError(
+                f"template {name!r} exists already in {path}", hint="--force replaces it"
+            )
+        text = _without_table(text, name, path)
+    table = tomli_w.dumps({"templates": {name: dict(spec)}})
+    write_private_file(path, text.rstrip("\n") + ("\n\n" if text.strip() else "") + table)
+
+
+def _without_table(text: str, name: str, path: Path) -> str:
+    """The file without `[templates.NAME]` and its subtables."""
+    import re
+
+    header = re.compile(r"^\s*\[\s*templates\s*\.\s*(?:\"?)" + re.escape(name) + r"(?:\"?)\s*[.\]]")
+    out, inside, found = [], False, False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("["):
+            inside = bool(header.match(line))
+            found = found or inside
+        if not inside:
+            out.append(line)
+    if not found:
+        raise UsageError(
+            f"template {name!r} in {path} is not a [templates.{name}] table",
+            hint="edit it by hand",
+        )
+    return "".join(out)
+
+
+def templates(ctx: AppContext) -> dict[str, dict[str, Any]]:
+    """`koog templates`: each saved prompt as its table says it."""
+    return {
+        name: spec.model_dump(by_alias=True, exclude_defaults=True)
+        for name, spec in sorted(ctx.settings.templates.items())
+    }

@@ -329,6 +329,7 @@ def why_dict(found: Explained) -> dict[str, object]:
         **shaped,
         # What the server reported for the reply's request, cached prompt tokens included.
         "usage": usage_dict(Usage.from_dict(found.reply.meta.get("usage"))),
+        "schema": found.reply.meta.get("schema"),  # `koog chat --schema`: what it had to fit
     }
 
 
@@ -384,6 +385,11 @@ def why_lines(found: Explained) -> list[str]:
     cache = cache_words(Usage.from_dict(found.reply.meta.get("usage")))
     if cache is not None:  # only what the server reported
         lines.append(cache)
+    schema = found.reply.meta.get("schema")
+    if isinstance(schema, dict):  # `koog chat --schema`
+        fields = schema.get("properties")
+        named = ", ".join(map(str, fields)) if isinstance(fields, dict) else "see --json"
+        lines.append(f"structured output: the reply had to fit a JSON schema ({named})")
     cut = CUT_LABELS.get(str(found.reply.meta.get(FINISH_KEY)))
     if cut is not None:
         lines.append(f"the reply: {cut} (finish_reason {found.reply.meta[FINISH_KEY]})")

@@ -84,11 +84,12 @@ def test_attachments(run_koog: Run, server: FakeOpenAIServer, tmp_path: Path) ->
     text = users(server.chat_requests[-1])[-1]
     assert text.startswith("compare\n\nnotes.md:\n```\n# Notes\nship on Friday\n```")
     assert text.endswith("stdin:\n```\nfrom stdin\n```")
-    binary = tmp_path / "photo.png"
-    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    binary = tmp_path / "blob.bin"  # an image, PDF or audio file goes as a content part
+    binary.write_bytes(b"\x00\x01\x02\x03 not media")
     requests = len(server.chat_requests)
     refused = run_koog("chat", "-s", "at", "-a", str(binary), "look")
-    assert refused.returncode == 2 and "photo.png is not a text file" in refused.stderr
+    assert refused.returncode == 2
+    assert "blob.bin is neither text nor an image, PDF or audio file" in refused.stderr
     assert len(server.chat_requests) == requests
 
 

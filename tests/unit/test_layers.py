@@ -35,6 +35,7 @@ THIRD_PARTY_HOMES = {
     "jinja2": ("server/page/routes.py",),
     "markupsafe": ("server/page/routes.py",),
     "selenium": (),  # tests only
+    "jsonschema": ("services/structured_output.py",),
 }
 ALLOWED_INTERNAL = {
     "core": {"core"},

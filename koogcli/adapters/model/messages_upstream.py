@@ -24,10 +24,11 @@ from typing import Any
 from koogcli.adapters.model.cache_figures import messages_usage
 from koogcli.adapters.model.endpoint import Endpoint, RequestOptions
 from koogcli.adapters.model.native_http import NativeHttp, exchange, explained, listed_models
-from koogcli.core import bounded_json, content_parts, memory_placement, native_replay
+from koogcli.core import bounded_json, content_parts, memory_placement, native_replay, structured
 from koogcli.core.errors import ModelError, ResponseFormatError
 from koogcli.core.messages import Message, ToolCall
 from koogcli.core.model_port import Completion, ModelRequest
+from koogcli.core.structured import ANSWER_TOOL
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -131,6 +132,8 @@ def _user_blocks(m: Message) -> list[dict[str, Any]]:
                 blocks.append({"type": "text", "text": str(part["text"])})
         elif kind == "image_url":
             blocks.append(_image(part.get("image_url")))
+        elif kind == "file" and (document := _document(part.get("file"))) is not None:
+            blocks.append(document)
         else:
             label = " ".join(content_parts.labels(m)) or str(kind)
             blocks.append({"type": "text", "text": f"[{label}]"})
@@ -145,6 +148,15 @@ def _image(value: Any) -> dict[str, Any]:
         source = {"type": "base64", "media_type": head or "image/png", "data": data}
         return {"type": "image", "source": source}
     return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _document(value: Any) -> dict[str, Any] | None:
+    """A PDF a client sent as a `file` part's data: URL, as a `document` block."""
+    data = value.get("file_data") if isinstance(value, Mapping) else None
+    if not isinstance(data, str) or not data.startswith("data:application/pdf;base64,"):
+        return None
+    source = {"type": "base64", "media_type": "application/pdf", "data": data.split(",", 1)[1]}
+    return {"type": "document", "source": source}
 
 
 def _tools(tools: Sequence[Mapping[str, object]]) -> list[dict[str, Any]]:
@@ -175,11 +187,10 @@ def _tool_choice(value: object) -> dict[str, Any] | None:
 
 def request_body(request: ModelRequest, options: RequestOptions) -> tuple[dict[str, Any], str]:
     """The Messages request for `request`, and the digest its reply's thinking is bound to."""
-    if request.response_format is not None:
-        raise ResponseFormatError("the Messages API takes no response_format")
+    forced = _answer_tool(request.response_format)
     wire = to_wire(request.messages)
     prefix = wire.prefix()
-    tools = _tools(request.tools)
+    tools = _tools(request.tools) + ([forced] if forced else [])
     body: dict[str, Any] = {"model": request.model, "messages": wire.messages}
     if wire.system:
         body["system"] = wire.system
@@ -198,6 +209,9 @@ def request_body(request: ModelRequest, options: RequestOptions) -> tuple[dict[s
     body["max_tokens"] = max_tokens
     extra = dict(request.extra)
     choice = _tool_choice(extra.pop("tool_choice", None))
+    if forced:  # structured output: the answer is this tool's input (Anthropic's way)
+        choice = {"type": "tool", "name": ANSWER_TOOL}
+        body.pop("thinking", None)  # a forced tool cannot follow extended thinking
     if choice is not None and tools:
         body["tool_choice"] = choice
     if "stop" in extra:
@@ -209,6 +223,21 @@ def request_body(request: ModelRequest, options: RequestOptions) -> tuple[dict[s
     body.update(options.extra_body)
     body["stream"] = request.stream
     return body, prefix
+
+
+def _answer_tool(response_format: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A `json_schema` response format as the one tool the model must call; any other
+    format is one the Messages API cannot ask for."""
+    if response_format is None:
+        return None
+    schema = structured.schema_of(response_format)
+    if response_format.get("type") != "json_schema" or schema is None:
+        raise ResponseFormatError("the Messages API takes only a JSON schema as response_format")
+    return {
+        "name": ANSWER_TOOL,
+        "description": "Give the answer: its input is the whole answer, as JSON.",
+        "input_schema": schema,
+    }
 
 
 def _breakpoints(body: dict[str, Any]) -> None:
@@ -403,6 +432,12 @@ class _Reply:
             )
         ordered = [self.blocks[i] for i in sorted(self.blocks)]
         text = "".join(str(b.get("text", "")) for b in ordered if b.get("type") == "text")
+        answers = [
+            b for b in ordered if b.get("type") == "tool_use" and b.get("name") == ANSWER_TOOL
+        ]
+        if answers:  # structured output: the forced tool's input is the reply
+            text = json.dumps(answers[-1].get("input") or {}, ensure_ascii=False)
+            ordered = [b for b in ordered if b not in answers]
         thinking = "".join(
             str(b.get("thinking", "")) for b in ordered if b.get("type") == "thinking"
         )
@@ -419,4 +454,6 @@ class _Reply:
         usage = messages_usage(self.usage)
         native = native_replay.stored(WIRE, kept, self.prefix) if kept else None
         finish = _FINISH.get(str(self.stop), "stop") if self.stop else "stop"
+        if answers and finish == "tool_calls":
+            finish = "stop"
         return Completion(text, calls, usage, finish, thinking, native)

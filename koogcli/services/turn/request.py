@@ -53,6 +53,18 @@ class ClientOptions:
         return self.recover_overflow and self.passthrough is None
 
 
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """What `koog chat` asks of this call only (SPEC §2 "Pipelines"): model options
+    (`-o KEY VALUE`; `temperature` is the request's own, the others request fields passed
+    as given), a JSON schema the reply must fit (`--schema`), and content parts of the
+    prompt besides its text (`-a` images, PDFs, audio), in chat completions' shape."""
+
+    options: Mapping[str, object] = field(default_factory=dict)
+    schema: Mapping[str, object] | None = None
+    parts: tuple[Mapping[str, object], ...] = ()
+
+
 class Recording(Enum):
     """What a turn writes, chosen once from its request (its four modes; SPEC §1, §6)."""
 
@@ -100,6 +112,7 @@ class TurnRequest:
     replaced: StoredHistory | None = None
     # The caller holds the session's turn lock exclusively (a server placing a request).
     held: bool = False
+    call: CallOptions | None = None  # `koog chat`'s -o, --schema and media attachments
 
     @property
     def recording(self) -> Recording:

@@ -10,12 +10,14 @@ once, at the store step; a failed or cancelled turn writes nothing to it (§5.2)
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from koogcli.core import checkpoints as core
+from koogcli.core import content_parts
 from koogcli.core.chat_memory import LoadedPrompt, merge
 from koogcli.core.checkpoints import Checkpoint
 from koogcli.core.errors import ContextOverflowError
-from koogcli.core.messages import new_id, system
+from koogcli.core.messages import Message, new_id, system
 from koogcli.core.messages import user as user_message
 from koogcli.core.names import SessionName
 from koogcli.core.step_details import StepDetails, owner_of
@@ -136,16 +138,28 @@ def _start(
         events=events,
         recording=request.recording,
         client=request.client,
+        call=request.call,
         compressed=compressed,
         recovered=recovering,
         system_source=_system_source(ctx, request),
     )
     try:
-        turn.record_all(request.tail or (user_message(request.text),), "load", None)
+        turn.record_all(request.tail or (_prompt(request),), "load", None)
     except BaseException:
         fail(turn, "failed")
         raise
     return turn
+
+
+def _prompt(request: TurnRequest) -> Message:
+    """The user message of a turn of koog's own: its text, and its media as content parts
+    (SPEC §6 "Content parts": kept as a client's are)."""
+    message = user_message(request.text)
+    media = request.call.parts if request.call is not None else ()
+    if not media:
+        return message
+    parts = [{"type": "text", "text": request.text}, *(dict(p) for p in media)]
+    return replace(message, meta={**message.meta, content_parts.KEY: parts})
 
 
 def _system_source(ctx: AppContext, request: TurnRequest) -> str:

@@ -20,6 +20,7 @@ from koogcli.core.step_details import StepDetails
 from koogcli.services import interrupts
 from koogcli.services.context import AppContext
 from koogcli.services.turn.request import (
+    CallOptions,
     ClientOptions,
     Recording,
     TurnEvents,
@@ -51,6 +52,8 @@ class TurnState:
     corrections: list[Message] = field(default_factory=list)
     recording: Recording = Recording.SESSION
     client: ClientOptions | None = None  # a serve client's tools and request fields
+    call: CallOptions | None = None  # `koog chat`'s options, schema and media parts
+    schema_retried: bool = False  # the reply did not fit the schema once already
     finish_reason: str | None = None
     memory_used: list[str] = field(default_factory=list)
     context: str = ""

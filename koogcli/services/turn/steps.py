@@ -11,12 +11,13 @@ preprocessors first; the request of the turn in progress is sent as typed.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from koogcli.core import native_replay, wire_marks
 from koogcli.core import why as why_core
-from koogcli.core.errors import KoogError, StorageError, TurnCancelledError
+from koogcli.core.errors import KoogError, ResponseFormatError, StorageError, TurnCancelledError
 from koogcli.core.messages import (
     CLIENT_TOOLS,
     CUT_REASONS,
@@ -31,6 +32,7 @@ from koogcli.core.messages import (
     tool_result,
 )
 from koogcli.core.messages import user as user_message
+from koogcli.core.structured import SCHEMA_KEY
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import identify
 from koogcli.core.tool_ports import ToolOutcome
@@ -212,7 +214,12 @@ def _model_step(turn: TurnState) -> None:
     )
     if turn.corrections and not usable:
         return  # ask again; the round counts, so a model that keeps doing it runs out
+    schema = turn.call.schema if turn.call is not None else None
+    if schema is not None and not usable and not _fits(turn, completion.text, schema):
+        return  # asked again, once, with what did not fit
     meta: dict[str, object] = {"model": turn.model, why_core.KEY: composed.why.to_dict()}
+    if schema is not None:
+        meta[SCHEMA_KEY] = dict(schema)  # `history show --json` and `why` say it
     if completion.finish_reason in CUT_REASONS:
         meta[FINISH_KEY] = completion.finish_reason  # a reply cut short says so where shown
     if completion.reasoning:
@@ -234,6 +241,28 @@ def _model_step(turn: TurnState) -> None:
             # Before the agent has the calls (a relay holds them until the turn is stored).
             agent_files.note_calls(ctx, turn.session, reply.tool_calls, watch)
     turn.record(reply, f"model:{turn.rounds}", completion.text)
+
+
+def _fits(turn: TurnState, text: str, schema: Mapping[str, object]) -> bool:
+    """`--schema`: a reply that does not fit is told to the model once (not stored); a
+    second that does not fit fails the turn (exit 1, nothing printed or stored)."""
+    from koogcli.services import structured_output
+
+    problem = structured_output.problem(text, schema)
+    if problem is None:
+        return True
+    if turn.schema_retried:
+        raise ResponseFormatError(
+            f"the reply does not fit the schema, after one retry: {problem}",
+            hint="nothing was stored; a model that supports structured output may do better",
+        )
+    turn.schema_retried = True
+    told = f"{SCHEMA_MISS} {problem}. Reply again with only a JSON document that fits it."
+    turn.corrections = [assistant(text), user_message(told)]
+    return False
+
+
+SCHEMA_MISS = "Error: your reply does not fit the JSON schema you were given:"
 
 
 def _client_reply(turn: TurnState, reply: Message) -> Message:

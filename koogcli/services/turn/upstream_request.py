@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from koogcli.core import structured
 from koogcli.core.chat_memory import merge
 from koogcli.core.errors import KoogError
 from koogcli.core.messages import Message, for_api
@@ -80,13 +81,25 @@ def _model_request(turn: TurnState, prompt: list[Message], offer_tools: bool) ->
             None if given is None else replace(given, sink=turn.events.on_raw),
         )
     choice = turn.ctx.settings.llm.tool_choice
+    extra: dict[str, object] = {"tool_choice": choice} if offer_tools and choice else {}
+    temperature = turn.temperature
+    response_format: dict[str, object] | None = None
+    if turn.call is not None:  # `koog chat -o KEY VALUE` and `--schema`, for this call
+        options = dict(turn.call.options)
+        asked = options.pop("temperature", None)
+        if isinstance(asked, int | float) and not isinstance(asked, bool):
+            temperature = float(asked)
+        extra.update(options)
+        if turn.call.schema is not None:
+            response_format = structured.response_format(turn.call.schema)
     return ModelRequest(
         turn.model,
         prompt,
-        turn.temperature,
+        temperature,
         turn.stream,
         turn.ctx.toolbox.specs() if offer_tools else (),
-        extra={"tool_choice": choice} if offer_tools and choice else {},
+        response_format,
+        extra,
     )
 
 
