@@ -61,7 +61,9 @@ def _resume(state: ReplState, args: str) -> None:
         state.ui.info(f"nothing to resume in session {state.session.value}")
 
 
-@REGISTRY.add("attach", "/attach PATH", "add a text file to the next message", paths=True)
+@REGISTRY.add(
+    "attach", "/attach PATH", "add a file (text, image, PDF, audio) to the next message", paths=True
+)
 def _attach(state: ReplState, args: str) -> None:
     from koogcli.services.prompt_input import read_attachment
 
@@ -74,6 +76,13 @@ def _attach(state: ReplState, args: str) -> None:
         return
     item = read_attachment(args, state.ctx.settings.chat.max_attachment_bytes)
     state.attachments.append(item)
+    if item.part is not None:
+        from koogcli.core import content_parts
+
+        found = content_parts.media(item.part)
+        what = found.label() if found is not None else "a file"
+        state.ui.info(f"attached {item.name} {what} to the next message")
+        return
     size = len(item.text.encode())
     state.ui.info(f"attached {item.name} ({size:,} bytes) to the next message")
 

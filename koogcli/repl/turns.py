@@ -16,11 +16,14 @@ if TYPE_CHECKING:
 
 def send(state: ReplState, text: str) -> None:
     """One turn with `text` and the files /attach queued for it."""
-    from koogcli.services.prompt_input import compose
+    from koogcli.services.prompt_input import compose, media_parts
     from koogcli.services.turn import TurnRequest, run_turn
+    from koogcli.services.turn.request import CallOptions
 
     message = compose(text, None, state.attachments, state.ctx.settings.chat.max_input_bytes)
-    request = TurnRequest(state.session, message, model=state.model, save=state.save)
+    media = media_parts(state.attachments)  # images, PDFs, audio: content parts
+    call = CallOptions(parts=media) if media else None
+    request = TurnRequest(state.session, message, model=state.model, save=state.save, call=call)
     state.failed_text = text  # until the turn is stored: /retry sends it again
     result = show_turn(state, lambda events: run_turn(state.ctx, request, events))
     state.failed_text = None

@@ -123,6 +123,7 @@ def save_template(path: Path, name: str, spec: Mapping[str, Any], force: bool) -
             )
         text = _without_table(text, name, path)
     table = tomli_w.dumps({"templates": {name: dict(spec)}})
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_private_file(path, text.rstrip("\n") + ("\n\n" if text.strip() else "") + table)
 
 

@@ -325,8 +325,20 @@ class Reader:
     def assume(self, command: str) -> dict[str, str]:
         """What the README takes for granted before a line, made just before it; returns
         the line's extra environment."""
-        if "-a notes.md" in command:
+        if "-a notes.md" in command or "notes.md\" | sh" in command:
             (self.work / "notes.md").write_text("# Notes\n\nDeploys are blue-green.\n")
+        if "-a photo.png" in command:  # an image and a PDF, as the line names them
+            from tests.support.images import square_png
+
+            (self.work / "photo.png").write_bytes(square_png(8))
+            (self.work / "report.pdf").write_bytes(b"%PDF-1.4\n%%EOF\n")
+        if "person.schema.json" in command:
+            schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+            (self.work / "person.schema.json").write_text(json.dumps(schema))
+        if command.startswith("git log"):  # run in a repository with commits
+            self.setup(
+                "git init -q && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m one"
+            )
         if command.startswith("git diff"):  # run in a repository with a change
             self.setup(
                 "git init -q && echo one > plan.txt && git add plan.txt && echo two >> plan.txt"
@@ -580,11 +592,27 @@ SECTIONS = list(dict.fromkeys(b.section for b in BLOCKS if b.lang in SHELL))
 def as_a_model(body: dict[str, Any]) -> dict[str, Any]:
     """The test server answers as a model would: a summary shorter than what it summarises
     (its echo would be longer, and koog refuses a compression that lengthens), facts as the
-    JSON asked for, and the echo of the question to anything else."""
+    JSON asked for, JSON that fits a schema asked for, a fenced one-liner when asked for
+    one, and the echo of the question to anything else."""
     if "<conversation_to_extract_facts>" in json.dumps(body.get("messages")):
         fact = {"fact": "We are building a chat client with memory."}
         return {"content": json.dumps({"facts": [fact]} if '"facts"' in json.dumps(body) else fact)}
+    asked = body.get("response_format")
+    if isinstance(asked, dict) and asked.get("type") == "json_schema":
+        return {"content": json.dumps(_fitting(asked["json_schema"]["schema"]))}
+    if "one-liner" in json.dumps(body.get("messages")):
+        return {"content": "Here it is:\n\n```sh\nwc -l < notes.md\n```\n"}
     return short_summaries(body)
+
+
+def _fitting(schema: dict[str, Any]) -> Any:
+    """A value of the schema's type: what a model asked for structured output gives."""
+    kind = schema.get("type")
+    if kind == "object":
+        return {k: _fitting(v) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [_fitting(schema.get("items", {})) for _ in range(2)]
+    return {"integer": 36, "number": 1.5, "boolean": True}.get(str(kind), "Ada")
 
 
 def block_id(block: Block) -> str:
