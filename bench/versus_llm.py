@@ -6,7 +6,11 @@ reply from tests/fakes/openai_server.py. Runs alternate koog / llm; medians are 
 Beside them, the floor of any tool built on the openai SDK: a Python script that imports it
 and makes the same streamed request, storing nothing.
 
-    python bench/versus_llm.py [--runs 15] [--llm-venv DIR] [--against OTHER_KOOG]
+    python bench/versus_llm.py [--runs 15] [--llm-venv DIR] [--against OTHER_KOOG] [--schema]
+
+`--schema` (issue 56: koog no slower than llm): both ask for structured output with the
+same concise schema, `name, age int`, and get fitting JSON; koog checks it against the
+schema (jsonschema) before printing it, as llm prints what came.
 
 Without --llm-venv, `llm` is installed from PyPI into a temporary virtual environment.
 `--against` times another build's `koog chat hi` in the same alternating rounds (its own
@@ -57,8 +61,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--llm-venv", type=Path)
     parser.add_argument("--against", help="another build's koog, timed in the same rounds")
+    parser.add_argument("--schema", action="store_true", help="a --schema one-shot for both")
     args = parser.parse_args()
     server = FakeOpenAIServer().start()
+    schema = ["--schema", "name, age int"] if args.schema else []
+    if args.schema:
+        server.responder = lambda body: {"content": '{"name": "Ada Lovelace", "age": 36}'}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
@@ -67,13 +75,14 @@ def main() -> None:
             home.mkdir()
             (home / "extra-openai-models.yaml").write_text(
                 f'- model_id: fake\n  model_name: fake\n  api_base: "{server.base_url}"\n'
+                + ("  supports_schema: true\n" if args.schema else "")
             )
             llm_env = {**clean_env(root / "unused"), "LLM_USER_PATH": str(home)}
             koog_env = clean_env(
                 root / "koog", OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench"
             )
-            koog_argv = [KOOG, "chat", "hi"]  # a new session per call, as llm starts one
-            llm_argv = [str(llm), "-m", "fake", "hi"]
+            koog_argv = [KOOG, "chat", *schema, "hi"]  # a new session per call, as llm starts one
+            llm_argv = [str(llm), "-m", "fake", *schema, "hi"]
             sdk_argv = [sys.executable, "-c", SDK_ALONE]
             other_argv = [args.against, "chat", "hi"] if args.against else None
             other_env = clean_env(
@@ -94,8 +103,9 @@ def main() -> None:
             sdk_median = statistics.median(sdk_times)
             version = subprocess.run([str(llm), "--version"], capture_output=True, text=True)
             print(f"{version.stdout.strip()}; {args.runs} alternating pairs")
-            print(f"koog chat hi:    {koog_median * 1000:6.0f} ms median")
-            print(f"llm -m fake hi:  {llm_median * 1000:6.0f} ms median")
+            asked = " ".join(repr(a) if " " in a else a for a in schema)
+            print(f"koog chat {asked} hi:    {koog_median * 1000:6.0f} ms median")
+            print(f"llm -m fake {asked} hi:  {llm_median * 1000:6.0f} ms median")
             print(f"openai SDK alone: {sdk_median * 1000:6.0f} ms median (import, one request)")
             print(f"ratio koog / llm: {koog_median / llm_median:.2f}")
             print(f"ratio SDK alone / llm: {sdk_median / llm_median:.2f}")

@@ -234,9 +234,10 @@ PAIR_JOIN = "\x1f"
 
 def paired(args: list[str]) -> list[str]:
     """`args` with each KEY VALUE after a pair option of `chat` joined into one value."""
-    if "chat" not in args:
+    at = _command_at(args)
+    if at is None or args[at] != "chat":
         return args
-    out, index = args[: args.index("chat") + 1], args.index("chat") + 1
+    out, index = args[: at + 1], at + 1
     while index < len(args):
         word = args[index]
         if word == "--":
@@ -252,6 +253,20 @@ def paired(args: list[str]) -> list[str]:
         out.append(word)
         index += 1
     return out
+
+
+def _command_at(args: list[str]) -> int | None:
+    """Where the subcommand is: the first word that is no global option or its value."""
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word in ("--config", "--data-dir"):
+            index += 2
+        elif word.startswith("-"):
+            index += 1
+        else:
+            return index
+    return None
 
 
 def main() -> None:

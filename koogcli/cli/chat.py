@@ -12,7 +12,7 @@ import typer
 
 from koogcli.cli import process
 from koogcli.cli.options import Globals, complete_roles, globals_of, session_option, with_endpoint
-from koogcli.core.errors import UsageError
+from koogcli.core.errors import ModelError, UsageError
 from koogcli.core.names import SessionName
 from koogcli.ui import render, views
 
@@ -284,14 +284,19 @@ def _one_shot(
         app_ctx.toolbox  # noqa: B018
         render.note(f"session {name.value}")
     turn_request = turn.TurnRequest(name, text, save=request.save, call=call)
-    show(
-        lambda events: turn.run_turn(app_ctx, turn_request, events),
-        app_ctx,
-        request.as_json,
-        request.usage,
-        unnamed=generated and not request.save,  # --no-save made no session: none is named
-        output=shown,
-    )
+    try:
+        show(
+            lambda events: turn.run_turn(app_ctx, turn_request, events),
+            app_ctx,
+            request.as_json,
+            request.usage,
+            unnamed=generated and not request.save,  # --no-save made no session: none named
+            output=shown,
+        )
+    except ModelError as err:
+        if call.parts and err.status == 400 and err.hint is None:
+            err.hint = "the model may not take images, PDFs or audio; -m chooses one that does"
+        raise
 
 
 def _attachments(

@@ -72,7 +72,10 @@ def test_a_reply_that_never_fits_is_exit_1_and_one_that_fits_on_retry_is_stored(
     assert json.loads(_ok(fits)) == {"name": "Ada", "age": 36}
     stored = json.loads(_ok(run_koog("history", "show", "-s", "q", "--json")))
     said = [(m["role"], m["content"]) for m in stored if m["role"] != "system"]
-    assert said == [("user", "Ada was 36"), ("assistant", '```json\n{"name": "Ada", "age": 36}\n```')]
+    assert said == [
+        ("user", "Ada was 36"),
+        ("assistant", '```json\n{"name": "Ada", "age": 36}\n```'),
+    ]
     assert stored[-1]["meta"]["schema"]["required"] == ["name", "age"]
     assert "structured output:" in _ok(run_koog("why", "-s", "q"))
 
@@ -144,7 +147,9 @@ def test_stdin_as_an_image_and_a_file_that_is_neither_text_nor_media(
 def test_extract_prints_a_fenced_block_and_options_arrive_typed(
     run_koog: Run, server: FakeOpenAIServer
 ) -> None:
-    reply = "Try this:\n\n```sh\necho hi | wc -c\n```\n\nor in Python:\n\n```python\nprint(3)\n```\n"
+    reply = (
+        "Try this:\n\n```sh\necho hi | wc -c\n```\n\nor in Python:\n\n```python\nprint(3)\n```\n"
+    )
     server.enqueue({"content": reply}, {"content": reply}, {"content": "no code here"})
     assert _ok(run_koog("chat", "-x", "count bytes")) == "echo hi | wc -c\n"
     assert _ok(run_koog("chat", "--extract-last", "count bytes")) == "print(3)\n"
@@ -199,3 +204,64 @@ def test_templates_save_list_and_fill(
     _ok(run_koog("chat", "--save", "fr", "--force", "--system", "Réponds en français", env=env))
     _ok(run_koog("chat", "-t", "fr", "bonjour", env=env))
     assert server.chat_requests[-1]["messages"][0]["content"] == "Réponds en français"
+
+
+def test_a_url_attachment_is_fetched_within_the_bound_and_model_defaults_apply(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    import functools
+    import http.server
+    import threading
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "chart.png").write_bytes(square_png(8))
+    (tmp_path / "site" / "big.png").write_bytes(square_png(8) + b"\0" * 4096)
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "site")
+    )
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    config = tmp_path / "bounded.toml"
+    config.write_text(
+        '[llm]\nmodel = "vision"\n[chat]\nmax_attachment_bytes = 2048\n'
+        '[models."vision"]\noptions = { seed = 11, top_p = 0.5 }\n'
+    )
+    env = {"KOOG_CONFIG": str(config)}
+    try:
+        base = f"http://127.0.0.1:{site.server_address[1]}"
+        _ok(
+            run_koog(
+                "chat",
+                "-m",
+                "vision",
+                "-a",
+                f"{base}/chart.png",
+                "-o",
+                "top_p",
+                "0.9",
+                "q",
+                env=env,
+            )
+        )
+        body = server.chat_requests[-1]
+        [user] = [m for m in body["messages"] if m["role"] == "user"]
+        assert user["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+        assert (body["seed"], body["top_p"]) == (11, 0.9)  # the model's default, -o over it
+        big = run_koog("chat", "-a", f"{base}/big.png", "what", env=env)
+        assert big.returncode == 2 and "max_attachment_bytes" in big.stderr
+        gone = run_koog("chat", "-a", f"{base}/missing.png", "what", env=env)
+        assert gone.returncode == 2 and "cannot fetch attachment" in gone.stderr
+    finally:
+        site.shutdown()
+
+
+def test_a_model_that_takes_no_images_is_one_line_with_a_hint(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "pix.png").write_bytes(square_png(8))
+    said = "Invalid content type. image_url is only supported by certain models."
+    server.enqueue({"status": 400, "message": said, "type": "invalid_request_error"})
+    done = run_koog("chat", "-a", "pix.png", "what is it")
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert said in lines[-2] and "may not take images" in lines[-1], done.stderr

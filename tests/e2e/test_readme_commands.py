@@ -325,7 +325,7 @@ class Reader:
     def assume(self, command: str) -> dict[str, str]:
         """What the README takes for granted before a line, made just before it; returns
         the line's extra environment."""
-        if "-a notes.md" in command or "notes.md\" | sh" in command:
+        if "-a notes.md" in command or 'notes.md" | sh' in command:
             (self.work / "notes.md").write_text("# Notes\n\nDeploys are blue-green.\n")
         if "-a photo.png" in command:  # an image and a PDF, as the line names them
             from tests.support.images import square_png

@@ -76,6 +76,8 @@ def _content(m: Message) -> list[dict[str, Any]]:
             out.append({"type": "input_image", "image_url": str(url or "")})
         elif kind == "file" and isinstance(part.get("file"), Mapping):
             out.append({"type": "input_file", **dict(part["file"])})
+        elif (found := content_parts.media(part)) is not None:  # audio: no input type here
+            out.append({"type": "input_text", "text": found.label()})
     return out or [{"type": "input_text", "text": m.text}]
 
 
