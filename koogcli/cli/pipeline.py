@@ -15,7 +15,7 @@ from koogcli.ui import render
 
 if TYPE_CHECKING:
     from koogcli.cli.options import Globals
-    from koogcli.config.schema import TemplateSpec
+    from koogcli.services.config_info import TemplateSpec
     from koogcli.services.context import AppContext
     from koogcli.services.turn.request import CallOptions
 

@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from koogcli.config.schema import TemplateSpec
 from koogcli.core.errors import UsageError
 from koogcli.services.compose import locate_config, write_private_file
 from koogcli.services.context import AppContext
@@ -153,3 +154,17 @@ def templates(ctx: AppContext) -> dict[str, dict[str, Any]]:
         name: spec.model_dump(by_alias=True, exclude_defaults=True)
         for name, spec in sorted(ctx.settings.templates.items())
     }
+
+
+__all__ = [
+    "TemplateSpec",  # the CLI's type for a template (cli/ does not import config/)
+    "as_toml",
+    "commented",
+    "config_file",
+    "effective",
+    "example_text",
+    "init",
+    "save_template",
+    "templates",
+    "validate",
+]
