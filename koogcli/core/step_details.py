@@ -28,9 +28,16 @@ class StepDetails:
     restore_point: str | None  # the turn's undo point
     owner: Mapping[str, object] = field(default_factory=dict)  # the process running it
     tools: tuple[str, ...] = ()  # the tools it could call
+    # `koog chat -o KEY VALUE` and `--schema`: the call's own options, kept for resume.
+    options: Mapping[str, object] = field(default_factory=dict)
+    schema: Mapping[str, object] | None = None
 
     def to_dict(self) -> dict[str, object]:
+        extra: dict[str, object] = {"options": dict(self.options)} if self.options else {}
+        if self.schema is not None:
+            extra["schema"] = dict(self.schema)
         return {
+            **extra,
             "version": STEP_DETAILS_VERSION,
             "base_count": self.base_count,
             "base_revision": self.base_revision,
@@ -67,6 +74,8 @@ class StepDetails:
             restore_point=restore if isinstance(restore, str) else None,
             owner=owner if isinstance(owner, dict) else {},
             tools=tuple(_texts(raw, "tools", required=False)),
+            options=options if isinstance(options := raw.get("options"), dict) else {},
+            schema=schema if isinstance(schema := raw.get("schema"), dict) else None,
         )
 
 

@@ -16,6 +16,16 @@ def test_round_trip_and_the_version_written() -> None:
     assert StepDetails.from_dict(raw) == DETAILS
 
 
+def test_a_calls_options_and_schema_are_kept_for_resume() -> None:
+    """`koog chat -o seed 7 --schema ...` killed mid-turn resumes with both."""
+    schema = {"type": "object", "properties": {"age": {"type": "integer"}}}
+    given = StepDetails(1, 1, (), "m", None, True, 0, None, options={"seed": 7}, schema=schema)
+    raw = given.to_dict()
+    assert (raw["options"], raw["schema"]) == ({"seed": 7}, schema)
+    assert StepDetails.from_dict(raw) == given
+    assert "options" not in DETAILS.to_dict() and "schema" not in DETAILS.to_dict()
+
+
 def test_steps_written_before_the_version_field_still_resume() -> None:
     raw = DETAILS.to_dict()
     del raw["version"], raw["tools"]

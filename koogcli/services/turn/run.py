@@ -27,7 +27,7 @@ from koogcli.services.checkpoints import restore_point
 from koogcli.services.compensations import finish_compensations
 from koogcli.services.context import AppContext
 from koogcli.services.turn import prepare
-from koogcli.services.turn.request import TurnEvents, TurnRequest, TurnResult
+from koogcli.services.turn.request import CallOptions, TurnEvents, TurnRequest, TurnResult
 from koogcli.services.turn.state import TurnState, fail, result, tombstone, tombstone_for
 from koogcli.services.turn.steps import after_store, drive
 
@@ -292,6 +292,8 @@ def _resume_turn(
         rounds=d.rounds,
         events=events or TurnEvents(),
         written=list(new),
+        # -o and --schema as the interrupted turn had them (its media are in its messages)
+        call=CallOptions(d.options, d.schema) if d.options or d.schema is not None else None,
     )
     if _stored(ctx, session, step):
         if step.step == "ingest":

@@ -87,6 +87,8 @@ class TurnState:
             owner=self.ctx.turn_owner(),
             # koog's tools, when it offers them (a client's turn in serve never does).
             tools=() if self.recording.for_client else tuple(self.ctx.toolbox.names()),
+            options=self.call.options if self.call is not None else {},
+            schema=self.call.schema if self.call is not None else None,
         )
         self.ctx.checkpoints.save(
             Checkpoint(
