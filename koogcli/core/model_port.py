@@ -37,6 +37,9 @@ class ModelRequest:
     extra: Mapping[str, object] = field(default_factory=dict)
     # Set when the client's request goes upstream as it came (an adapter of its protocol).
     passthrough: PassThrough | None = None
+    # `koog chat -o KEY VALUE` (besides temperature): request fields the user set, sent in
+    # every protocol as given (`max_tokens` and `stop` in the protocol's own names).
+    own_options: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

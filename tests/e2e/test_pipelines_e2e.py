@@ -265,3 +265,17 @@ def test_a_model_that_takes_no_images_is_one_line_with_a_hint(
     assert done.returncode == 1 and done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert said in lines[-2] and "may not take images" in lines[-1], done.stderr
+
+
+@pytest.mark.parametrize(
+    ("wire", "limit"), [("responses", "max_output_tokens"), ("messages", "max_tokens")]
+)
+def test_options_reach_every_protocol_as_given(
+    wire: str, limit: str, run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    env = _wired(tmp_path, server, wire)
+    options = ("-o", "seed", "7", "-o", "max_tokens", "50", "-o", "temperature", "0.4")
+    _ok(run_koog("chat", *options, "-o", "service_tier", "auto", "hi", env=env))
+    body = server.requests[-1]
+    assert (body["seed"], body[limit], body["temperature"]) == (7, 50, 0.4)
+    assert body["service_tier"] == "auto"

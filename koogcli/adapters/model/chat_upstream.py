@@ -63,6 +63,7 @@ def request_body(request: ModelRequest, options: RequestOptions) -> dict[str, An
         body["response_format"] = request.response_format
     body.update(options.extra_body)
     body.update(request.extra)
+    body.update(request.own_options)
     body["messages"] = [message_to_wire(m) for m in request.messages]
     return body
 

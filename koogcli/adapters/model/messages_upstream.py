@@ -221,6 +221,14 @@ def request_body(request: ModelRequest, options: RequestOptions) -> tuple[dict[s
         if key in extra:
             body[key] = extra[key]
     body.update(options.extra_body)
+    own = dict(request.own_options)
+    if "stop" in own:
+        stop = own.pop("stop")
+        body["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    for name in ("max_tokens", "max_completion_tokens"):
+        if name in own:
+            body["max_tokens"] = own.pop(name)
+    body.update(own)
     body["stream"] = request.stream
     return body, prefix
 

@@ -123,6 +123,11 @@ def request_body(request: ModelRequest, options: RequestOptions) -> dict[str, An
         if key in extra:
             body[key] = extra[key]
     body.update(options.extra_body)
+    own = dict(request.own_options)
+    for name in ("max_tokens", "max_completion_tokens"):
+        if name in own:
+            body["max_output_tokens"] = own.pop(name)
+    body.update(own)
     body["stream"] = request.stream
     return body
 

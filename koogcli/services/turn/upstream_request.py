@@ -84,12 +84,13 @@ def _model_request(turn: TurnState, prompt: list[Message], offer_tools: bool) ->
     extra: dict[str, object] = {"tool_choice": choice} if offer_tools and choice else {}
     temperature = turn.temperature
     response_format: dict[str, object] | None = None
+    own: dict[str, object] = {}
     if turn.call is not None:  # `koog chat -o KEY VALUE` and `--schema`, for this call
         options = dict(turn.call.options)
         asked = options.pop("temperature", None)
         if isinstance(asked, int | float) and not isinstance(asked, bool):
             temperature = float(asked)
-        extra.update(options)
+        own = options
         if turn.call.schema is not None:
             response_format = structured.response_format(turn.call.schema)
     return ModelRequest(
@@ -100,6 +101,7 @@ def _model_request(turn: TurnState, prompt: list[Message], offer_tools: bool) ->
         turn.ctx.toolbox.specs() if offer_tools else (),
         response_format,
         extra,
+        own_options=own,
     )
 
 
