@@ -33,9 +33,9 @@ def _endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Any]:
             body = await _json(request) if request.method == "POST" else None
             # A session's family one request at a time, as its turns (a rollback never
             # runs beside a turn of it); memory's embeddings within the shared bound.
-            family = _family(grant, request.path_params.get("name"))
+            family_name = family(grant, request.path_params.get("name"))
             data = await state.admitted(
-                family, grant.name, lambda: handler(state.ctx, grant, request, body)
+                family_name, grant.name, lambda: handler(state.ctx, grant, request, body)
             )
         except Exception as exc:
             return errors.response(exc)
@@ -44,7 +44,7 @@ def _endpoint(handler: Handler, status: int = 200) -> Callable[[Request], Any]:
     return endpoint
 
 
-def _family(grant: Grant, name: object) -> str | None:
+def family(grant: Grant, name: object) -> str | None:
     """The family of the session a route names (None: none, or a name the route refuses)."""
     from koogcli.core.errors import KoogError
     from koogcli.services.turn.placement import family_of

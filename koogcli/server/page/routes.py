@@ -13,8 +13,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from koogcli.core.names import SessionName
-from koogcli.server import bodies
+from koogcli.server import bodies, koog_api
 from koogcli.server.auth import Grant
 from koogcli.server.errors import Refused, described
 from koogcli.server.page import access
@@ -83,7 +82,8 @@ def action(act: Act, session_bound: bool = True) -> Callable[[Request], Awaitabl
             who = access.grant(state, request)
             access.check_action(request, state.page_secret, who)
             body = bodies.obj(await request.body())
-            family = _family(who, request.path_params.get("name")) if session_bound else None
+            named = request.path_params.get("name")
+            family = koog_api.family(who, named) if session_bound else None
             data = await state.admitted(
                 family, who.name, lambda: act(state.ctx, who, request, body)
             )
@@ -100,16 +100,6 @@ def _described(exc: BaseException) -> tuple[int, str]:
     error = body.get("error")
     said = error.get("message") if isinstance(error, dict) else None
     return status, str(said or exc)
-
-
-def _family(who: Grant, name: object) -> str | None:
-    from koogcli.core.errors import KoogError
-    from koogcli.services.turn.placement import family_of
-
-    try:
-        return family_of(SessionName.parse(str(name)), who.allows).value if name else None
-    except KoogError:
-        return None
 
 
 def _refused(state: ServerState, exc: Refused) -> Response:
