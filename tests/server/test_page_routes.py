@@ -97,7 +97,7 @@ def test_an_action_needs_the_pages_own_origin_and_its_token(
         {},  # no Origin: not a page's request
         {"Origin": "http://evil.example", "X-Koog-Page-Token": token},
         {"Origin": ORIGIN},
-        {"Origin": ORIGIN, "X-Koog-Page-Token": token[:-1] + "0"},
+        {"Origin": ORIGIN, "X-Koog-Page-Token": token[:-1] + ("1" if token[-1] == "0" else "0")},
         {"Origin": ORIGIN, "X-Koog-Page-Token": token, "Sec-Fetch-Site": "cross-site"},
     ):
         refused = client.post(url, json={"confirmed": True}, headers=headers)
