@@ -121,6 +121,7 @@ def chat(
     options, params = pipeline.pairs(option, "-o"), pipeline.pairs(param, "-p")
     pipe = pipeline.Args(*asked, options, template, params, save, force)
     pipe.check()
+    pipe.check_with(as_json, bool(attach), role is not None)
     if save is not None:
         return pipeline.save(globals_of(ctx), pipe, " ".join(prompt or []), system, model)
     if session is not None and continue_:

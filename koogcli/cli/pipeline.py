@@ -28,7 +28,8 @@ def pairs(given: list[str] | None, flag: str) -> list[tuple[str, str]]:
     for value in given or []:
         key, joined, rest = value.partition(PAIR_JOIN)
         if not joined:
-            raise UsageError(f"{flag} needs a KEY and a VALUE", hint=f"{flag} temperature 0.3")
+            example = "temperature 0.3" if flag == "-o" else "name Ada"
+            raise UsageError(f"{flag} needs a KEY and a VALUE", hint=f"{flag} {example}")
         out.append((key, rest))
     return out
 
@@ -54,6 +55,21 @@ class Args:
             raise UsageError("--save makes a template and -t runs one; give one of them")
         if self.force and self.save is None:
             raise UsageError("--force goes with --save (it replaces a template of that name)")
+        if self.params and self.template is None:
+            raise UsageError("-p fills a template's $KEY; give the template with -t NAME")
+        for given in (self.schema, self.schema_multi):
+            if given is not None and not given.strip():
+                raise UsageError("--schema is empty", hint="give fields: 'name, age int'")
+
+    def check_with(self, as_json: bool, attached: bool, role: bool) -> None:
+        """What this call's other flags would silently lose."""
+        if (self.extract or self.extract_last) and as_json:
+            raise UsageError("-x prints a code block and --json one object; give one of them")
+        if self.save is not None and (as_json or attached or role):
+            raise UsageError(
+                "--save keeps the prompt, --system, -m, -o, --schema and -x; not -a, -r or --json",
+                hint="attach files, or choose a role, when you run the template with -t",
+            )
 
     @property
     def one_shot_only(self) -> bool:
@@ -89,6 +105,8 @@ def schema(args: Args, spec: TemplateSpec | None) -> dict[str, Any] | None:
     if given is None:
         return dict(spec.json_schema) if spec is not None and spec.json_schema else None
     path = Path(given).expanduser()
+    if given.strip().endswith(".json") and "{" not in given and not path.exists():
+        raise UsageError(f"no schema file {given}", hint="give a path, inline JSON or fields")
     if len(given) < 4096 and "\n" not in given and path.is_file():
         try:
             given = path.read_text(encoding="utf-8")
@@ -108,16 +126,24 @@ def options(app_ctx: AppContext, args: Args, spec: TemplateSpec | None) -> dict[
     if spec is not None:
         chosen.update(spec.options)
     for key, raw in args.options:
-        if not key.strip():
-            raise UsageError("-o needs a KEY and a VALUE (an empty key was given)")
-        chosen[key.strip()] = structured.option_value(raw)
+        name, value = structured.option(key, raw)
+        chosen[name] = value
     return chosen
 
 
 def call_options(
     app_ctx: AppContext, args: Args, spec: TemplateSpec | None, parts: tuple[dict[str, Any], ...]
 ) -> CallOptions:
+    from koogcli.services.model_settings import llm_for
     from koogcli.services.turn.request import CallOptions
+
+    settings = app_ctx.settings
+    wire = llm_for(settings, settings.llm.model).wire_api
+    if wire != "chat" and any(p.get("type") == "input_audio" for p in parts):
+        raise UsageError(
+            f"audio cannot go to this model: its protocol ({wire}) takes no audio input",
+            hint="-m chooses a model served over chat completions that hears audio",
+        )
 
     return CallOptions(options(app_ctx, args, spec), schema(args, spec), parts)
 
@@ -157,12 +183,25 @@ def fill(
     """The template's prompt with `$KEY` filled by `-p` and `$input` by the command line's
     words and standard input; without `$input` in it, they follow the prompt."""
     given = dict(params)
-    said = "\n\n".join(p for p in (words, (piped or "").strip("\n")) if p)
+    said = "\n\n".join(p for p in (words, (piped or "").strip("\n")) if p) or given.get("input", "")
     prompt = spec.prompt or ""
     if "input" in string.Template(prompt).get_identifiers():
+        if not said.strip():
+            raise UsageError(
+                "the template's $input is empty", hint="give words, pipe text in, or -p input TEXT"
+            )
         return _filled(prompt, {**given, "input": said}, "prompt"), None
     filled = _filled(prompt, given, "prompt")
     return "\n\n".join(p for p in (filled, words) if p), piped
+
+
+def _placeholders(text: str, what: str) -> None:
+    """A template's `$`s are placeholders or `$$`, checked when it is saved."""
+    if not string.Template(text).is_valid():
+        raise UsageError(
+            f"the template's {what} has a $ that is no $KEY: {text!r}",
+            hint="write $$ for a dollar sign (single quotes keep $KEY from the shell)",
+        )
 
 
 def _filled(text: str, values: dict[str, str], what: str) -> str:
@@ -197,7 +236,7 @@ def save(
         spec["system"] = system
     if model is not None:
         spec["model"] = model
-    typed = {k.strip(): structured.option_value(v) for k, v in args.options}
+    typed = dict(structured.option(k, v) for k, v in args.options)
     if typed:
         spec["options"] = typed
     found = schema(args, None)
@@ -207,6 +246,9 @@ def save(
         spec["extract_last" if args.extract_last else "extract"] = True
     if not spec:
         raise UsageError("nothing to save: give a prompt, --system, -m, -o or --schema")
+    for what in ("prompt", "system"):
+        if what in spec:
+            _placeholders(str(spec[what]), what)
     path, _ = config_info.config_file(given.config, given.env)
     config_info.save_template(path, args.save, spec, args.force)
     render.note(f"saved template {args.save} in {path}; `koog chat -t {args.save}` runs it")

@@ -73,13 +73,16 @@ def schema_of(response_format: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def document(reply: str) -> Any:
-    """The JSON document a reply holds (a model may wrap it in a fenced block); raises
-    ValueError when there is none."""
+    """The JSON document a reply holds: the reply itself, or the one fenced block it holds
+    (a model may wrap it in one, with words around); raises ValueError when there is none."""
     text = reply.strip()
-    block = _FENCE.fullmatch(text)
-    if block is not None:
-        text = block.group(2)
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        blocks = [m.group(2) for m in _FENCE.finditer(text)]
+        if len(blocks) != 1:
+            raise err from None
+        return json.loads(blocks[0])
 
 
 def fenced_block(reply: str, last: bool = False) -> str | None:
@@ -90,11 +93,35 @@ def fenced_block(reply: str, last: bool = False) -> str | None:
     return blocks[-1] if last else blocks[0]
 
 
+# Request fields koog sets itself: `-o` cannot give them (the flags that do: -m, --schema).
+OWN_FIELDS = frozenset({"model", "messages", "input", "stream", "tools", "response_format"})
+
+
 def option_value(raw: str) -> object:
     """`-o KEY VALUE`: numbers, booleans, null and JSON objects or arrays typed; anything
-    else the string as given."""
+    else the string as given. A number JSON cannot carry (NaN, 1e400) is refused."""
+    import math
+
     try:
         value = json.loads(raw)
     except ValueError:
         return raw
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"-o value {raw!r} is not a number a request can carry")
     return value if not isinstance(value, str) else raw
+
+
+def option(key: str, raw: str) -> tuple[str, object]:
+    """One `-o KEY VALUE`, checked: koog's own fields refused, temperature a number."""
+    key = key.strip()
+    if not key:
+        raise UsageError("-o needs a KEY and a VALUE (an empty key was given)")
+    if key in OWN_FIELDS:
+        raise UsageError(
+            f"-o {key} is a field koog sets itself",
+            hint="-m chooses the model, --schema the response format, --no-stream streaming",
+        )
+    value = option_value(raw)
+    if key == "temperature" and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise UsageError(f"-o temperature must be a number, not {raw!r}")
+    return key, value

@@ -112,7 +112,7 @@ def save_template(path: Path, name: str, spec: Mapping[str, Any], force: bool) -
 
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
         raise UsageError(f"template name {name!r} is not letters, digits, '-' or '_'")
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = path.resolve().read_text(encoding="utf-8") if path.exists() else ""
     try:
         known = tomllib.loads(text).get("templates", {})
     except tomllib.TOMLDecodeError as err:
@@ -123,7 +123,14 @@ def save_template(path: Path, name: str, spec: Mapping[str, Any], force: bool) -
                 f"template {name!r} exists already in {path}", hint="--force replaces it"
             )
         text = _without_table(text, name, path)
-    table = tomli_w.dumps({"templates": {name: dict(spec)}})
+    try:
+        table = tomli_w.dumps({"templates": {name: dict(spec)}})
+    except TypeError as err:  # null has no TOML form
+        raise UsageError(
+            f"template {name!r} cannot be saved: {err}",
+            hint="TOML has no null: leave out the option or the schema's null values",
+        ) from None
+    path = path.resolve()  # a linked config file is written where it lives
     path.parent.mkdir(parents=True, exist_ok=True)
     write_private_file(path, text.rstrip("\n") + ("\n\n" if text.strip() else "") + table)
 

@@ -31,9 +31,9 @@ class Attachment:
 def attachment(name: str, data: bytes, limit: int, size: int | None = None) -> Attachment:
     """`data` may be cut at `limit + 1` bytes; `size` is then the whole file's, when known."""
     if len(data) > limit:
-        whole = f"{size:,} bytes" if size is not None else f"over {limit:,} bytes"
+        whole = f"{size:,} bytes" if size is not None else "larger"
         raise UsageError(
-            f"attachment {name} is {whole}, over chat.max_attachment_bytes ({limit:,})",
+            f"attachment {name} is {whole}, over chat.max_attachment_bytes ({limit:,} bytes)",
             hint="attach a smaller file, or raise chat.max_attachment_bytes",
         )
     mime = content_parts.sniffed(data)

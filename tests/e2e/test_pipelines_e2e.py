@@ -279,3 +279,40 @@ def test_options_reach_every_protocol_as_given(
     body = server.requests[-1]
     assert (body["seed"], body[limit], body["temperature"]) == (7, 50, 0.4)
     assert body["service_tier"] == "auto"
+
+
+def test_what_would_be_lost_or_misread_is_refused_before_any_request(
+    run_koog: Run, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """Each of these once ran with part of the command line silently dropped."""
+    (tmp_path / "a.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt " + b"\0" * 32)
+    (tmp_path / "nulls.json").write_text('{"type": "object", "default": null}')
+    real = tmp_path / "dotfiles" / "koog.toml"
+    real.parent.mkdir()
+    real.write_text("# kept\n")
+    (tmp_path / "link.toml").symlink_to(real)
+    before = len(server.requests)
+    refused = {
+        "-o temperature hot": ("chat", "-o", "temperature", "hot", "hi"),
+        "-o model": ("chat", "-o", "model", "other", "hi"),
+        "-o NaN": ("chat", "-o", "x", "NaN", "hi"),
+        "-p without -t": ("chat", "-p", "name", "Ada", "hi"),
+        "-x with --json": ("chat", "-x", "--json", "hi"),
+        "empty schema": ("chat", "--schema", "", "hi"),
+        "missing schema file": ("chat", "--schema", "nope.schema.json", "hi"),
+        "--save with -a": ("chat", "--save", "t", "-a", "a.wav", "hi"),
+        "a stray $": ("chat", "--save", "price", "It costs $5"),
+        "null in TOML": ("chat", "--save", "n", "--schema", "nulls.json", "x"),
+    }
+    for what, args in refused.items():
+        done = run_koog(*args)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (what, done.stderr)
+        assert "internal error" not in done.stderr, (what, done.stderr)
+    audio = run_koog("chat", "-a", "a.wav", "hear", env=_wired(tmp_path, server, "messages"))
+    assert audio.returncode == 2 and "takes no audio" in audio.stderr
+    assert len(server.requests) == before  # nothing was sent
+    _ok(run_koog("chat", "--save", "s", "hello", env={"KOOG_CONFIG": str(tmp_path / "link.toml")}))
+    assert (tmp_path / "link.toml").is_symlink() and "[templates.s]" in real.read_text()
+    assert real.read_text().startswith("# kept\n")
+    server.enqueue({"content": 'Here it is:\n\n```json\n{"age": 36}\n```\n\nAnything else?'})
+    assert json.loads(_ok(run_koog("chat", "--schema", "age int", "how old"))) == {"age": 36}

@@ -63,3 +63,19 @@ def test_key_value_pairs_travel_as_one_value_after_chat_only() -> None:
     assert paired(export) == export  # a session named chat is no chat command
     given = ["--data-dir", "d", "chat", "-p", "k", "v"]
     assert paired(given) == ["--data-dir", "d", "chat", "-p", f"k{PAIR_JOIN}v"]
+
+
+def test_a_document_in_words_and_checked_options() -> None:
+    said = 'Here you go:\n\n```json\n{"a": 1}\n```\n\nAnything else?'
+    assert structured.document(said) == {"a": 1}
+    with pytest.raises(ValueError):  # two blocks: which one is the answer is not known
+        structured.document("```json\n{}\n```\nor\n```json\n[]\n```")
+    assert structured.option(" seed ", "7") == ("seed", 7)
+    for key, raw in (
+        ("temperature", "hot"),
+        ("temperature", "true"),
+        ("model", "x"),
+        ("x", "1e400"),
+    ):
+        with pytest.raises(UsageError):
+            structured.option(key, raw)
