@@ -14,6 +14,7 @@ from koogcli.core.errors import UsageError
 # The forced tool a Messages upstream answers through, and the reply meta key of a schema.
 ANSWER_TOOL = "structured_answer"
 SCHEMA_KEY = "schema"
+OPTIONS_KEY = "options"  # reply meta: the call's `-o KEY VALUE`s
 _TYPES = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}
 _FIELD = re.compile(r"^([A-Za-z_][\w-]*)(?:\s+(\w+))?\s*(?::\s*(.*))?$", re.S)
 _FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1[ \t]*$", re.S | re.M)

@@ -330,6 +330,7 @@ def why_dict(found: Explained) -> dict[str, object]:
         # What the server reported for the reply's request, cached prompt tokens included.
         "usage": usage_dict(Usage.from_dict(found.reply.meta.get("usage"))),
         "schema": found.reply.meta.get("schema"),  # `koog chat --schema`: what it had to fit
+        "options": found.reply.meta.get("options"),  # `koog chat -o KEY VALUE`
     }
 
 
@@ -390,6 +391,9 @@ def why_lines(found: Explained) -> list[str]:
         fields = schema.get("properties")
         named = ", ".join(map(str, fields)) if isinstance(fields, dict) else "see --json"
         lines.append(f"structured output: the reply had to fit a JSON schema ({named})")
+    options = found.reply.meta.get("options")
+    if isinstance(options, dict) and options:  # `koog chat -o KEY VALUE`
+        lines.append("options: " + ", ".join(f"{k}={v!r}" for k, v in options.items()))
     cut = CUT_LABELS.get(str(found.reply.meta.get(FINISH_KEY)))
     if cut is not None:
         lines.append(f"the reply: {cut} (finish_reason {found.reply.meta[FINISH_KEY]})")

@@ -156,7 +156,7 @@ def test_extract_prints_a_fenced_block_and_options_arrive_typed(
     assert _ok(run_koog("chat", "-x", "count bytes")) == "no code here\n"  # no block: all
     server.enqueue({"content": "ok"})
     options = ("-o", "temperature", "0.3", "-o", "seed", "7", "-o", "logprobs", "true")
-    _ok(run_koog("chat", *options, "-o", "stop", "###", "go"))
+    _ok(run_koog("chat", "-s", "opt", *options, "-o", "stop", "###", "go"))
     body = server.chat_requests[-1]
     assert (body["temperature"], body["seed"], body["logprobs"], body["stop"]) == (
         0.3,
@@ -164,6 +164,7 @@ def test_extract_prints_a_fenced_block_and_options_arrive_typed(
         True,
         "###",
     )
+    assert "options: temperature=0.3, seed=7, logprobs=True, stop='###'" in _ok(run_koog("why", "-s", "opt"))
     bad = run_koog("chat", "-o", "seed", "--", "go")
     assert bad.returncode == 2
 

@@ -32,7 +32,7 @@ from koogcli.core.messages import (
     tool_result,
 )
 from koogcli.core.messages import user as user_message
-from koogcli.core.structured import SCHEMA_KEY
+from koogcli.core.structured import OPTIONS_KEY, SCHEMA_KEY
 from koogcli.core.tokens import parts
 from koogcli.core.tool_ids import identify
 from koogcli.core.tool_ports import ToolOutcome
@@ -220,6 +220,8 @@ def _model_step(turn: TurnState) -> None:
     meta: dict[str, object] = {"model": turn.model, why_core.KEY: composed.why.to_dict()}
     if schema is not None:
         meta[SCHEMA_KEY] = dict(schema)  # `history show --json` and `why` say it
+    if turn.call is not None and turn.call.options:
+        meta[OPTIONS_KEY] = dict(turn.call.options)  # `-o KEY VALUE`, said the same way
     if completion.finish_reason in CUT_REASONS:
         meta[FINISH_KEY] = completion.finish_reason  # a reply cut short says so where shown
     if completion.reasoning:
