@@ -164,7 +164,9 @@ def test_extract_prints_a_fenced_block_and_options_arrive_typed(
         True,
         "###",
     )
-    assert "options: temperature=0.3, seed=7, logprobs=True, stop='###'" in _ok(run_koog("why", "-s", "opt"))
+    assert "options: temperature=0.3, seed=7, logprobs=True, stop='###'" in _ok(
+        run_koog("why", "-s", "opt")
+    )
     bad = run_koog("chat", "-o", "seed", "--", "go")
     assert bad.returncode == 2
 
