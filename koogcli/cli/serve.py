@@ -230,6 +230,9 @@ def _run(
         timeout_keep_alive=max(1, round(settings.idle_timeout_seconds)),
         h11_max_incomplete_event_size=64 * 1024,  # a request head larger than this: 400
         server_header=False,
+        # Who connects is told by the socket alone: uvicorn would otherwise take the
+        # client's address from X-Forwarded-For on loopback, and the owner check with it.
+        proxy_headers=False,
     )
 
     class Server(uvicorn.Server):

@@ -5,6 +5,7 @@ only; the actions run the services the command line runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from koogcli.core.checkpoints import Checkpoint
@@ -57,6 +58,8 @@ def change_mark(ctx: AppContext, session: SessionName) -> tuple[object, ...]:
     return (tuple(last), len(ctx.checkpoints.headers(session)))
 
 
-def sessions_mark(ctx: AppContext) -> tuple[object, ...]:
-    """Something that changes whenever any session is stored, renamed or deleted."""
-    return tuple(sorted((s.name, s.revision, s.messages) for s in ctx.history.sessions()))
+def sessions_mark(ctx: AppContext, allows: Callable[[str], bool]) -> tuple[object, ...]:
+    """Something that changes whenever a session `allows` lets be seen is stored, renamed
+    or deleted (nothing of the others)."""
+    found = ctx.history.sessions()
+    return tuple(sorted((s.name, s.revision, s.messages) for s in found if allows(s.name)))

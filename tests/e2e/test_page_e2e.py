@@ -390,3 +390,32 @@ def test_koog_ui_starts_serve_once_and_prints_the_page(
             except ProcessLookupError:
                 break
             time.sleep(0.1)
+
+
+def test_who_connects_is_told_by_the_socket_not_by_forwarded_headers(
+    serve_files: KoogServe, run_koog: Run
+) -> None:
+    """uvicorn trusts X-Forwarded-For from loopback by default: the owner check then looked
+    up the port a header named, so another local user could pass as the owner."""
+    _ok(run_koog("chat", "-s", "f", "hello"))
+    base = _base(serve_files)
+    for forged in ("127.0.0.1:1", "10.0.0.9:4242"):
+        status, listed = http(
+            "GET", base + "/koog/v1/sessions", headers={"X-Forwarded-For": forged}
+        )
+        assert status == 200 and [s["session"] for s in listed] == ["f"], (forged, listed)
+    answer = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            base + "/ui/session/%3Cb%3Ex/part/a/0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert answer.stdout == "404"

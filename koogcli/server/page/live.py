@@ -21,6 +21,7 @@ from koogcli.server.state import ServerState
 POLL_SECONDS = 1.0
 STREAM_SECONDS = 300.0
 KEEP_ALIVE_SECONDS = 15.0
+TEXT = "text/plain; charset=utf-8"
 
 
 async def events(request: Request) -> Response:
@@ -36,12 +37,12 @@ async def events(request: Request) -> Response:
             raise Refused(404, f"no session named {name.value!r}", "not_found_error")
     except Exception as exc:
         status = exc.status if isinstance(exc, Refused) else 400
-        return Response(str(exc), status_code=status, headers=access.HEADERS)
+        return Response(str(exc), status_code=status, headers=access.HEADERS, media_type=TEXT)
     ctx = state.ctx
 
     def mark() -> tuple[object, ...]:
         if name is None:
-            return session_view.sessions_mark(ctx)
+            return session_view.sessions_mark(ctx, who.allows)
         return session_view.change_mark(ctx, name)
 
     async def stream() -> AsyncIterator[str]:

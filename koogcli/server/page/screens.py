@@ -19,6 +19,7 @@ from koogcli.server.page.routes import action, page
 from koogcli.services.context import AppContext
 
 SOURCES = {"koog": "koog", "agent": "agents through serve"}
+TEXT = "text/plain; charset=utf-8"
 SHOWN_AT_FIRST = 400  # messages of a long session shown until all are asked for
 _SEARCH_LIMIT = 50
 
@@ -193,7 +194,11 @@ async def part(request: Request) -> Response:
         wanted, number = request.path_params["message"], int(request.path_params["number"])
         found = await state.run(lambda: _image(state.ctx, name, wanted, number))
     except Refused as exc:
-        return Response(exc.message, status_code=exc.status, headers=access.HEADERS)
+        return Response(
+            exc.message, status_code=exc.status, headers=access.HEADERS, media_type=TEXT
+        )
+    except (UsageError, ValueError):  # a name that is no session's
+        return Response("no such image", status_code=404, headers=access.HEADERS, media_type=TEXT)
     if found is None:
         return render(state, Grant((), (), "-"), "problem.html", 404, problem="no such image")
     mime, data = found
@@ -219,9 +224,11 @@ async def export(request: Request) -> Response:
         name = _session(who, request.path_params["name"])
         text, media = await state.run(lambda: _exported(state.ctx, name, fmt))
     except Refused as exc:
-        return Response(exc.message, status_code=exc.status, headers=access.HEADERS)
+        return Response(
+            exc.message, status_code=exc.status, headers=access.HEADERS, media_type=TEXT
+        )
     except UsageError as exc:
-        return Response(exc.message, status_code=404, headers=access.HEADERS)
+        return Response(exc.message, status_code=404, headers=access.HEADERS, media_type=TEXT)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name.value)
     headers = {
         **access.HEADERS,
