@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import typer
@@ -136,9 +135,17 @@ def chat(
     if ask_tools:
         flags["tool_settings.ask"] = True
     request = ChatRequest(
-        prompt or [], attach or [], not no_save, usage, as_json, resume, session, continue_, role
+        prompt or [],
+        attach or [],
+        not no_save,
+        usage,
+        as_json,
+        resume,
+        session,
+        continue_,
+        role,
+        pipe,
     )
-    request = dataclasses.replace(request, pipe=pipe)
     chosen = plan(request, render.is_tty(sys.stdin))
     app_ctx, name, generated = _open(globals_of(ctx), flags, request)
     app_ctx.approve_all = yes
@@ -163,13 +170,7 @@ class ChatRequest:
     session: str | None
     continue_: bool
     role: str | None
-    pipe: pipeline.Args = field(default_factory=lambda: _no_pipeline())
-
-
-def _no_pipeline() -> pipeline.Args:
-    from koogcli.cli import pipeline
-
-    return pipeline.Args()
+    pipe: pipeline.Args  # --schema, -x, -o, templates
 
 
 @dataclass(frozen=True)

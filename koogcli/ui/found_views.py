@@ -10,6 +10,8 @@ from koogcli.core.messages import local_time
 from koogcli.ui.render import visible
 
 if TYPE_CHECKING:
+    import re
+
     from koogcli.core.found import Found
 
 
@@ -41,10 +43,16 @@ def found_lines(found: Sequence[Found], mark: Callable[[str], str]) -> list[str]
 
 
 def _marked(line: str, terms: Sequence[str], mark: Callable[[str], str]) -> str:
+    pattern = words_pattern(terms)
+    return line if pattern is None else pattern.sub(lambda m: mark(m.group(0)), line)
+
+
+def words_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+    """The searched words, case aside, the longest first (None: no words): what a hit
+    marks, in a terminal and on the page."""
     import re
 
     words = sorted({t for t in terms if t}, key=len, reverse=True)
     if not words:
-        return line
-    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
-    return pattern.sub(lambda m: mark(m.group(0)), line)
+        return None
+    return re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)

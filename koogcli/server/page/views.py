@@ -5,7 +5,6 @@ escapes it). Nothing stored reaches the page any other way."""
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -74,10 +73,11 @@ def found_rows(found: Sequence[Found]) -> list[dict[str, Any]]:
 
 def marked(text: str, terms: Sequence[str]) -> str:
     """`text` escaped, each of the words (case aside) in `<mark>`."""
-    words = sorted({t for t in terms if t}, key=len, reverse=True)
-    if not words:
+    from koogcli.ui.found_views import words_pattern
+
+    pattern = words_pattern(terms)
+    if pattern is None:
         return html.escape(text)
-    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
     out, at = [], 0
     for hit in pattern.finditer(text):
         out += [html.escape(text[at : hit.start()]), f"<mark>{html.escape(hit.group(0))}</mark>"]
